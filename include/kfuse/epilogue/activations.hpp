@@ -1,0 +1,115 @@
+#pragma once
+// Activation stages. Each formula is in the comment above the stage; every body is written once
+// on simd::vec and serves every arch and backend.
+#include "kfuse/epilogue/stage.hpp"
+
+namespace kfuse {
+
+/// y = max(x, 0)
+struct relu {
+  static constexpr std::string_view name{"relu"};
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return simd::max(x, V(0.f));
+  }
+};
+
+/// y = x > 0 ? x : alpha * x
+struct leaky_relu {
+  static constexpr std::string_view name{"leaky_relu"};
+  float alpha = 0.01f;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return simd::select(x > V(0.f), x, x * V(alpha));
+  }
+};
+
+/// y = min(max(x, lo), hi); relu6 is clamp{0, 6}
+struct clamp {
+  static constexpr std::string_view name{"clamp"};
+  float lo = 0.f;
+  float hi = 6.f;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return simd::clamp(x, V(lo), V(hi));
+  }
+  template <class Check>
+  void validate(const Check& c) const {
+    if (!(lo <= hi)) c.fail("lo must not exceed hi");
+  }
+};
+
+/// y = 1 / (1 + exp(-x))
+struct sigmoid {
+  static constexpr std::string_view name{"sigmoid"};
+  static constexpr int cost = 8;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return V(1.f) / (V(1.f) + simd::exp(-x));
+  }
+};
+
+/// y = x * sigmoid(x)  (swish)
+struct silu {
+  static constexpr std::string_view name{"silu"};
+  static constexpr int cost = 8;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return x / (V(1.f) + simd::exp(-x));
+  }
+};
+
+/// y = tanh(x)
+struct tanh {
+  static constexpr std::string_view name{"tanh"};
+  static constexpr int cost = 10;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return simd::tanh(x);
+  }
+};
+
+/// y = x/2 * (1 + erf(x / sqrt(2)))  (exact GELU)
+struct gelu_erf {
+  static constexpr std::string_view name{"gelu_erf"};
+  static constexpr int cost = 12;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    const V half_x = x * V(0.5f);
+    return simd::fma(half_x, simd::erf(x * V(0.70710678118654752f)), half_x);
+  }
+};
+
+/// y = x/2 * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3)
+/// computed as x / (1 + exp(-2u)), the same function with one exp and no tanh.
+struct gelu_tanh {
+  static constexpr std::string_view name{"gelu_tanh"};
+  static constexpr int cost = 8;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    constexpr float k = 0.7978845608028654f;  // sqrt(2/pi)
+    const V x2 = x * x;
+    const V minus_2u = x * simd::fma(x2, V(-2.f * k * 0.044715f), V(-2.f * k));
+    return x / (V(1.f) + simd::exp(minus_2u));
+  }
+};
+
+/// y = x * clamp(x + 3, 0, 6) / 6
+struct hardswish {
+  static constexpr std::string_view name{"hardswish"};
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return x * simd::clamp(x + V(3.f), V(0.f), V(6.f)) * V(1.f / 6.f);
+  }
+};
+
+/// y = clamp(x / 6 + 1/2, 0, 1)  (PyTorch's definition)
+struct hardsigmoid {
+  static constexpr std::string_view name{"hardsigmoid"};
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return simd::clamp(simd::fma(x, V(1.f / 6.f), V(0.5f)), V(0.f), V(1.f));
+  }
+};
+
+}  // namespace kfuse

@@ -1,0 +1,154 @@
+#pragma once
+// What an epilogue stage is, and the context a kernel hands it.
+//
+// A stage is a small aggregate: its parameters are its fields, and it has one templated
+//   template <class V, class Ctx> V operator()(V x, const Ctx& ctx) const;
+// that maps a vector of f32 values (simd::vec<...>, or a one-lane vec on the generic arch) to
+// another. The same body serves every arch and backend. Optional static members:
+//   name (std::string_view), needs_channel (bool), cost (int), output_elem (an element tag:
+//   the storage type this stage produces), and a validate(check) template member.
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "kfuse/error.hpp"
+#include "kfuse/simd/vec.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+/// Where the lanes of a vector sit in the tensor. Kernels build it; stages read parameters
+/// through it so that one stage body serves every layout, tail and kernel.
+///  - i: flat element index of lane 0 (for elementwise second tensors)
+///  - c: channel of lane 0; with ChannelPerLane lane k has channel c + k (channels-last rows,
+///       GEMM columns), otherwise every lane has channel c (channels-first rows)
+///  - n: number of valid lanes (less than V::lanes only in a tail)
+template <class V, bool ChannelPerLane>
+struct lane_ctx {
+  static constexpr bool channel_per_lane = ChannelPerLane;
+  index_t i = 0;
+  index_t c = 0;
+  int n = V::lanes;
+
+  /// The n values of an elementwise operand at the lanes' positions.
+  template <class T>
+  KFUSE_INLINE V load(const T* base) const {
+    return n == V::lanes ? simd::load<V>(base + i) : simd::load_partial<V>(base + i, n);
+  }
+  /// The per-channel parameter of every lane.
+  template <class T>
+  KFUSE_INLINE V channel_param(const T* per_channel) const {
+    if constexpr (ChannelPerLane)
+      return n == V::lanes ? simd::load<V>(per_channel + c)
+                           : simd::load_partial<V>(per_channel + c, n);
+    else
+      return V(to_float(per_channel[c]));
+  }
+};
+
+/// What a stage may check before a kernel runs. fail() throws kfuse::error naming the kernel
+/// and the stage.
+struct stage_check {
+  std::string_view kernel;
+  std::string_view stage;
+  index_t numel = 0;
+  index_t channels = 0;  // 0: the tensor has no channel axis
+  [[noreturn]] void fail(const std::string& what) const {
+    throw error(std::string(kernel) + ": stage '" + std::string(stage) + "': " + what);
+  }
+  /// A per-channel parameter list must have one value per channel.
+  void expect_per_channel(index_t count, std::string_view what) const {
+    if (channels == 0)
+      fail(std::string(what) +
+           " is per channel but the tensor has no channel axis (pass a "
+           "tensor_view with a layout)");
+    if (count != channels)
+      fail(std::to_string(count) + " " + std::string(what) + " for " + std::to_string(channels) +
+           " channels");
+  }
+};
+
+namespace detail {
+
+template <class S>
+constexpr std::string_view stage_name() {
+  if constexpr (requires { S::name; })
+    return S::name;
+  else
+    return "user stage";
+}
+
+template <class S>
+constexpr bool stage_needs_channel() {
+  if constexpr (requires { S::needs_channel; })
+    return S::needs_channel;
+  else
+    return false;
+}
+
+/// True when this stage object uses per-channel parameters at run time.
+template <class S>
+KFUSE_INLINE bool stage_uses_channel(const S& s) {
+  if constexpr (stage_needs_channel<S>())
+    return true;
+  else if constexpr (requires { s.per_channel; })
+    return bool(s.per_channel);
+  else if constexpr (requires { s.q.scales; })
+    return !s.q.scales.empty();
+  else if constexpr (requires { s.multipliers; })
+    return !s.multipliers.empty();
+  else
+    return false;
+}
+
+template <class S>
+struct stage_output {
+  using type = void;
+};
+template <class S>
+requires requires { typename S::output_elem; }
+struct stage_output<S> {
+  using type = typename S::output_elem;
+};
+
+template <class S>
+constexpr int stage_cost() {
+  if constexpr (requires { S::cost; })
+    return S::cost;
+  else
+    return 1;
+}
+
+template <class S, class V, class Ctx>
+concept vector_stage = requires(const S& s, V x, const Ctx& c) {
+  { s(x, c) } -> std::same_as<V>;
+};
+template <class S, class Ctx>
+concept scalar_stage = requires(const S& s, float x, const Ctx& c) {
+  { s(x, c) } -> std::convertible_to<float>;
+};
+
+/// Instantiated only for a stage that cannot run on a SIMD target: the diagnostic names it.
+template <class Stage>
+struct epilogue_stage_has_no_vector_path {
+  static_assert(sizeof(Stage) == 0,
+                "kfuse: this epilogue stage has no vector operator() for the SIMD target it is "
+                "used on, and kfuse never falls back to a slow path. Write it as "
+                "`template <class V, class Ctx> V operator()(V x, const Ctx&) const` using "
+                "kfuse::simd ops, or run the kernel on arch::generic.");
+  static constexpr bool value = false;
+};
+
+template <class S, class V, class Ctx>
+KFUSE_INLINE V call_stage(const S& s, V x, const Ctx& c) {
+  if constexpr (vector_stage<S, V, Ctx>) {
+    return s(x, c);
+  } else if constexpr (V::lanes == 1 && scalar_stage<S, Ctx>) {
+    return V(float(s(float(x.r), c)));
+  } else {
+    static_assert(epilogue_stage_has_no_vector_path<S>::value);
+    return x;
+  }
+}
+
+}  // namespace detail
+KFUSE_END_NAMESPACE

@@ -1,0 +1,47 @@
+#pragma once
+// The scalar impl: one lane of plain C++. Used by the generic arch with either backend tag.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kfuse/types/convert.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+namespace simd {
+
+struct scalar_impl {
+  using reg = float;
+  using mreg = bool;
+  static constexpr int lanes = 1;
+  static constexpr std::string_view name() { return "scalar"; }
+
+  static KFUSE_INLINE reg set1(float s) { return s; }
+  static KFUSE_INLINE reg add(reg a, reg b) { return a + b; }
+  static KFUSE_INLINE reg sub(reg a, reg b) { return a - b; }
+  static KFUSE_INLINE reg mul(reg a, reg b) { return a * b; }
+  static KFUSE_INLINE reg div(reg a, reg b) { return a / b; }
+  static KFUSE_INLINE reg fma(reg a, reg b, reg c) { return std::fma(a, b, c); }
+  static KFUSE_INLINE reg min(reg a, reg b) { return b < a ? b : a; }
+  static KFUSE_INLINE reg max(reg a, reg b) { return a < b ? b : a; }
+  static KFUSE_INLINE reg abs(reg a) { return std::fabs(a); }
+  static KFUSE_INLINE reg neg(reg a) { return -a; }
+  static KFUSE_INLINE mreg lt(reg a, reg b) { return a < b; }
+  static KFUSE_INLINE mreg le(reg a, reg b) { return a <= b; }
+  static KFUSE_INLINE reg select(mreg m, reg a, reg b) { return m ? a : b; }
+  static KFUSE_INLINE reg exp(reg a) { return std::exp(a); }
+  static KFUSE_INLINE reg tanh(reg a) { return std::tanh(a); }
+  static KFUSE_INLINE reg erf(reg a) { return std::erf(a); }
+  static KFUSE_INLINE reg round_even(reg a) { return std::nearbyint(a); }
+
+  template <class T>
+  static KFUSE_INLINE reg load(const T* p) {
+    return to_float(*p);
+  }
+  template <class T>
+  static KFUSE_INLINE void store(T* p, reg v) {
+    *p = from_float<T>(v);
+  }
+};
+
+}  // namespace simd
+KFUSE_END_NAMESPACE

@@ -1,0 +1,210 @@
+#pragma once
+// kfuse::simd::vec<I>: the one small vector interface kernels and epilogue stages are written
+// against. I is an impl (scalar_impl, xsimd_impl<...>, hwy_impl); vec gives it value semantics,
+// operators, math functions found by ADL, and converting (partial) loads and stores.
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "kfuse/arch/tags.hpp"
+#include "kfuse/simd/backend.hpp"
+#include "kfuse/simd/scalar.hpp"
+
+// Highway 1.0.3's NEON target needs the crypto extension; plain armv8-a gets xsimd only.
+#ifndef KFUSE_WITH_HWY
+#if KFUSE_TIER == KFUSE_TIER_GENERIC || \
+    (KFUSE_ARM && !defined(__ARM_FEATURE_AES) && !defined(__ARM_FEATURE_CRYPTO))
+#define KFUSE_WITH_HWY 0
+#else
+#define KFUSE_WITH_HWY 1
+#endif
+#endif
+
+#if KFUSE_TIER != KFUSE_TIER_GENERIC
+#include "kfuse/simd/xsimd.hpp"
+#endif
+#if KFUSE_WITH_HWY
+#include "kfuse/simd/hwy.hpp"
+#endif
+
+KFUSE_BEGIN_NAMESPACE
+namespace simd {
+
+template <class I>
+struct mask {
+  typename I::mreg m;
+};
+
+template <class I>
+struct vec {
+  using impl = I;
+  using reg = typename I::reg;
+  static constexpr int lanes = I::lanes;
+  reg r;
+
+  KFUSE_INLINE vec() = default;
+  /// Broadcast: lets stages write `x * 0.5f` or `max(x, 0.f)`.
+  KFUSE_INLINE vec(float s) : r(I::set1(s)) {}
+  static KFUSE_INLINE vec wrap(reg x) {
+    vec v;
+    v.r = x;
+    return v;
+  }
+
+  friend KFUSE_INLINE vec operator+(vec a, vec b) { return wrap(I::add(a.r, b.r)); }
+  friend KFUSE_INLINE vec operator-(vec a, vec b) { return wrap(I::sub(a.r, b.r)); }
+  friend KFUSE_INLINE vec operator*(vec a, vec b) { return wrap(I::mul(a.r, b.r)); }
+  friend KFUSE_INLINE vec operator/(vec a, vec b) { return wrap(I::div(a.r, b.r)); }
+  friend KFUSE_INLINE vec operator-(vec a) { return wrap(I::neg(a.r)); }
+  vec& operator+=(vec b) { return *this = *this + b; }
+  vec& operator*=(vec b) { return *this = *this * b; }
+  friend KFUSE_INLINE mask<I> operator<(vec a, vec b) { return {I::lt(a.r, b.r)}; }
+  friend KFUSE_INLINE mask<I> operator<=(vec a, vec b) { return {I::le(a.r, b.r)}; }
+  friend KFUSE_INLINE mask<I> operator>(vec a, vec b) { return {I::lt(b.r, a.r)}; }
+  friend KFUSE_INLINE mask<I> operator>=(vec a, vec b) { return {I::le(b.r, a.r)}; }
+};
+
+// Math on vec. Free functions (not hidden friends) so that kfuse code can call them qualified,
+// e.g. simd::tanh(x), where a stage of the same name (kfuse::tanh) would hide them.
+
+/// a * b + c, fused where the target has FMA.
+template <class I>
+KFUSE_INLINE vec<I> fma(vec<I> a, vec<I> b, vec<I> c) {
+  return vec<I>::wrap(I::fma(a.r, b.r, c.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> min(vec<I> a, vec<I> b) {
+  return vec<I>::wrap(I::min(a.r, b.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> max(vec<I> a, vec<I> b) {
+  return vec<I>::wrap(I::max(a.r, b.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> clamp(vec<I> x, vec<I> lo, vec<I> hi) {
+  return min(max(x, lo), hi);
+}
+template <class I>
+KFUSE_INLINE vec<I> abs(vec<I> a) {
+  return vec<I>::wrap(I::abs(a.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> exp(vec<I> a) {
+  return vec<I>::wrap(I::exp(a.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> tanh(vec<I> a) {
+  return vec<I>::wrap(I::tanh(a.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> erf(vec<I> a) {
+  return vec<I>::wrap(I::erf(a.r));
+}
+/// Nearest integer, ties to even.
+template <class I>
+KFUSE_INLINE vec<I> round_even(vec<I> a) {
+  return vec<I>::wrap(I::round_even(a.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> select(mask<I> m, vec<I> a, vec<I> b) {
+  return vec<I>::wrap(I::select(m.m, a.r, b.r));
+}
+
+/// Loads `vec::lanes` values of storage type T from p, converted to f32.
+template <class V, class T>
+KFUSE_INLINE V load(const T* p) {
+  return V::wrap(V::impl::template load<T>(p));
+}
+
+/// Loads the first n (< lanes) values; the other lanes are zero. Never reads past p + n.
+template <class V, class T>
+KFUSE_INLINE V load_partial(const T* p, int n) {
+  alignas(64) T tmp[V::lanes] = {};
+  std::memcpy(tmp, p, sizeof(T) * std::size_t(n));
+  return load<V>(tmp);
+}
+
+/// Stores all lanes to p, converted to T (integers: round half to even, saturate).
+template <class T, class V>
+KFUSE_INLINE void store(T* p, V v) {
+  V::impl::template store<T>(p, v.r);
+}
+
+/// Stores the first n lanes. Never writes past p + n.
+template <class T, class V>
+KFUSE_INLINE void store_partial(T* p, V v, int n) {
+  alignas(64) T tmp[V::lanes];
+  store(tmp, v);
+  std::memcpy(p, tmp, sizeof(T) * std::size_t(n));
+}
+
+/// Rounds every lane to the precision of storage type T and back (cast<bf16> and friends).
+template <class T, class V>
+KFUSE_INLINE V round_to(V v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    alignas(64) T tmp[V::lanes];
+    store(tmp, v);
+    return load<V>(tmp);
+  }
+}
+
+/// The impl that runs arch A with backend B in this translation unit.
+template <class A, class B>
+struct impl_for {
+  static_assert(compiled_here<A>,
+                "kfuse: code for this arch must be compiled in a translation unit built for it "
+                "(its -march flags; CMake: kfuse_add_arch_sources). Only arch::native (the TU's "
+                "own arch) and arch::generic can be instantiated here.");
+  using type = scalar_impl;
+};
+
+#if KFUSE_TIER != KFUSE_TIER_GENERIC
+template <class B>
+struct impl_for<arch::native, B> {
+  static_assert(std::is_same_v<B, backend::xsimd> || std::is_same_v<B, backend::hwy>,
+                "kfuse: unknown backend tag (use kfuse::backend::xsimd or kfuse::backend::hwy)");
+#if KFUSE_WITH_HWY
+  static constexpr bool hwy_width_ok = hwy_impl::vector_bytes == arch::native::vector_bytes;
+  static_assert(!std::is_same_v<B, backend::hwy> || hwy_width_ok ||
+                    std::is_same_v<arch::native, arch::sse4>,
+                "kfuse: Highway's static target in this TU is narrower than the arch (Highway "
+                "1.0.3 needs -maes -mpclmul for its AVX2/AVX3 targets; see toolchain-notes)");
+  using type = std::conditional_t<std::is_same_v<B, backend::hwy>, hwy_impl,
+                                  xsimd_impl<typename xsimd_arch_for<arch::native>::type>>;
+#else
+  static_assert(!std::is_same_v<B, backend::hwy>,
+                "kfuse: the Highway backend is not available in this TU (Highway 1.0.3's NEON "
+                "target needs +crypto); use kfuse::backend::xsimd");
+  using type = xsimd_impl<typename xsimd_arch_for<arch::native>::type>;
+#endif
+};
+#endif
+
+/// True when backend B can run arch A in this TU (for tests that loop over backends).
+template <class A, class B>
+inline constexpr bool backend_available = compiled_here<A> &&
+                                          (std::is_same_v<B, backend::xsimd> || KFUSE_WITH_HWY ||
+                                           std::is_same_v<A, arch::generic>);
+
+template <class A, class B>
+using vec_for = vec<typename impl_for<A, B>::type>;
+
+/// "xsimd:avx512bw", "hwy:AVX3_DL", "scalar": what a kernel instantiated for (A, B) runs on.
+template <class A, class B>
+inline const char* impl_name() {
+  if constexpr (std::is_same_v<typename impl_for<A, B>::type, scalar_impl>) {
+    return "scalar";
+  } else if constexpr (std::is_same_v<B, backend::hwy>) {
+    static const std::string name = std::string("hwy:") + hwy_impl::name();
+    return name.c_str();
+  } else {
+    static const std::string name =
+        std::string("xsimd:") + std::string(impl_for<A, B>::type::name());
+    return name.c_str();
+  }
+}
+
+}  // namespace simd
+KFUSE_END_NAMESPACE

@@ -1,0 +1,292 @@
+#pragma once
+// The xsimd impl for one xsimd arch. Arithmetic and math (exp, tanh, erf) are xsimd's; xsimd 8
+// has no 8/16-bit conversions to float, so those loads and stores are intrinsics per ISA.
+#include <xsimd/xsimd.hpp>
+
+#include "kfuse/arch/tags.hpp"
+#include "kfuse/types/convert.hpp"
+
+#if KFUSE_X86
+#include <immintrin.h>
+#elif KFUSE_ARM
+#include <arm_neon.h>
+#endif
+
+KFUSE_BEGIN_NAMESPACE
+namespace simd {
+
+template <class XA>
+struct xsimd_impl {
+  using reg = xsimd::batch<float, XA>;
+  using mreg = xsimd::batch_bool<float, XA>;
+  using ireg = xsimd::batch<std::int32_t, XA>;
+  using ureg = xsimd::batch<std::uint32_t, XA>;
+  static constexpr int lanes = int(reg::size);
+  static constexpr std::string_view name() { return XA::name(); }
+
+  static KFUSE_INLINE reg set1(float s) { return reg(s); }
+  static KFUSE_INLINE reg add(reg a, reg b) { return a + b; }
+  static KFUSE_INLINE reg sub(reg a, reg b) { return a - b; }
+  static KFUSE_INLINE reg mul(reg a, reg b) { return a * b; }
+  static KFUSE_INLINE reg div(reg a, reg b) { return a / b; }
+  static KFUSE_INLINE reg fma(reg a, reg b, reg c) { return xsimd::fma(a, b, c); }
+  static KFUSE_INLINE reg min(reg a, reg b) { return xsimd::min(a, b); }
+  static KFUSE_INLINE reg max(reg a, reg b) { return xsimd::max(a, b); }
+  static KFUSE_INLINE reg abs(reg a) { return xsimd::abs(a); }
+  static KFUSE_INLINE reg neg(reg a) { return -a; }
+  static KFUSE_INLINE mreg lt(reg a, reg b) { return a < b; }
+  static KFUSE_INLINE mreg le(reg a, reg b) { return a <= b; }
+  static KFUSE_INLINE reg select(mreg m, reg a, reg b) { return xsimd::select(m, a, b); }
+  static KFUSE_INLINE reg exp(reg a) { return xsimd::exp(a); }
+  static KFUSE_INLINE reg tanh(reg a) { return xsimd::tanh(a); }
+  static KFUSE_INLINE reg erf(reg a) { return xsimd::erf(a); }
+  static KFUSE_INLINE reg round_even(reg a) { return xsimd::nearbyint(a); }
+
+  template <class T>
+  static KFUSE_INLINE reg load(const T* p) {
+    if constexpr (std::is_same_v<T, float>) {
+      return reg::load_unaligned(p);
+    } else if constexpr (std::is_same_v<T, bf16_t>) {
+      return xsimd::bitwise_cast<reg>(widen_u16(reinterpret_cast<const std::uint16_t*>(p)) << 16);
+    } else if constexpr (std::is_same_v<T, f16_t>) {
+      return load_f16(p);
+    } else if constexpr (std::is_same_v<T, std::int32_t>) {
+      return xsimd::to_float(ireg::load_unaligned(p));
+    } else {
+      return xsimd::to_float(widen_8(p));
+    }
+  }
+
+  template <class T>
+  static KFUSE_INLINE void store(T* p, reg v) {
+    if constexpr (std::is_same_v<T, float>) {
+      v.store_unaligned(p);
+    } else if constexpr (std::is_same_v<T, bf16_t>) {
+      // Round to nearest even on the bits; NaN is made quiet instead (the add could carry it to
+      // Inf).
+      const ureg u = xsimd::bitwise_cast<ureg>(v);
+      const ureg rounded = u + ureg(0x7fffu) + ((u >> 16) & ureg(1u));
+      const ureg quiet = u | ureg(0x00400000u);
+      const reg chosen =
+          xsimd::select(v != v, xsimd::bitwise_cast<reg>(quiet), xsimd::bitwise_cast<reg>(rounded));
+      const ureg bits = xsimd::bitwise_cast<ureg>(chosen) >> 16;
+      narrow_u16(reinterpret_cast<std::uint16_t*>(p), bits);
+    } else if constexpr (std::is_same_v<T, f16_t>) {
+      store_f16(p, v);
+    } else if constexpr (std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::uint8_t>) {
+      narrow_8(p, v);
+    } else {
+      static_assert(sizeof(T) == 0, "kfuse: no vector store to this storage type");
+    }
+  }
+
+ private:
+  // u16 x lanes -> u32 lanes, zero-extended.
+  static KFUSE_INLINE ureg widen_u16(const std::uint16_t* p) {
+#if KFUSE_TIER >= KFUSE_TIER_AVX512 && KFUSE_X86
+    if constexpr (lanes == 16)
+      return ureg(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#endif
+#if KFUSE_TIER >= KFUSE_TIER_AVX2 && KFUSE_X86
+    if constexpr (lanes == 8)
+      return ureg(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#endif
+#if KFUSE_X86
+    if constexpr (lanes == 4) {
+      return ureg(_mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    }
+#elif KFUSE_ARM
+    if constexpr (lanes == 4) return ureg(vmovl_u16(vld1_u16(p)));
+#endif
+    alignas(64) std::uint32_t tmp[lanes];
+    for (int i = 0; i < lanes; ++i) tmp[i] = p[i];
+    return ureg::load_aligned(tmp);
+  }
+
+  // u32 lanes (each <= 0xffff) -> u16 x lanes.
+  static KFUSE_INLINE void narrow_u16(std::uint16_t* p, ureg v) {
+#if KFUSE_TIER >= KFUSE_TIER_AVX512 && KFUSE_X86
+    if constexpr (lanes == 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+      return;
+    }
+#endif
+#if KFUSE_TIER >= KFUSE_TIER_AVX2 && KFUSE_X86
+    if constexpr (lanes == 8) {
+      const __m256i packed = _mm256_packus_epi32(v, v);  // per 128-bit half
+      const __m256i ordered = _mm256_permute4x64_epi64(packed, 0x08);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(ordered));
+      return;
+    }
+#endif
+#if KFUSE_X86
+    if constexpr (lanes == 4) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(v, v));
+      return;
+    }
+#elif KFUSE_ARM
+    if constexpr (lanes == 4) {
+      vst1_u16(p, vmovn_u32(v));
+      return;
+    }
+#endif
+    alignas(64) std::uint32_t tmp[lanes];
+    v.store_aligned(tmp);
+    for (int i = 0; i < lanes; ++i) p[i] = std::uint16_t(tmp[i]);
+  }
+
+  template <class T>
+  static KFUSE_INLINE ireg widen_8(const T* p) {
+    constexpr bool s = std::is_signed_v<T>;
+#if KFUSE_TIER >= KFUSE_TIER_AVX512 && KFUSE_X86
+    if constexpr (lanes == 16) {
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      return ireg(s ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+    }
+#endif
+#if KFUSE_TIER >= KFUSE_TIER_AVX2 && KFUSE_X86
+    if constexpr (lanes == 8) {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+      return ireg(s ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+    }
+#endif
+#if KFUSE_X86
+    if constexpr (lanes == 4) {
+      std::int32_t word;
+      std::memcpy(&word, p, 4);
+      const __m128i b = _mm_cvtsi32_si128(word);
+      return ireg(s ? _mm_cvtepi8_epi32(b) : _mm_cvtepu8_epi32(b));
+    }
+#elif KFUSE_ARM
+    if constexpr (lanes == 4) {
+      alignas(8) T tmp[8] = {p[0], p[1], p[2], p[3]};
+      if constexpr (s)
+        return ireg(vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(tmp)))));
+      else
+        return ireg(vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(tmp))))));
+    }
+#endif
+    alignas(64) std::int32_t tmp[lanes];
+    for (int i = 0; i < lanes; ++i) tmp[i] = p[i];
+    return ireg::load_aligned(tmp);
+  }
+
+  // Round to nearest even, saturate to T's range, store lanes bytes.
+  template <class T>
+  static KFUSE_INLINE void narrow_8(T* p, reg v) {
+    constexpr float lo = std::is_signed_v<T> ? -128.f : 0.f;
+    constexpr float hi = std::is_signed_v<T> ? 127.f : 255.f;
+    // Clamping in float first keeps NaN-free inputs exact and makes the packs below exact too.
+    const reg finite = xsimd::select(v != v, reg(0.f), v);  // NaN -> 0, as in from_float
+    const ireg q = xsimd::nearbyint_as_int(xsimd::min(xsimd::max(finite, reg(lo)), reg(hi)));
+#if KFUSE_TIER >= KFUSE_TIER_AVX512 && KFUSE_X86
+    if constexpr (lanes == 16) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(q));
+      return;
+    }
+#endif
+#if KFUSE_TIER >= KFUSE_TIER_AVX2 && KFUSE_X86
+    if constexpr (lanes == 8) {
+      const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+      const __m128i b = std::is_signed_v<T> ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(p), b);
+      return;
+    }
+#endif
+#if KFUSE_X86
+    if constexpr (lanes == 4) {
+      const __m128i w = _mm_packs_epi32(q, q);
+      const __m128i b = std::is_signed_v<T> ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
+      const std::int32_t word = _mm_cvtsi128_si32(b);
+      std::memcpy(p, &word, 4);
+      return;
+    }
+#endif
+    alignas(64) std::int32_t tmp[lanes];
+    q.store_aligned(tmp);
+    for (int i = 0; i < lanes; ++i) p[i] = T(tmp[i]);
+  }
+
+  static KFUSE_INLINE reg load_f16(const f16_t* p) {
+#if KFUSE_TIER >= KFUSE_TIER_AVX512 && KFUSE_X86
+    if constexpr (lanes == 16)
+      return reg(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#endif
+#if KFUSE_TIER >= KFUSE_TIER_AVX2 && KFUSE_X86
+    if constexpr (lanes == 8)
+      return reg(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#endif
+#if KFUSE_ARM
+    if constexpr (lanes == 4)
+      return reg(
+          vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const std::uint16_t*>(p)))));
+#endif
+    // No F16C (x86-64-v2): the exact software conversion, lane by lane.
+    alignas(64) float tmp[lanes];
+    for (int i = 0; i < lanes; ++i) tmp[i] = to_float(p[i]);
+    return reg::load_aligned(tmp);
+  }
+
+  static KFUSE_INLINE void store_f16(f16_t* p, reg v) {
+#if KFUSE_TIER >= KFUSE_TIER_AVX512 && KFUSE_X86
+    if constexpr (lanes == 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                          _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      return;
+    }
+#endif
+#if KFUSE_TIER >= KFUSE_TIER_AVX2 && KFUSE_X86
+    if constexpr (lanes == 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                       _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      return;
+    }
+#endif
+#if KFUSE_ARM
+    if constexpr (lanes == 4) {
+      vst1_u16(reinterpret_cast<std::uint16_t*>(p), vreinterpret_u16_f16(vcvt_f16_f32(v)));
+      return;
+    }
+#endif
+    alignas(64) float tmp[lanes];
+    v.store_aligned(tmp);
+    for (int i = 0; i < lanes; ++i) p[i] = to_f16(tmp[i]);
+  }
+};
+
+/// The xsimd arch kfuse uses for each of its arch tags.
+template <class A>
+struct xsimd_arch_for {
+  static_assert(
+      sizeof(A) == 0,
+      "kfuse: the xsimd backend has no arch for this kfuse arch tag (use arch::generic or "
+      "an x86/neon tag)");
+};
+#if KFUSE_X86
+template <>
+struct xsimd_arch_for<arch::sse4> {
+  using type = xsimd::sse4_2;
+};
+template <>
+struct xsimd_arch_for<arch::avx2> {
+  using type = xsimd::fma3<xsimd::avx2>;
+};
+template <>
+struct xsimd_arch_for<arch::avx512> {
+  using type = xsimd::avx512bw;
+};
+template <>
+struct xsimd_arch_for<arch::avx512_vnni> : xsimd_arch_for<arch::avx512> {};
+template <>
+struct xsimd_arch_for<arch::avx512_bf16> : xsimd_arch_for<arch::avx512> {};
+#elif KFUSE_ARM
+template <>
+struct xsimd_arch_for<arch::neon> {
+  using type = xsimd::neon64;
+};
+template <>
+struct xsimd_arch_for<arch::neon_dotprod> : xsimd_arch_for<arch::neon> {};
+#endif
+
+}  // namespace simd
+KFUSE_END_NAMESPACE

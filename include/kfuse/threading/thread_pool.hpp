@@ -1,0 +1,148 @@
+#pragma once
+// A persistent thread pool and parallel_for(begin, end, grain, fn(range, worker)).
+//
+// The calling thread takes part (it is worker 0). Workers spin briefly after a job, then park on
+// an atomic wait (a futex on Linux), so an idle pool costs no CPU. One job runs at a time: a
+// parallel_for issued while the pool is busy (another application thread, or a nested call
+// from inside a job) runs on the calling thread alone, so the pool never oversubscribes cores.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kfuse/config/macros.hpp"
+#include "kfuse/types/elem.hpp"
+
+namespace kfuse {
+/// A half-open range of work items handed to one call of a parallel_for body.
+struct range {
+  index_t begin = 0;
+  index_t end = 0;
+  index_t size() const noexcept { return end - begin; }
+};
+}  // namespace kfuse
+
+KFUSE_BEGIN_NAMESPACE
+
+/// Threads to use by default: KFUSE_NUM_THREADS if set, else the hardware's thread count.
+inline int default_thread_count() {
+  if (const char* env = std::getenv("KFUSE_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+class thread_pool {
+ public:
+  /// `threads` counts the calling thread: thread_pool(2) starts one worker.
+  explicit thread_pool(int threads = default_thread_count()) : threads_(std::max(1, threads)) {
+    for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { worker_loop(w); });
+  }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+  ~thread_pool() {
+    stop_.store(true, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  int size() const noexcept { return threads_; }
+
+  /// Calls fn(range, worker) over [begin, end) in chunks of `grain` items, on at most
+  /// max_threads threads (0: all). Returns when every chunk is done.
+  template <class F>
+  void parallel_for(index_t begin, index_t end, index_t grain, F&& fn, int max_threads = 0) {
+    if (end <= begin) return;
+    grain = std::max<index_t>(grain, 1);
+    const index_t chunks = (end - begin + grain - 1) / grain;
+    int want = max_threads > 0 ? std::min(max_threads, threads_) : threads_;
+    want = int(std::min<index_t>(want, chunks));
+    std::unique_lock<std::mutex> busy(job_mutex_, std::try_to_lock);
+    if (want <= 1 || !busy.owns_lock()) {
+      fn(range{begin, end}, 0);
+      return;
+    }
+    using Fn = std::remove_reference_t<F>;
+    job_ = job{begin, end, grain, chunks, want, &fn, [](void* f, range r, int w) {
+                 (*static_cast<Fn*>(f))(r, w);
+               }};
+    next_chunk_.store(0, std::memory_order_relaxed);
+    // Every worker acknowledges every job (idle ones at once), so job_ is never rewritten
+    // while a worker may still read it.
+    pending_.store(threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    run_chunks(0);
+    // Wait for the helpers: spin briefly (jobs are usually balanced), then park.
+    for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+      if (spin < 4096) continue;
+      const int p = pending_.load(std::memory_order_acquire);
+      if (p != 0) pending_.wait(p, std::memory_order_acquire);
+    }
+  }
+
+ private:
+  struct job {
+    index_t begin, end, grain, chunks;
+    int threads;
+    void* fn;
+    void (*call)(void*, range, int);
+  };
+
+  void run_chunks(int worker) {
+    const job& j = job_;
+    for (;;) {
+      const index_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+      if (c >= j.chunks) return;
+      const index_t b = j.begin + c * j.grain;
+      j.call(j.fn, range{b, std::min(j.end, b + j.grain)}, worker);
+    }
+  }
+
+  void worker_loop(int w) {
+    unsigned seen = generation_.load(std::memory_order_acquire);
+    for (;;) {
+      // Spin a little for back-to-back jobs, then park until the generation changes.
+      unsigned now = seen;
+      for (int spin = 0; spin < 2048 && (now = generation_.load(std::memory_order_acquire)) == seen;
+           ++spin) {
+      }
+      if (now == seen) {
+        generation_.wait(seen, std::memory_order_acquire);
+        now = generation_.load(std::memory_order_acquire);
+      }
+      seen = now;
+      if (stop_.load(std::memory_order_relaxed)) return;
+      if (w < job_.threads) run_chunks(w);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    }
+  }
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex job_mutex_;
+  job job_{};
+  std::atomic<index_t> next_chunk_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<unsigned> generation_{0};
+  std::atomic<bool> stop_{false};
+};
+
+/// The process-wide pool of this ISA's copy of kfuse, created on first use.
+inline thread_pool& default_pool() {
+  static thread_pool pool;
+  return pool;
+}
+
+/// parallel_for on the default pool.
+template <class F>
+void parallel_for(index_t begin, index_t end, index_t grain, F&& fn, int max_threads = 0) {
+  default_pool().parallel_for(begin, end, grain, std::forward<F>(fn), max_threads);
+}
+
+KFUSE_END_NAMESPACE
