@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The one test command (README; .ci/run calls exactly this).
+#   scripts/test.sh          install deps, check format, build, run the covering set (ctest -L ci),
+#                            an AddressSanitizer+UBSan build of it, a ThreadSanitizer build of the
+#                            threading tests, the -march example matrix and the aarch64 smoke tests
+#   scripts/test.sh --full   additionally builds and runs the full product (ctest -L full)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+full=0
+[[ "${1:-}" == "--full" ]] && full=1
+jobs=${KFUSE_JOBS:-$(nproc)}
+total_start=$(date +%s)
+phase_start=$total_start
+declare -a report=()
+phase() {  # phase NAME: closes the previous phase and prints its time
+  local now
+  now=$(date +%s)
+  if [[ -n "${current:-}" ]]; then
+    report+=("$(printf '%-28s %5ds' "$current" $((now - phase_start)))")
+    echo "=== phase '$current' took $((now - phase_start)) s"
+  fi
+  current=${1:-}
+  phase_start=$now
+  [[ -n "$current" ]] && echo "=== phase '$current'"
+  return 0
+}
+
+phase "setup"
+scripts/setup.sh
+
+phase "format check"
+files=$(git ls-files '*.hpp' '*.cpp' '*.h' | grep -v '^tests/compile_fail/cases/' || true)
+if [[ -n "$files" ]]; then
+  # shellcheck disable=SC2086
+  clang-format --dry-run -Werror $files
+fi
+echo "format: $(echo "$files" | wc -w) files clean"
+
+phase "build (Release, every x86 arch)"
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_FULL_TESTS=$([[ $full == 1 ]] && echo ON || echo OFF) >/dev/null
+cmake --build build/ci -j "$jobs"
+
+phase "tests (ctest -L ci)"
+ctest --test-dir build/ci -L ci -j "$jobs" --output-on-failure
+
+if [[ $full == 1 ]]; then
+  phase "full product (ctest -L full)"
+  ctest --test-dir build/ci -L full -j "$jobs" --output-on-failure
+fi
+
+phase "asan+ubsan build + tests"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFUSE_SANITIZE=address \
+  -DKFUSE_ARCHS="generic;avx512_bf16" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/asan -j "$jobs"
+ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|no_asan" -j "$jobs" --output-on-failure
+
+phase "tsan build + threading tests"
+cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFUSE_SANITIZE=thread \
+  -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/tsan -j "$jobs"
+ctest --test-dir build/tsan -L threads -j "$jobs" --output-on-failure
+
+if [[ -x scripts/examples_matrix.sh ]]; then
+  phase "examples -march matrix"
+  scripts/examples_matrix.sh
+fi
+
+if [[ -x scripts/aarch64_tests.sh ]]; then
+  phase "aarch64 smoke (qemu)"
+  scripts/aarch64_tests.sh
+fi
+
+phase ""
+echo
+echo "=== per-phase times"
+printf '%s\n' "${report[@]}"
+echo "total $(( $(date +%s) - total_start )) s"
