@@ -105,7 +105,9 @@ class thread_pool {
   }
 
   void worker_loop(int w) {
-    unsigned seen = generation_.load(std::memory_order_acquire);
+    // Workers start in the constructor, before any job: generation 0. Reading generation_ here
+    // instead would lose a job published before this thread first ran (a deadlock).
+    unsigned seen = 0;
     for (;;) {
       // Spin a little for back-to-back jobs, then park until the generation changes.
       unsigned now = seen;
