@@ -32,6 +32,12 @@ KFUSE_INLINE V quant_zero_point(const quant_params& q, const Ctx& ctx) {
   if (q.scales.empty() || q.zero_points.empty()) return V(float(q.zero_point));
   return ctx.channel_param(q.zero_points.data());
 }
+/// Clamps to E's range. A NaN stays NaN on every impl (r is the second operand: minps / maxps
+/// return it when unordered), so the integer store maps it to 0 as from_float does.
+template <class E, class V>
+KFUSE_INLINE V saturate(V r) {
+  return simd::min(V(float(elem_traits<E>::max)), simd::max(V(float(elem_traits<E>::min)), r));
+}
 }  // namespace stage_detail
 
 /// Rounds to E's precision (ties to even) and makes E the output type. Float types only.
@@ -60,7 +66,7 @@ struct quantize {
   KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
     const V r = simd::round_even(x / stage_detail::quant_scale<V>(q, ctx)) +
                 stage_detail::quant_zero_point<V>(q, ctx);
-    return simd::clamp(r, V(float(elem_traits<E>::min)), V(float(elem_traits<E>::max)));
+    return stage_detail::saturate<E>(r);
   }
   template <class Check>
   void validate(const Check& c) const {
@@ -98,7 +104,7 @@ struct requantize {
   KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
     const V m = multipliers.empty() ? V(multiplier) : ctx.channel_param(multipliers.data());
     const V r = simd::round_even(x * m) + V(float(zero_point));
-    return simd::clamp(r, V(float(elem_traits<E>::min)), V(float(elem_traits<E>::max)));
+    return stage_detail::saturate<E>(r);
   }
   template <class Check>
   void validate(const Check& c) const {

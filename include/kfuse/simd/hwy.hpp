@@ -84,7 +84,8 @@ struct hwy_impl {
       const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
       const auto rounded = hn::Add(hn::Add(u, hn::Set(du32, 0x7fffu)), lsb);
       const auto quiet = hn::Or(u, hn::Set(du32, 0x00400000u));
-      const auto nan = hn::RebindMask(du32, hn::Ne(v, v));
+      // IsNaN, not Ne(v, v): Highway's Ne is an ordered compare (NEQ_OQ) on AVX2 / AVX3.
+      const auto nan = hn::RebindMask(du32, hn::IsNaN(v));
       const auto bits = hn::ShiftRight<16>(hn::IfThenElse(nan, quiet, rounded));
       const hn::Rebind<std::uint16_t, D> du16;
       hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16,
@@ -104,7 +105,7 @@ struct hwy_impl {
     } else if constexpr (std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::uint8_t>) {
       constexpr float lo = std::is_signed_v<T> ? -128.f : 0.f;
       constexpr float hi = std::is_signed_v<T> ? 127.f : 255.f;
-      const reg finite = hn::IfThenZeroElse(hn::Ne(v, v), v);  // NaN -> 0, as in from_float
+      const reg finite = hn::IfThenZeroElse(hn::IsNaN(v), v);  // NaN -> 0, as in from_float
       const auto q = hn::NearestInt(hn::Min(hn::Max(finite, hn::Set(d, lo)), hn::Set(d, hi)));
       const hn::Rebind<T, D> d8;
       hn::StoreU(hn::DemoteTo(d8, q), d8, p);

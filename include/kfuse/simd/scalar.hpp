@@ -21,8 +21,10 @@ struct scalar_impl {
   static KFUSE_INLINE reg mul(reg a, reg b) { return a * b; }
   static KFUSE_INLINE reg div(reg a, reg b) { return a / b; }
   static KFUSE_INLINE reg fma(reg a, reg b, reg c) { return std::fma(a, b, c); }
-  static KFUSE_INLINE reg min(reg a, reg b) { return b < a ? b : a; }
-  static KFUSE_INLINE reg max(reg a, reg b) { return a < b ? b : a; }
+  // x86 minps / maxps semantics (also Highway's and xsimd's on x86): when the operands are
+  // unordered (a NaN) the second one is returned, so every x86 impl and this one agree.
+  static KFUSE_INLINE reg min(reg a, reg b) { return a < b ? a : b; }
+  static KFUSE_INLINE reg max(reg a, reg b) { return a > b ? a : b; }
   static KFUSE_INLINE reg abs(reg a) { return std::fabs(a); }
   static KFUSE_INLINE reg neg(reg a) { return -a; }
   static KFUSE_INLINE mreg lt(reg a, reg b) { return a < b; }

@@ -72,6 +72,8 @@ template <class I>
 KFUSE_INLINE vec<I> fma(vec<I> a, vec<I> b, vec<I> c) {
   return vec<I>::wrap(I::fma(a.r, b.r, c.r));
 }
+/// min / max: with a NaN operand the x86 and scalar impls return b (minps / maxps), NEON
+/// returns NaN. Write max(lo, x) where a NaN x must survive, max(x, lo) where it must not.
 template <class I>
 KFUSE_INLINE vec<I> min(vec<I> a, vec<I> b) {
   return vec<I>::wrap(I::min(a.r, b.r));
@@ -197,7 +199,9 @@ inline const char* impl_name() {
   if constexpr (std::is_same_v<typename impl_for<A, B>::type, scalar_impl>) {
     return "scalar";
   } else if constexpr (std::is_same_v<B, backend::hwy>) {
-    static const std::string name = std::string("hwy:") + hwy_impl::name();
+    // Named through impl_for (a dependent name): hwy_impl does not exist in generic TUs.
+    static const std::string name =
+        std::string("hwy:") + std::string(impl_for<A, B>::type::name());
     return name.c_str();
   } else {
     static const std::string name =

@@ -63,12 +63,13 @@ struct xsimd_impl {
       v.store_unaligned(p);
     } else if constexpr (std::is_same_v<T, bf16_t>) {
       // Round to nearest even on the bits; NaN is made quiet instead (the add could carry it to
-      // Inf).
+      // Inf). isnan, not v != v: xsimd's != is an ordered compare (NEQ_OQ) on AVX / AVX-512,
+      // false for NaN.
       const ureg u = xsimd::bitwise_cast<ureg>(v);
       const ureg rounded = u + ureg(0x7fffu) + ((u >> 16) & ureg(1u));
       const ureg quiet = u | ureg(0x00400000u);
-      const reg chosen =
-          xsimd::select(v != v, xsimd::bitwise_cast<reg>(quiet), xsimd::bitwise_cast<reg>(rounded));
+      const reg chosen = xsimd::select(xsimd::isnan(v), xsimd::bitwise_cast<reg>(quiet),
+                                       xsimd::bitwise_cast<reg>(rounded));
       const ureg bits = xsimd::bitwise_cast<ureg>(chosen) >> 16;
       narrow_u16(reinterpret_cast<std::uint16_t*>(p), bits);
     } else if constexpr (std::is_same_v<T, f16_t>) {
@@ -177,7 +178,7 @@ struct xsimd_impl {
     constexpr float lo = std::is_signed_v<T> ? -128.f : 0.f;
     constexpr float hi = std::is_signed_v<T> ? 127.f : 255.f;
     // Clamping in float first keeps NaN-free inputs exact and makes the packs below exact too.
-    const reg finite = xsimd::select(v != v, reg(0.f), v);  // NaN -> 0, as in from_float
+    const reg finite = xsimd::select(xsimd::isnan(v), reg(0.f), v);  // NaN -> 0, as in from_float
     const ireg q = xsimd::nearbyint_as_int(xsimd::min(xsimd::max(finite, reg(lo)), reg(hi)));
 #if KFUSE_TIER >= KFUSE_TIER_AVX512 && KFUSE_X86
     if constexpr (lanes == 16) {

@@ -24,12 +24,14 @@ KFUSE_INLINE bf16_t to_bf16(float x) noexcept {
   return bf16_t{std::uint16_t(rounded >> 16)};
 }
 
-/// Exact binary16 -> binary32 (denormals, Inf and NaN included).
+/// Exact binary16 -> binary32 (denormals and Inf included; a NaN comes out quiet).
 KFUSE_INLINE float to_float(f16_t h) noexcept {
   const std::uint32_t sign = std::uint32_t(h.bits & 0x8000u) << 16;
   const std::uint32_t exp = (h.bits >> 10) & 0x1fu;
   std::uint32_t mant = h.bits & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  // Inf, or NaN made quiet with sign and payload kept (as F16C's vcvtph2ps and NEON's fcvtl do)
+  if (exp == 0x1f)
+    return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0u));
   if (exp == 0) {
     // zero or denormal: mant * 2^-24, exact in f32
     const float v = float(mant) * 0x1p-24f;

@@ -6,7 +6,7 @@
 namespace kfuse {
 
 /// Per-tensor when `scales` is empty, else per channel (one scale and zero point per channel;
-/// `zero_points` may be empty, meaning all zero).
+/// `zero_points` may be empty, meaning every channel uses `zero_point`).
 struct quant_params {
   float scale = 1.0f;
   std::int32_t zero_point = 0;
