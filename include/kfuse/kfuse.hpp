@@ -4,5 +4,6 @@
 #include "kfuse/config/version.hpp"
 #include "kfuse/epilogue.hpp"
 #include "kfuse/kernels/eltwise.hpp"
+#include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/layout/convert.hpp"
 #include "kfuse/types/convert.hpp"

@@ -111,15 +111,4 @@ void check_layouts(const Ep& ep, const kfuse::dims4& d, std::mt19937& rng) {
   }
 }
 
-/// Every backend this TU can run for the arch under test.
-template <class F>
-void for_each_backend(F&& f) {
-  if constexpr (kfuse::simd::backend_available<test_arch, kfuse::backend::xsimd>) {
-    SECTION("xsimd") { f(kfuse::backend::xsimd{}); }
-  }
-  if constexpr (kfuse::simd::backend_available<test_arch, kfuse::backend::hwy>) {
-    SECTION("hwy") { f(kfuse::backend::hwy{}); }
-  }
-}
-
 }  // namespace kt

@@ -23,6 +23,17 @@ inline bool cpu_can_run() {
   return false;
 }
 
+/// Every backend this TU can run for the arch under test.
+template <class F>
+void for_each_backend(F&& f) {
+  if constexpr (kfuse::simd::backend_available<test_arch, kfuse::backend::xsimd>) {
+    SECTION("xsimd") { f(kfuse::backend::xsimd{}); }
+  }
+  if constexpr (kfuse::simd::backend_available<test_arch, kfuse::backend::hwy>) {
+    SECTION("hwy") { f(kfuse::backend::hwy{}); }
+  }
+}
+
 /// Lengths that hit empty, single, vector width +- 1, several vectors and a long run.
 inline std::vector<index_t> test_lengths(int lanes) {
   std::vector<index_t> v{
@@ -183,7 +194,7 @@ double ref_stage(const kfuse::requantize<E>& s, double x, ref_ctx c) {
 
 template <class... S>
 double ref_epilogue(const kfuse::epilogue<S...>& e, double x, ref_ctx c) {
-  std::apply([&](const auto&... s) { ((x = ref_stage(s, x, c)), ...); }, e.stages);
+  kfuse::for_each_stage(e, [&](const auto& s) { x = ref_stage(s, x, c); });
   return x;
 }
 

@@ -1,0 +1,208 @@
+#pragma once
+// gemm<Recipe, Arch, Epilogue, Backend>: C = epilogue(A . B).
+//
+//   using linear = kfuse::gemm<kfuse::f32, kfuse::arch::native, kfuse::epilogue<kfuse::bias,
+//   kfuse::gelu_tanh>>; const auto w = linear::pack(weight, K, N, kfuse::b_layout::nk);   // once
+//   linear::run(x, M, K, w, y, N, {{bias}, {}});                       // every call
+//
+// A is row-major [M, K] (lda >= K); C row-major [M, N] (ldc >= N). Each MR x NR tile of C is
+// accumulated in registers over the whole of K, then every epilogue stage runs on the registers
+// and the tile is stored once. K is never split across threads, so results are bitwise identical
+// for any thread count.
+#include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/gemm/config.hpp"
+#include "kfuse/kernels/gemm/packed_weights.hpp"
+#include "kfuse/kernels/run_info.hpp"
+#include "kfuse/threading/thread_pool.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+// One register tile: Rows x NV vectors of C over all of K. `bp` points at the tile's first column
+// inside a packed panel whose rows are NR values apart.
+// With a partial-sum buffer `part` (Rows x NV x L floats), the tile covers only rows k0..k1 of K:
+// it starts from `part` unless First, and ends by saving to `part` unless Last (then the epilogue
+// runs and C is stored).
+template <class V, int Rows, int NV, int NR, bool First = true, bool Last = true, class Out,
+          class Ep>
+KFUSE_INLINE void gemm_tile_f32(const float* KFUSE_RESTRICT a, index_t lda,
+                                const float* KFUSE_RESTRICT bp, index_t k0, index_t k1,
+                                Out* KFUSE_RESTRICT c, index_t ldc, index_t row0, index_t col0,
+                                index_t N, const Ep& ep, float* part = nullptr) {
+  constexpr int L = V::lanes;
+  V acc[Rows][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j)
+      acc[r][j] = First ? V(0.f) : simd::load<V>(part + (r * NV + j) * L);
+  for (index_t k = k0; k < k1; ++k) {
+    V b[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) b[j] = simd::load<V>(bp + k * NR + j * L);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const V av(a[r * lda + k]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(av, b[j], acc[r][j]);
+    }
+  }
+  if constexpr (!Last) {
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * L, acc[r][j]);
+    return;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    const index_t row = row0 + r;
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const index_t col = col0 + j * L;
+      if (col >= N) break;
+      const int n = int(std::min<index_t>(L, N - col));
+      const lane_ctx<V, true> ctx{row * N + col, col, n};
+      const V y = apply(ep, acc[r][j], ctx);
+      if (n == L)
+        simd::store(c + row * ldc + col, y);
+      else
+        simd::store_partial(c + row * ldc + col, y, n);
+    }
+  }
+}
+
+// A full panel (NV vectors wide) for `rows` rows, 1 <= rows <= MaxRows. Tiles of more than MR
+// rows (the small-M path, 7 <= M <= 8) do not fit the registers in one piece: they run as two
+// row groups over K chunks small enough to stay in L2, keeping partial sums in a small buffer,
+// so each weight still comes from memory once.
+template <class V, int MR, int NV, class Out, class Ep, int Rows>
+KFUSE_INLINE void gemm_panel_rows(int rows, const float* a, index_t lda, const float* bp, index_t K,
+                                  Out* c, index_t ldc, index_t row0, index_t col0, index_t N,
+                                  const Ep& ep) {
+  constexpr int L = V::lanes, NR = NV * L;
+  if constexpr (Rows >= 1) {
+    if (rows != Rows) {
+      gemm_panel_rows<V, MR, NV, Out, Ep, Rows - 1>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep);
+    } else if constexpr (Rows <= MR) {
+      gemm_tile_f32<V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep);
+    } else {
+      constexpr int G0 = Rows / 2, G1 = Rows - G0;
+      constexpr index_t kc = 512;  // 512 rows x NR floats of B: 128 KiB with NR = 64
+      alignas(64) float part0[G0 * NV * L], part1[G1 * NV * L];
+      if (K <= kc) {
+        gemm_tile_f32<V, G0, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep);
+        gemm_tile_f32<V, G1, NV, NR>(a + G0 * lda, lda, bp, 0, K, c, ldc, row0 + G0, col0, N, ep);
+        return;
+      }
+      const float* a1 = a + G0 * lda;
+      gemm_tile_f32<V, G0, NV, NR, true, false>(a, lda, bp, 0, kc, c, ldc, row0, col0, N, ep,
+                                                part0);
+      gemm_tile_f32<V, G1, NV, NR, true, false>(a1, lda, bp, 0, kc, c, ldc, row0 + G0, col0, N, ep,
+                                                part1);
+      index_t k = kc;
+      for (; k + kc < K; k += kc) {
+        gemm_tile_f32<V, G0, NV, NR, false, false>(a, lda, bp, k, k + kc, c, ldc, row0, col0, N, ep,
+                                                   part0);
+        gemm_tile_f32<V, G1, NV, NR, false, false>(a1, lda, bp, k, k + kc, c, ldc, row0 + G0, col0,
+                                                   N, ep, part1);
+      }
+      gemm_tile_f32<V, G0, NV, NR, false, true>(a, lda, bp, k, K, c, ldc, row0, col0, N, ep, part0);
+      gemm_tile_f32<V, G1, NV, NR, false, true>(a1, lda, bp, k, K, c, ldc, row0 + G0, col0, N, ep,
+                                                part1);
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class Recipe, class A = arch::native, class Ep = epilogue<>, class B = backend::xsimd>
+struct gemm {
+  static_assert(std::is_same_v<Recipe, f32>, "kfuse::gemm: this recipe is not implemented yet");
+  using vec = simd::vec_for<A, B>;
+  using config = default_config<Recipe, A, vec::lanes>;
+  using weights = packed_weights<float>;
+
+  /// Packs B once ([K, N] or [N, K] row-major) into the micro-kernel's panels.
+  template <class Src>
+  static weights pack(const Src* b, index_t K, index_t N, b_layout layout) {
+    return weights(b, K, N, layout, config::nr);
+  }
+
+  static std::string_view micro_kernel() {
+    if constexpr (vec::lanes == 1)
+      return "f32 scalar 4x4";
+    else if constexpr (config::nv == 4)
+      return "f32 fma 6x4v";
+    else
+      return "f32 fma 6x2v";
+  }
+
+  /// C[M, N] = epilogue(A[M, K] . B). Out is float, or what the epilogue's last stage produces.
+  template <class Out>
+  static run_info run(const float* a, index_t M, index_t lda, const weights& w, Out* c, index_t ldc,
+                      const Ep& ep = {}, const run_options& opt = {}) {
+    constexpr std::string_view k = "gemm";
+    using produced = typename epilogue_traits<Ep>::output_elem;
+    static_assert(
+        std::is_same_v<elem_of<Out>, std::conditional_t<std::is_void_v<produced>, f32, produced>> ||
+            (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
+        "kfuse::gemm: the output type does not match what the epilogue produces");
+    if (w.empty()) detail::fail(k, "packed weights are empty");
+    if (w.nr() != config::nr)
+      detail::fail(k, "weights were packed for another micro-kernel (NR " + std::to_string(w.nr()) +
+                          " != " + std::to_string(config::nr) + ")");
+    const index_t K = w.K(), N = w.N();
+    if (M < 0) detail::fail(k, "M is negative");
+    if (lda < K)
+      detail::fail(k, "lda (" + std::to_string(lda) + ") is less than K of the packed weights (" +
+                          std::to_string(K) + ")");
+    if (ldc < N)
+      detail::fail(k,
+                   "ldc (" + std::to_string(ldc) + ") is less than N (" + std::to_string(N) + ")");
+    detail::check_buffer(k, "A", a, M == 0 ? 0 : (M - 1) * lda + K);
+    detail::check_buffer(k, "C", c, M == 0 ? 0 : (M - 1) * ldc + N);
+    validate(ep, k, M * N, N);
+    run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(), 1};
+    if (M == 0) return info;
+
+    constexpr int MR = config::mr, NV = config::nv;
+    // Small M (<= 8) is one row tile, so every weight is streamed exactly once.
+    constexpr int small_m = vec::lanes == 1 ? MR : 8;
+    const index_t tile_rows = M <= small_m ? M : MR;
+    const index_t row_tiles = (M + tile_rows - 1) / tile_rows, panels = w.panels();
+    auto tile = [&](index_t rt, index_t p) {
+      const index_t row0 = rt * tile_rows;
+      const int rows = int(std::min<index_t>(tile_rows, M - row0));
+      detail::gemm_panel_rows<vec, MR, NV, Out, Ep, small_m>(
+          rows, a + row0 * lda, lda, w.panel(p), K, c, ldc, row0, p * config::nr, N, ep);
+    };
+    const int threads =
+        opt.threads > 0 ? std::min(opt.threads, default_pool().size()) : default_pool().size();
+    // Split over column panels (each thread keeps its own B panels in its L2) unless there are
+    // fewer panels than threads; then over row tiles.
+    if (panels >= threads || row_tiles == 1) {
+      info.threads = int(std::min<index_t>(threads, panels));
+      parallel_for(
+          0, panels, (panels + threads - 1) / threads,
+          [&](range r, int) {
+            for (index_t p = r.begin; p < r.end; ++p)
+              for (index_t rt = 0; rt < row_tiles; ++rt) tile(rt, p);
+          },
+          threads);
+    } else {
+      info.threads = int(std::min<index_t>(threads, row_tiles));
+      parallel_for(
+          0, row_tiles, (row_tiles + threads - 1) / threads,
+          [&](range r, int) {
+            for (index_t p = 0; p < panels; ++p)
+              for (index_t rt = r.begin; rt < r.end; ++rt) tile(rt, p);
+          },
+          threads);
+    }
+    return info;
+  }
+};
+
+KFUSE_END_NAMESPACE

@@ -1,0 +1,75 @@
+#pragma once
+// packed_weights: B (the weights of C = A . B) packed once into the micro-kernel's panel layout.
+//
+// Panels of NR columns; inside a panel, row k holds NR consecutive values (zero-padded past N),
+// so the micro-kernel reads one contiguous stream per panel: panel p, row k at
+// data[(p * K + k) * NR].
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <new>
+
+#include "kfuse/kernels/checks.hpp"
+#include "kfuse/types/convert.hpp"
+
+namespace kfuse {
+/// How B is given: [K, N] row-major (math layout) or [N, K] row-major (PyTorch Linear weight).
+enum class b_layout { kn, nk };
+}  // namespace kfuse
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+struct aligned_free {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+}  // namespace detail
+
+template <class T>
+class packed_weights {
+ public:
+  packed_weights() = default;
+  /// Packs B (element type of the source may differ: it is converted once here).
+  template <class Src>
+  packed_weights(const Src* b, index_t K, index_t N, b_layout layout, int nr)
+      : K_(K), N_(N), nr_(nr) {
+    constexpr std::string_view kernel = "gemm pack";
+    if (K <= 0 || N <= 0)
+      detail::fail(kernel, "K and N must be positive (K=" + std::to_string(K) +
+                               ", N=" + std::to_string(N) + ")");
+    detail::check_buffer(kernel, "B", b, K * N);
+    const auto t0 = std::chrono::steady_clock::now();
+    panels_ = (N + nr - 1) / nr;
+    const std::size_t count = std::size_t(panels_ * K * nr);
+    void* mem = std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64);
+    if (!mem) throw std::bad_alloc();
+    data_.reset(static_cast<T*>(mem));
+    T* out = data_.get();
+    for (index_t p = 0; p < panels_; ++p)
+      for (index_t k = 0; k < K; ++k)
+        for (int j = 0; j < nr; ++j) {
+          const index_t n = p * nr + j;
+          float v = 0.f;
+          if (n < N) v = to_float(layout == b_layout::kn ? b[k * N + n] : b[n * K + k]);
+          *out++ = from_float<T>(v);
+        }
+    pack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  index_t K() const noexcept { return K_; }
+  index_t N() const noexcept { return N_; }
+  int nr() const noexcept { return nr_; }
+  index_t panels() const noexcept { return panels_; }
+  const T* panel(index_t p) const noexcept { return data_.get() + p * K_ * nr_; }
+  bool empty() const noexcept { return !data_; }
+  /// Time spent packing (reported separately from the GEMM itself).
+  double pack_seconds() const noexcept { return pack_seconds_; }
+
+ private:
+  index_t K_ = 0, N_ = 0, panels_ = 0;
+  int nr_ = 0;
+  double pack_seconds_ = 0;
+  std::unique_ptr<T, detail::aligned_free> data_;
+};
+
+KFUSE_END_NAMESPACE

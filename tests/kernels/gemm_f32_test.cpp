@@ -1,0 +1,174 @@
+// gemm, f32 recipe: random shapes from the size set, both B layouts, fused epilogues
+// (bias, activations, residual add, quantize to i8, a user stage), every backend of the arch
+// under test, against a double-precision reference.
+#include "kfuse/kernels/gemm/gemm.hpp"
+#include "support/test_support.hpp"
+
+using namespace kt;
+
+namespace {
+
+// A user stage: y = x * x * 0.01 + x (written once on simd::vec).
+struct user_square {
+  float k = 0.01f;
+  template <class V, class Ctx>
+  V operator()(V x, const Ctx&) const {
+    return kfuse::simd::fma(x * x, V(k), x);
+  }
+};
+double ref_stage(const user_square& s, double x, ref_ctx) { return x * x * s.k + x; }
+
+const index_t sizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 257, 1000};
+
+struct problem {
+  index_t M, N, K;
+  kfuse::b_layout layout;
+  std::vector<float> a, b, bias, residual;
+  std::vector<double> ab;  // exact A.B
+  problem(index_t m, index_t n, index_t k, kfuse::b_layout l, std::mt19937& rng)
+      : M(m),
+        N(n),
+        K(k),
+        layout(l),
+        a(std::size_t(m * k)),
+        b(std::size_t(k * n)),
+        bias(std::size_t(n)),
+        residual(std::size_t(m * n)),
+        ab(std::size_t(m * n)) {
+    fill_random(a.data(), m * k, rng, -1.f, 1.f);
+    fill_random(b.data(), k * n, rng, -1.f, 1.f);
+    fill_random(bias.data(), n, rng, -1.f, 1.f);
+    fill_random(residual.data(), m * n, rng, -1.f, 1.f);
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (index_t q = 0; q < k; ++q)
+          s += double(a[std::size_t(i * k + q)]) *
+               b[std::size_t(l == kfuse::b_layout::kn ? q * n + j : j * k + q)];
+        ab[std::size_t(i * n + j)] = s;
+      }
+  }
+  // f32 accumulation error bound of a K-term dot product of values in [-1, 1].
+  double dot_tol() const { return 2e-6 * double(K) + 1e-6; }
+};
+
+template <class B, class Out, class Ep>
+void check_gemm(const problem& p, const Ep& ep, std::string_view what) {
+  using G = kfuse::gemm<kfuse::f32, test_arch, Ep, B>;
+  const auto w = G::pack(p.b.data(), p.K, p.N, p.layout);
+  CHECK(w.pack_seconds() >= 0);
+  const index_t ldc = p.N + 3;  // a padded leading dimension: the padding must stay untouched
+  guarded<Out> c(p.M * ldc, 0xA5);
+  const auto info = G::run(p.a.data(), p.M, p.K, w, c.data, ldc, ep);
+  CHECK(info.kernel == "gemm");
+  CHECK(info.arch == test_arch::name);
+  REQUIRE(c.guards_intact());
+  int failures = 0;
+  for (index_t i = 0; i < p.M && failures < 5; ++i) {
+    for (index_t j = 0; j < ldc; ++j) {
+      const Out got = c.data[i * ldc + j];
+      if (j >= p.N) {  // padding between rows: never written
+        unsigned char bytes[sizeof(Out)];
+        std::memcpy(bytes, &got, sizeof(Out));
+        for (unsigned char byte : bytes)
+          if (byte != 0xA5 && failures++ < 5)
+            UNSCOPED_INFO(what << ": padding written at " << i << "," << j);
+        continue;
+      }
+      const double exact =
+          ref_epilogue(ep, p.ab[std::size_t(i * p.N + j)], ref_ctx{i * p.N + j, j});
+      // The dot product's rounding error passes through the epilogue (|slope| <= ~1.2 for the
+      // stages used here, plus one quantization step for integer outputs).
+      const double tol = tolerance<Out>(exact) + 1.5 * p.dot_tol();
+      const double g = double(kfuse::to_float(got));
+      if (!(std::fabs(g - representable<Out>(exact)) <= tol) && failures++ < 5)
+        UNSCOPED_INFO(what << " M=" << p.M << " N=" << p.N << " K=" << p.K << " at " << i << ","
+                           << j << " got " << g << " want " << exact);
+    }
+  }
+  CHECK(failures == 0);
+}
+
+template <class B>
+void random_shapes(int count, std::mt19937& rng) {
+  std::uniform_int_distribution<int> pick(0, int(std::size(sizes)) - 1);
+  std::vector<float> scales(1000, 0.02f);
+  for (int t = 0; t < count; ++t) {
+    index_t M = sizes[pick(rng)], N = sizes[pick(rng)], K = sizes[pick(rng)];
+    if (M * N * K > 4'000'000) M = std::min<index_t>(M, 17);  // keep the double reference quick
+    const auto layout = t % 2 ? kfuse::b_layout::nk : kfuse::b_layout::kn;
+    const problem p(M, N, K, layout, rng);
+    const std::span<const float> bias(p.bias), res(p.residual);
+    check_gemm<B, float>(p, kfuse::epilogue<>{}, "bare");
+    check_gemm<B, float>(p, kfuse::epilogue<kfuse::bias, kfuse::gelu_tanh>{{bias}, {}},
+                         "bias+gelu_tanh");
+    check_gemm<B, float>(p, kfuse::epilogue<kfuse::add<>, kfuse::relu>{{{res}}, {}},
+                         "residual+relu");
+    check_gemm<B, float>(p, kfuse::epilogue<kfuse::scale, user_square, kfuse::silu>{{0.5f}, {}, {}},
+                         "user stage");
+    check_gemm<B, std::int8_t>(p,
+                               kfuse::epilogue<kfuse::bias, kfuse::quantize<kfuse::i8>>{
+                                   {bias}, {{0.f, 0, {scales.data(), std::size_t(N)}}}},
+                               "bias+quantize<i8> per channel");
+    check_gemm<B, kfuse::bf16_t>(
+        p, kfuse::epilogue<kfuse::gelu_erf, kfuse::cast<kfuse::bf16>>{{}, {}}, "gelu_erf->bf16");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gemm f32: random shapes, both B layouts, fused epilogues", "[gemm]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(2024);
+  for_each_backend([&](auto b) { random_shapes<decltype(b)>(12, rng); });
+}
+
+TEST_CASE("gemm f32: every small M streams one row tile and matches", "[gemm]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(9);
+  for_each_backend([&](auto b) {
+    for (index_t M = 1; M <= 9; ++M) {
+      const problem p(M, 200, 1100, kfuse::b_layout::nk, rng);  // K > 512: the K-chunked path
+      const std::span<const float> bias(p.bias);
+      check_gemm<decltype(b), float>(p, kfuse::epilogue<kfuse::bias, kfuse::relu>{{bias}, {}},
+                                     "small M");
+    }
+  });
+}
+
+TEST_CASE("gemm f32: 1 and 2 threads are bitwise identical", "[gemm][threads]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(4);
+  const problem p(100, 257, 300, kfuse::b_layout::kn, rng);
+  using G = kfuse::gemm<kfuse::f32, test_arch>;
+  const auto w = G::pack(p.b.data(), p.K, p.N, p.layout);
+  std::vector<float> c1(std::size_t(p.M * p.N)), c2(c1.size());
+  G::run(p.a.data(), p.M, p.K, w, c1.data(), p.N, {}, {1});
+  G::run(p.a.data(), p.M, p.K, w, c2.data(), p.N, {}, {2});
+  CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("gemm f32: bad inputs throw kfuse::error naming the problem", "[gemm][errors]") {
+  using Catch::Matchers::Contains;
+  using G = kfuse::gemm<kfuse::f32, test_arch, kfuse::epilogue<kfuse::bias>>;
+  std::vector<float> a(64 * 64, 1.f), b(64 * 32, 1.f), c(64 * 32), bias(31);
+  const auto w = G::pack(b.data(), 64, 32, kfuse::b_layout::kn);
+  const kfuse::epilogue<kfuse::bias> ep{{{bias.data(), 32}}};
+  CHECK_THROWS_WITH(G::run(a.data(), 4, 63, w, c.data(), 32, ep),
+                    Contains("lda (63) is less than K of the packed weights (64)"));
+  CHECK_THROWS_WITH(G::run(static_cast<const float*>(nullptr), 4, 64, w, c.data(), 32, ep),
+                    Contains("A is null"));
+  CHECK_THROWS_WITH(G::run(a.data(), 4, 64, w, static_cast<float*>(nullptr), 32, ep),
+                    Contains("C is null"));
+  CHECK_THROWS_WITH(G::run(a.data(), 4, 64, w, c.data(), 31, ep),
+                    Contains("ldc (31) is less than N (32)"));
+  CHECK_THROWS_WITH(
+      G::run(a.data(), 4, 64, w, c.data(), 32, kfuse::epilogue<kfuse::bias>{{{bias.data(), 31}}}),
+      Contains("stage 'bias': 31 bias values for 32 channels"));
+  CHECK_THROWS_WITH(G::run(a.data(), 4, 64, G::weights{}, c.data(), 32, ep),
+                    Contains("packed weights are empty"));
+  CHECK_THROWS_WITH(G::pack(b.data(), 0, 32, kfuse::b_layout::kn),
+                    Contains("K and N must be positive"));
+  CHECK_THROWS_WITH(G::pack(static_cast<const float*>(nullptr), 64, 32, kfuse::b_layout::kn),
+                    Contains("B is null"));
+}
