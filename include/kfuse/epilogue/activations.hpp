@@ -2,6 +2,7 @@
 // Activation stages. Each formula is in the comment above the stage; every body is written once
 // on simd::vec and serves every arch and backend.
 #include "kfuse/epilogue/stage.hpp"
+#include "kfuse/simd/fast_math.hpp"
 
 namespace kfuse {
 
@@ -81,16 +82,19 @@ struct gelu_erf {
 };
 
 /// y = x/2 * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3)
-/// computed as x / (1 + exp(-2u)), the same function with one exp and no tanh.
+/// computed as x / (1 + 2^s), s = -2u log2(e): the same function with one exp2 and no tanh or
+/// divide (simd/fast_math.hpp: vscalefps and vrcp14ps + a Newton step on AVX-512). x is
+/// clamped at -9 first, where |gelu| < 2e-28 (so s stays below 96 and 2^s finite for any x;
+/// gelu(-inf) is a tiny negative number instead of NaN), and s at -126 (x -> +inf).
 struct gelu_tanh {
   static constexpr std::string_view name{"gelu_tanh"};
-  static constexpr int cost = 8;
+  static constexpr int cost = 6;
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, const Ctx&) const {
-    constexpr float k = 0.7978845608028654f;  // sqrt(2/pi)
-    const V x2 = x * x;
-    const V minus_2u = x * simd::fma(x2, V(-2.f * k * 0.044715f), V(-2.f * k));
-    return x / (V(1.f) + simd::exp(minus_2u));
+    constexpr float k = -2.f * 0.7978845608028654f * 1.4426950408889634f;  // -2 sqrt(2/pi) log2(e)
+    const V xc = simd::max(V(-9.f), x);  // max(lo, x): a NaN x survives
+    const V s = simd::max(V(-126.f), xc * simd::fma(xc * xc, V(k * 0.044715f), V(k)));
+    return xc * simd::recip(V(1.f) + simd::exp2_bounded(s));
   }
 };
 
