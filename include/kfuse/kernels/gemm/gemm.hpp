@@ -11,6 +11,7 @@
 // for any thread count.
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/gemm/config.hpp"
+#include "kfuse/kernels/gemm/microkernels.hpp"
 #include "kfuse/kernels/gemm/packed_weights.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/threading/thread_pool.hpp"
@@ -19,17 +20,16 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 
-// One register tile: Rows x NV vectors of C over all of K. `bp` points at the tile's first column
-// inside a packed panel whose rows are NR values apart.
-// With a partial-sum buffer `part` (Rows x NV x L floats), the tile covers only rows k0..k1 of K:
-// it starts from `part` unless First, and ends by saving to `part` unless Last (then the epilogue
-// runs and C is stored).
-template <class V, int Rows, int NV, int NR, bool First = true, bool Last = true, class Out,
-          class Ep>
-KFUSE_INLINE void gemm_tile_f32(const float* KFUSE_RESTRICT a, index_t lda,
-                                const float* KFUSE_RESTRICT bp, index_t k0, index_t k1,
-                                Out* KFUSE_RESTRICT c, index_t ldc, index_t row0, index_t col0,
-                                index_t N, const Ep& ep, float* part = nullptr) {
+// One register tile: Rows x NV vectors of C, accumulated by micro-kernel MK over rows k0..k1 of K.
+// `bp` points at the tile's panel. With a partial-sum buffer `part` (Rows x NV x L floats) the
+// tile starts from `part` unless First and ends by saving to `part` unless Last; when Last, every
+// epilogue stage runs on the registers and C is stored once.
+template <class MK, class V, int Rows, int NV, int NR, bool First = true, bool Last = true,
+          class TA, class Out, class Ep>
+KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
+                            const typename MK::storage* KFUSE_RESTRICT bp, index_t k0, index_t k1,
+                            Out* KFUSE_RESTRICT c, index_t ldc, index_t row0, index_t col0,
+                            index_t N, const Ep& ep, float* part = nullptr) {
   constexpr int L = V::lanes;
   V acc[Rows][NV];
 #pragma GCC unroll 8
@@ -37,17 +37,7 @@ KFUSE_INLINE void gemm_tile_f32(const float* KFUSE_RESTRICT a, index_t lda,
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j)
       acc[r][j] = First ? V(0.f) : simd::load<V>(part + (r * NV + j) * L);
-  for (index_t k = k0; k < k1; ++k) {
-    V b[NV];
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) b[j] = simd::load<V>(bp + k * NR + j * L);
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      const V av(a[r * lda + k]);
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(av, b[j], acc[r][j]);
-    }
-  }
+  MK::template accumulate<V, Rows, NV, NR>(acc, a, lda, bp, k0, k1);
   if constexpr (!Last) {
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r)
@@ -73,76 +63,98 @@ KFUSE_INLINE void gemm_tile_f32(const float* KFUSE_RESTRICT a, index_t lda,
   }
 }
 
-// A full panel (NV vectors wide) for `rows` rows, 1 <= rows <= MaxRows. Tiles of more than MR
-// rows (the small-M path, 7 <= M <= 8) do not fit the registers in one piece: they run as two
-// row groups over K chunks small enough to stay in L2, keeping partial sums in a small buffer,
-// so each weight still comes from memory once.
-template <class V, int MR, int NV, class Out, class Ep, int Rows>
-KFUSE_INLINE void gemm_panel_rows(int rows, const float* a, index_t lda, const float* bp, index_t K,
-                                  Out* c, index_t ldc, index_t row0, index_t col0, index_t N,
-                                  const Ep& ep) {
+// A full panel for `rows` rows, 1 <= rows <= Rows. Tiles of more than MR rows (the small-M path,
+// 7 <= M <= 8) do not fit the registers in one piece: they run as two row groups over K chunks
+// small enough to stay in L2, keeping partial sums in a small buffer, so each weight still comes
+// from memory once.
+template <class MK, class V, int MR, int NV, int Rows, class TA, class Out, class Ep>
+KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
+                                  const typename MK::storage* bp, index_t K, Out* c, index_t ldc,
+                                  index_t row0, index_t col0, index_t N, const Ep& ep) {
   constexpr int L = V::lanes, NR = NV * L;
   if constexpr (Rows >= 1) {
     if (rows != Rows) {
-      gemm_panel_rows<V, MR, NV, Out, Ep, Rows - 1>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep);
+      gemm_panel_rows<MK, V, MR, NV, Rows - 1>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep);
     } else if constexpr (Rows <= MR) {
-      gemm_tile_f32<V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep);
+      gemm_tile<MK, V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep);
     } else {
       constexpr int G0 = Rows / 2, G1 = Rows - G0;
-      constexpr index_t kc = 512;  // 512 rows x NR floats of B: 128 KiB with NR = 64
-      alignas(64) float part0[G0 * NV * L], part1[G1 * NV * L];
+      constexpr index_t kc = 512;  // 512 k of one panel: 128 KiB of f32 weights with NR = 64
+      const TA* a1 = a + G0 * lda;
       if (K <= kc) {
-        gemm_tile_f32<V, G0, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep);
-        gemm_tile_f32<V, G1, NV, NR>(a + G0 * lda, lda, bp, 0, K, c, ldc, row0 + G0, col0, N, ep);
+        gemm_tile<MK, V, G0, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep);
+        gemm_tile<MK, V, G1, NV, NR>(a1, lda, bp, 0, K, c, ldc, row0 + G0, col0, N, ep);
         return;
       }
-      const float* a1 = a + G0 * lda;
-      gemm_tile_f32<V, G0, NV, NR, true, false>(a, lda, bp, 0, kc, c, ldc, row0, col0, N, ep,
+      alignas(64) float part0[G0 * NV * L], part1[G1 * NV * L];
+      gemm_tile<MK, V, G0, NV, NR, true, false>(a, lda, bp, 0, kc, c, ldc, row0, col0, N, ep,
                                                 part0);
-      gemm_tile_f32<V, G1, NV, NR, true, false>(a1, lda, bp, 0, kc, c, ldc, row0 + G0, col0, N, ep,
+      gemm_tile<MK, V, G1, NV, NR, true, false>(a1, lda, bp, 0, kc, c, ldc, row0 + G0, col0, N, ep,
                                                 part1);
       index_t k = kc;
       for (; k + kc < K; k += kc) {
-        gemm_tile_f32<V, G0, NV, NR, false, false>(a, lda, bp, k, k + kc, c, ldc, row0, col0, N, ep,
+        gemm_tile<MK, V, G0, NV, NR, false, false>(a, lda, bp, k, k + kc, c, ldc, row0, col0, N, ep,
                                                    part0);
-        gemm_tile_f32<V, G1, NV, NR, false, false>(a1, lda, bp, k, k + kc, c, ldc, row0 + G0, col0,
+        gemm_tile<MK, V, G1, NV, NR, false, false>(a1, lda, bp, k, k + kc, c, ldc, row0 + G0, col0,
                                                    N, ep, part1);
       }
-      gemm_tile_f32<V, G0, NV, NR, false, true>(a, lda, bp, k, K, c, ldc, row0, col0, N, ep, part0);
-      gemm_tile_f32<V, G1, NV, NR, false, true>(a1, lda, bp, k, K, c, ldc, row0 + G0, col0, N, ep,
+      gemm_tile<MK, V, G0, NV, NR, false, true>(a, lda, bp, k, K, c, ldc, row0, col0, N, ep, part0);
+      gemm_tile<MK, V, G1, NV, NR, false, true>(a1, lda, bp, k, K, c, ldc, row0 + G0, col0, N, ep,
                                                 part1);
     }
   }
 }
 
+/// The micro-kernel a recipe uses on arch A with vectors V.
+template <class Recipe, class A, class V>
+struct select_microkernel {
+  static_assert(sizeof(Recipe) == 0,
+                "kfuse::gemm: no micro-kernel for this recipe yet (implemented: f32, bf16)");
+};
+template <class A, class V>
+struct select_microkernel<f32, A, V> {
+  using type = mk_fma<float>;
+  using a_storage = float;
+};
+template <class A, class V>
+struct select_microkernel<bf16, A, V> {
+#if KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
+  using type = std::conditional_t<A::native_bf16_dot && V::lanes == 16, mk_bf16_dp, mk_fma<bf16_t>>;
+#else
+  using type = mk_fma<bf16_t>;
+#endif
+  using a_storage = bf16_t;
+};
+
 }  // namespace detail
 
 template <class Recipe, class A = arch::native, class Ep = epilogue<>, class B = backend::xsimd>
 struct gemm {
-  static_assert(std::is_same_v<Recipe, f32>, "kfuse::gemm: this recipe is not implemented yet");
   using vec = simd::vec_for<A, B>;
   using config = default_config<Recipe, A, vec::lanes>;
-  using weights = packed_weights<float>;
+  using microkernel = typename detail::select_microkernel<Recipe, A, vec>::type;
+  /// A's storage type: float for f32, bf16_t for bf16.
+  using a_type = typename detail::select_microkernel<Recipe, A, vec>::a_storage;
+  using weights = packed_weights<typename microkernel::storage>;
 
   /// Packs B once ([K, N] or [N, K] row-major) into the micro-kernel's panels.
   template <class Src>
   static weights pack(const Src* b, index_t K, index_t N, b_layout layout) {
-    return weights(b, K, N, layout, config::nr);
+    return weights(b, K, N, layout, config::nr, microkernel::k_group);
   }
 
-  static std::string_view micro_kernel() {
-    if constexpr (vec::lanes == 1)
-      return "f32 scalar 4x4";
-    else if constexpr (config::nv == 4)
-      return "f32 fma 6x4v";
-    else
-      return "f32 fma 6x2v";
+  /// "f32 fma 6x4v", "bf16 vdpbf16ps 6x4v", ...: the micro-kernel and its register tile.
+  static const char* micro_kernel() {
+    static const std::string name = std::string(microkernel::name) + " " +
+                                    std::to_string(config::mr) + "x" + std::to_string(config::nv) +
+                                    (vec::lanes == 1 ? "" : "v");
+    return name.c_str();
   }
 
   /// C[M, N] = epilogue(A[M, K] . B). Out is float, or what the epilogue's last stage produces.
   template <class Out>
-  static run_info run(const float* a, index_t M, index_t lda, const weights& w, Out* c, index_t ldc,
-                      const Ep& ep = {}, const run_options& opt = {}) {
+  static run_info run(const a_type* a, index_t M, index_t lda, const weights& w, Out* c,
+                      index_t ldc, const Ep& ep = {}, const run_options& opt = {}) {
     constexpr std::string_view k = "gemm";
     using produced = typename epilogue_traits<Ep>::output_elem;
     static_assert(
@@ -175,7 +187,7 @@ struct gemm {
     auto tile = [&](index_t rt, index_t p) {
       const index_t row0 = rt * tile_rows;
       const int rows = int(std::min<index_t>(tile_rows, M - row0));
-      detail::gemm_panel_rows<vec, MR, NV, Out, Ep, small_m>(
+      detail::gemm_panel_rows<microkernel, vec, MR, NV, small_m>(
           rows, a + row0 * lda, lda, w.panel(p), K, c, ldc, row0, p * config::nr, N, ep);
     };
     const int threads =

@@ -1,9 +1,10 @@
 #pragma once
 // packed_weights: B (the weights of C = A . B) packed once into the micro-kernel's panel layout.
 //
-// Panels of NR columns; inside a panel, row k holds NR consecutive values (zero-padded past N),
-// so the micro-kernel reads one contiguous stream per panel: panel p, row k at
-// data[(p * K + k) * NR].
+// Panels of NR columns; inside a panel, group kk of G consecutive k values holds, for each of the
+// NR columns, its G values (zero-padded past N and past K), so the micro-kernel reads one
+// contiguous stream per panel: panel p, k group kk at data[(p * Kp + kk * G) * NR], Kp = K
+// rounded up to G. G = 1 for f32 (row k holds NR values), 2 for bf16 pairs (vdpbf16ps).
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -31,8 +32,8 @@ class packed_weights {
   packed_weights() = default;
   /// Packs B (element type of the source may differ: it is converted once here).
   template <class Src>
-  packed_weights(const Src* b, index_t K, index_t N, b_layout layout, int nr)
-      : K_(K), N_(N), nr_(nr) {
+  packed_weights(const Src* b, index_t K, index_t N, b_layout layout, int nr, int k_group = 1)
+      : K_(K), N_(N), nr_(nr), k_group_(k_group) {
     constexpr std::string_view kernel = "gemm pack";
     if (K <= 0 || N <= 0)
       detail::fail(kernel, "K and N must be positive (K=" + std::to_string(K) +
@@ -40,19 +41,21 @@ class packed_weights {
     detail::check_buffer(kernel, "B", b, K * N);
     const auto t0 = std::chrono::steady_clock::now();
     panels_ = (N + nr - 1) / nr;
-    const std::size_t count = std::size_t(panels_ * K * nr);
+    kp_ = (K + k_group - 1) / k_group * k_group;
+    const std::size_t count = std::size_t(panels_ * kp_ * nr);
     void* mem = std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64);
     if (!mem) throw std::bad_alloc();
     data_.reset(static_cast<T*>(mem));
     T* out = data_.get();
     for (index_t p = 0; p < panels_; ++p)
-      for (index_t k = 0; k < K; ++k)
-        for (int j = 0; j < nr; ++j) {
-          const index_t n = p * nr + j;
-          float v = 0.f;
-          if (n < N) v = to_float(layout == b_layout::kn ? b[k * N + n] : b[n * K + k]);
-          *out++ = from_float<T>(v);
-        }
+      for (index_t k0 = 0; k0 < kp_; k0 += k_group)
+        for (int j = 0; j < nr; ++j)
+          for (int g = 0; g < k_group; ++g) {
+            const index_t n = p * nr + j, k = k0 + g;
+            float v = 0.f;
+            if (n < N && k < K) v = to_float(layout == b_layout::kn ? b[k * N + n] : b[n * K + k]);
+            *out++ = from_float<T>(v);
+          }
     pack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -60,14 +63,15 @@ class packed_weights {
   index_t N() const noexcept { return N_; }
   int nr() const noexcept { return nr_; }
   index_t panels() const noexcept { return panels_; }
-  const T* panel(index_t p) const noexcept { return data_.get() + p * K_ * nr_; }
+  int k_group() const noexcept { return k_group_; }
+  const T* panel(index_t p) const noexcept { return data_.get() + p * kp_ * nr_; }
   bool empty() const noexcept { return !data_; }
   /// Time spent packing (reported separately from the GEMM itself).
   double pack_seconds() const noexcept { return pack_seconds_; }
 
  private:
-  index_t K_ = 0, N_ = 0, panels_ = 0;
-  int nr_ = 0;
+  index_t K_ = 0, N_ = 0, panels_ = 0, kp_ = 0;
+  int nr_ = 0, k_group_ = 1;
   double pack_seconds_ = 0;
   std::unique_ptr<T, detail::aligned_free> data_;
 };

@@ -1,7 +1,8 @@
-// gemm, f32 recipe: random shapes from the size set, both B layouts, fused epilogues
-// (bias, activations, residual add, quantize to i8, a user stage), every backend of the arch
-// under test, against a double-precision reference.
+// gemm, f32 and bf16 recipes: random shapes from the size set, both B layouts, fused
+// epilogues (bias, activations, residual add, quantize to i8, a user stage), every backend of the
+// arch under test, against a double-precision reference computed from the exact stored inputs.
 #include "kfuse/kernels/gemm/gemm.hpp"
+
 #include "support/test_support.hpp"
 
 using namespace kt;
@@ -20,10 +21,12 @@ double ref_stage(const user_square& s, double x, ref_ctx) { return x * x * s.k +
 
 const index_t sizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 257, 1000};
 
+template <class T>
 struct problem {
   index_t M, N, K;
   kfuse::b_layout layout;
-  std::vector<float> a, b, bias, residual;
+  std::vector<T> a, b;
+  std::vector<float> bias, residual;
   std::vector<double> ab;  // exact A.B
   problem(index_t m, index_t n, index_t k, kfuse::b_layout l, std::mt19937& rng)
       : M(m),
@@ -43,8 +46,8 @@ struct problem {
       for (index_t j = 0; j < n; ++j) {
         double s = 0;
         for (index_t q = 0; q < k; ++q)
-          s += double(a[std::size_t(i * k + q)]) *
-               b[std::size_t(l == kfuse::b_layout::kn ? q * n + j : j * k + q)];
+          s += double(kfuse::to_float(a[std::size_t(i * k + q)])) *
+               kfuse::to_float(b[std::size_t(l == kfuse::b_layout::kn ? q * n + j : j * k + q)]);
         ab[std::size_t(i * n + j)] = s;
       }
   }
@@ -52,9 +55,24 @@ struct problem {
   double dot_tol() const { return 2e-6 * double(K) + 1e-6; }
 };
 
-template <class B, class Out, class Ep>
-void check_gemm(const problem& p, const Ep& ep, std::string_view what) {
-  using G = kfuse::gemm<kfuse::f32, test_arch, Ep, B>;
+template <class T>
+using recipe_of = kfuse::elem_of<T>;
+
+// The micro-kernel each recipe must run on the arch under test.
+template <class T, class G>
+void check_micro_kernel(const kfuse::run_info& info) {
+  const std::string_view mk = info.micro_kernel;
+  if constexpr (std::is_same_v<T, kfuse::bf16_t> && test_arch::native_bf16_dot)
+    CHECK(mk.substr(0, 14) == "bf16 vdpbf16ps");
+  else if constexpr (std::is_same_v<T, kfuse::bf16_t>)
+    CHECK(mk.substr(0, 13) == "bf16->f32 fma");
+  else
+    CHECK(mk.substr(0, 7) == "f32 fma");
+}
+
+template <class B, class Out, class T, class Ep>
+void check_gemm(const problem<T>& p, const Ep& ep, std::string_view what) {
+  using G = kfuse::gemm<recipe_of<T>, test_arch, Ep, B>;
   const auto w = G::pack(p.b.data(), p.K, p.N, p.layout);
   CHECK(w.pack_seconds() >= 0);
   const index_t ldc = p.N + 3;  // a padded leading dimension: the padding must stay untouched
@@ -62,6 +80,7 @@ void check_gemm(const problem& p, const Ep& ep, std::string_view what) {
   const auto info = G::run(p.a.data(), p.M, p.K, w, c.data, ldc, ep);
   CHECK(info.kernel == "gemm");
   CHECK(info.arch == test_arch::name);
+  check_micro_kernel<T, G>(info);
   REQUIRE(c.guards_intact());
   int failures = 0;
   for (index_t i = 0; i < p.M && failures < 5; ++i) {
@@ -89,7 +108,7 @@ void check_gemm(const problem& p, const Ep& ep, std::string_view what) {
   CHECK(failures == 0);
 }
 
-template <class B>
+template <class B, class T>
 void random_shapes(int count, std::mt19937& rng) {
   std::uniform_int_distribution<int> pick(0, int(std::size(sizes)) - 1);
   std::vector<float> scales(1000, 0.02f);
@@ -97,7 +116,7 @@ void random_shapes(int count, std::mt19937& rng) {
     index_t M = sizes[pick(rng)], N = sizes[pick(rng)], K = sizes[pick(rng)];
     if (M * N * K > 4'000'000) M = std::min<index_t>(M, 17);  // keep the double reference quick
     const auto layout = t % 2 ? kfuse::b_layout::nk : kfuse::b_layout::kn;
-    const problem p(M, N, K, layout, rng);
+    const problem<T> p(M, N, K, layout, rng);
     const std::span<const float> bias(p.bias), res(p.residual);
     check_gemm<B, float>(p, kfuse::epilogue<>{}, "bare");
     check_gemm<B, float>(p, kfuse::epilogue<kfuse::bias, kfuse::gelu_tanh>{{bias}, {}},
@@ -117,18 +136,21 @@ void random_shapes(int count, std::mt19937& rng) {
 
 }  // namespace
 
-TEST_CASE("gemm f32: random shapes, both B layouts, fused epilogues", "[gemm]") {
+TEMPLATE_TEST_CASE("gemm: random shapes, both B layouts, fused epilogues", "[gemm]", float,
+                   kfuse::bf16_t) {
   if (!cpu_can_run()) return;
   std::mt19937 rng(2024);
-  for_each_backend([&](auto b) { random_shapes<decltype(b)>(12, rng); });
+  for_each_backend([&](auto b) { random_shapes<decltype(b), TestType>(12, rng); });
 }
 
-TEST_CASE("gemm f32: every small M streams one row tile and matches", "[gemm]") {
+TEMPLATE_TEST_CASE("gemm: every small M streams one row tile and matches", "[gemm]", float,
+                   kfuse::bf16_t) {
   if (!cpu_can_run()) return;
   std::mt19937 rng(9);
   for_each_backend([&](auto b) {
     for (index_t M = 1; M <= 9; ++M) {
-      const problem p(M, 200, 1100, kfuse::b_layout::nk, rng);  // K > 512: the K-chunked path
+      // K > 512 takes the K-chunked path; an odd K the bf16 pair tail.
+      const problem<TestType> p(M, 200, 1101, kfuse::b_layout::nk, rng);
       const std::span<const float> bias(p.bias);
       check_gemm<decltype(b), float>(p, kfuse::epilogue<kfuse::bias, kfuse::relu>{{bias}, {}},
                                      "small M");
@@ -139,7 +161,7 @@ TEST_CASE("gemm f32: every small M streams one row tile and matches", "[gemm]") 
 TEST_CASE("gemm f32: 1 and 2 threads are bitwise identical", "[gemm][threads]") {
   if (!cpu_can_run()) return;
   std::mt19937 rng(4);
-  const problem p(100, 257, 300, kfuse::b_layout::kn, rng);
+  const problem<float> p(100, 257, 300, kfuse::b_layout::kn, rng);
   using G = kfuse::gemm<kfuse::f32, test_arch>;
   const auto w = G::pack(p.b.data(), p.K, p.N, p.layout);
   std::vector<float> c1(std::size_t(p.M * p.N)), c2(c1.size());
