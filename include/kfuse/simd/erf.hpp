@@ -4,7 +4,8 @@
 // |x| < 0.5: the Maclaurin series to x^15 (truncation < 1e-9 relative).
 // |x| >= 0.5: erf = 1 - t*exp(-x^2 + P(t)), t = 1/(1 + |x|/2), with the published Chebyshev
 // fit for erfc (W. H. Press et al., Numerical Recipes, 6.2: fractional error < 1.2e-7).
-// Measured against std::erf over [-6, 6] (tests/simd/erf_test.cpp): max abs error < 3e-7.
+// Measured against std::erf in double over [-6, 6], step 1e-5 (tests/simd/vec_test.cpp): max abs
+// error 1.6e-7 with FMA (Highway AVX2 / AVX3), 1.8e-7 without (SSE4); the test asserts < 3e-7.
 KFUSE_BEGIN_NAMESPACE
 namespace simd {
 

@@ -43,7 +43,9 @@ struct hwy_impl {
   static KFUSE_INLINE reg exp(reg a) {
     const reg limit = hn::Set(D(), 88.7f);
     const reg e = hn::Exp(D(), hn::Min(a, limit));
-    return hn::IfThenElse(hn::Lt(limit, a), hn::Set(D(), HUGE_VALF), e);
+    // Exp turns NaN into a finite value: keep NaN.
+    return hn::IfThenElse(hn::Lt(limit, a), hn::Set(D(), HUGE_VALF),
+                          hn::IfThenElse(hn::IsNaN(a), a, e));
   }
   static KFUSE_INLINE reg tanh(reg a) { return hn::Tanh(D(), a); }
   static KFUSE_INLINE reg erf(reg a) { return erf_from_exp<hwy_impl>(a); }
@@ -61,8 +63,17 @@ struct hwy_impl {
           hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const std::uint16_t*>(p)));
       return hn::BitCast(d, hn::ShiftLeft<16>(wide));
     } else if constexpr (std::is_same_v<T, f16_t>) {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || \
+    HWY_TARGET == HWY_SCALAR
+      // Without F16C this Highway emulates the promotion and turns Inf / NaN into 65536 and up:
+      // use the exact software conversion instead.
+      alignas(64) float tmp[lanes];
+      for (int i = 0; i < lanes; ++i) tmp[i] = to_float(p[i]);
+      return hn::Load(d, tmp);
+#else
       const hn::Rebind<hwy::float16_t, D> df16;
       return hn::PromoteTo(d, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(p)));
+#endif
     } else if constexpr (std::is_same_v<T, std::int32_t>) {
       return hn::ConvertTo(d, hn::LoadU(hn::Rebind<std::int32_t, D>(), p));
     } else {

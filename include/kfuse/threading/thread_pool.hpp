@@ -3,14 +3,20 @@
 //
 // The calling thread takes part (it is worker 0). Workers spin briefly after a job, then park on
 // an atomic wait (a futex on Linux), so an idle pool costs no CPU. One job runs at a time: a
-// parallel_for issued while the pool is busy (another application thread, or a nested call
-// from inside a job) runs on the calling thread alone, so the pool never oversubscribes cores.
+// parallel_for issued while the pool is busy (another application thread) runs on the calling
+// thread alone, as worker 0, so the pool never oversubscribes cores. A nested parallel_for (from
+// inside a body running on this pool) runs inline and keeps the worker index of the thread it
+// runs on, so per-worker scratch indexed by it is never shared by two threads. An exception
+// thrown by a body stops the hand-out of chunks and is rethrown by parallel_for once every thread
+// has left the job (the first one wins when several throw).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kfuse/config/macros.hpp"
@@ -58,12 +64,17 @@ class thread_pool {
   template <class F>
   void parallel_for(index_t begin, index_t end, index_t grain, F&& fn, int max_threads = 0) {
     if (end <= begin) return;
+    if (current_pool_ == this) {  // nested: inline, on this thread's worker index
+      fn(range{begin, end}, current_worker_);
+      return;
+    }
     grain = std::max<index_t>(grain, 1);
     const index_t chunks = (end - begin + grain - 1) / grain;
     int want = max_threads > 0 ? std::min(max_threads, threads_) : threads_;
     want = int(std::min<index_t>(want, chunks));
-    std::unique_lock<std::mutex> busy(job_mutex_, std::try_to_lock);
-    if (want <= 1 || !busy.owns_lock()) {
+    std::unique_lock<std::mutex> busy(job_mutex_, std::defer_lock);
+    if (want <= 1 || !busy.try_lock()) {
+      const inside scope(this, 0);
       fn(range{begin, end}, 0);
       return;
     }
@@ -75,6 +86,7 @@ class thread_pool {
     // Every worker acknowledges every job (idle ones at once), so job_ is never rewritten
     // while a worker may still read it.
     pending_.store(threads_ - 1, std::memory_order_relaxed);
+    error_ = nullptr;
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
     run_chunks(0);
@@ -84,6 +96,7 @@ class thread_pool {
       const int p = pending_.load(std::memory_order_acquire);
       if (p != 0) pending_.wait(p, std::memory_order_acquire);
     }
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
@@ -94,13 +107,37 @@ class thread_pool {
     void (*call)(void*, range, int);
   };
 
+  // Marks the calling thread as running a body of this pool, as `worker`, for nested calls.
+  struct inside {
+    const thread_pool* saved_pool;
+    int saved_worker;
+    inside(const thread_pool* p, int w) : saved_pool(current_pool_), saved_worker(current_worker_) {
+      current_pool_ = p;
+      current_worker_ = w;
+    }
+    ~inside() {
+      current_pool_ = saved_pool;
+      current_worker_ = saved_worker;
+    }
+  };
+
   void run_chunks(int worker) {
     const job& j = job_;
+    const inside scope(this, worker);
     for (;;) {
       const index_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
       if (c >= j.chunks) return;
       const index_t b = j.begin + c * j.grain;
-      j.call(j.fn, range{b, std::min(j.end, b + j.grain)}, worker);
+      try {
+        j.call(j.fn, range{b, std::min(j.end, b + j.grain)}, worker);
+      } catch (...) {
+        {
+          const std::lock_guard<std::mutex> lock(error_mutex_);
+          if (!error_) error_ = std::current_exception();
+        }
+        next_chunk_.store(j.chunks, std::memory_order_relaxed);  // hand out no more chunks
+        return;
+      }
     }
   }
 
@@ -129,10 +166,14 @@ class thread_pool {
   std::vector<std::thread> workers_;
   std::mutex job_mutex_;
   job job_{};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
   std::atomic<index_t> next_chunk_{0};
   std::atomic<int> pending_{0};
   std::atomic<unsigned> generation_{0};
   std::atomic<bool> stop_{false};
+  static inline thread_local const thread_pool* current_pool_ = nullptr;
+  static inline thread_local int current_worker_ = 0;
 };
 
 /// The process-wide pool of this ISA's copy of kfuse, created on first use.

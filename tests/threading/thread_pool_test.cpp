@@ -1,0 +1,215 @@
+// thread_pool / parallel_for: coverage of every index exactly once, worker indices, the caller
+// as worker 0, nested calls inline, concurrent callers, max_threads, exceptions, and clean
+// destruction. Built once (not per arch); meant to run clean under ThreadSanitizer.
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "support/test_support.hpp"
+
+using kfuse::index_t;
+using kfuse::range;
+using kfuse::thread_pool;
+
+namespace {
+
+struct combo {
+  index_t begin, end, grain;
+};
+
+const combo combos[] = {
+    {0, 0, 1},    {5, 5, 3},    {7, 3, 1},      {0, 1, 1},     {0, 1, 100},      {0, 10, 0},
+    {0, 10, -4},  {0, 10, 1},   {0, 10, 3},     {0, 10, 10},   {0, 10, 11},      {-17, 23, 4},
+    {3, 1000, 1}, {0, 1000, 7}, {0, 1000, 999}, {0, 4096, 64}, {100, 20000, 13},
+};
+
+/// Runs one parallel_for and checks: each index once, ranges of whole chunks of `grain`, worker
+/// indices in [0, limit), the same worker index always on the same thread.
+void check_cover(thread_pool& pool, const combo& k, int max_threads) {
+  INFO("pool " << pool.size() << " begin " << k.begin << " end " << k.end << " grain " << k.grain
+               << " max_threads " << max_threads);
+  const index_t n = std::max<index_t>(0, k.end - k.begin);
+  std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+  std::mutex m;
+  std::vector<std::thread::id> thread_of(8);
+  std::vector<std::set<std::thread::id>> seen(8);
+  std::atomic<bool> bad_range{false}, bad_worker{false};
+  const index_t g = std::max<index_t>(k.grain, 1);
+  const int limit = max_threads > 0 ? std::min(max_threads, pool.size()) : pool.size();
+  pool.parallel_for(
+      k.begin, k.end, k.grain,
+      [&](range r, int w) {
+        // A range is whole chunks: it starts on a chunk boundary and ends on one or at `end`
+        // (a call that runs on the caller alone may get every chunk at once).
+        if (r.begin < k.begin || r.end > k.end || r.size() <= 0 || (r.begin - k.begin) % g != 0 ||
+            (r.end != k.end && (r.end - k.begin) % g != 0))
+          bad_range = true;
+        if (w < 0 || w >= limit) {
+          bad_worker = true;
+          return;
+        }
+        {
+          const std::lock_guard<std::mutex> lock(m);
+          seen[std::size_t(w)].insert(std::this_thread::get_id());
+        }
+        for (index_t i = r.begin; i < r.end; ++i) hits[std::size_t(i - k.begin)]++;
+      },
+      max_threads);
+  CHECK_FALSE(bad_range);
+  CHECK_FALSE(bad_worker);
+  for (index_t i = 0; i < n; ++i) REQUIRE(hits[std::size_t(i)].load() == 1);
+  for (const auto& s : seen) CHECK(s.size() <= 1);
+  // the caller is worker 0
+  if (!seen[0].empty()) CHECK(*seen[0].begin() == std::this_thread::get_id());
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for visits every index exactly once", "[threads]") {
+  for (int size = 1; size <= 4; ++size) {
+    thread_pool pool(size);
+    CHECK(pool.size() == size);
+    for (const combo& k : combos)
+      for (int max_threads : {0, 1, 2, 3, 4, 7}) check_cover(pool, k, max_threads);
+  }
+}
+
+TEST_CASE("parallel_for: the caller is worker 0 and takes part", "[threads]") {
+  thread_pool pool(4);
+  const auto me = std::this_thread::get_id();
+  for (int rep = 0; rep < 50; ++rep) {
+    std::mutex m;
+    std::set<std::thread::id> threads;
+    std::atomic<int> zero_on_caller{0}, zero_elsewhere{0};
+    pool.parallel_for(0, 64, 1, [&](range, int w) {
+      const auto id = std::this_thread::get_id();
+      if (w == 0) (id == me ? zero_on_caller : zero_elsewhere)++;
+      // a little work so that the helpers join in
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      const std::lock_guard<std::mutex> lock(m);
+      threads.insert(id);
+    });
+    CHECK(zero_elsewhere.load() == 0);
+    CHECK(zero_on_caller.load() >= 1);
+    CHECK(threads.size() <= 4);
+  }
+  // a pool of one never leaves the caller
+  thread_pool single(1);
+  single.parallel_for(0, 1000, 1, [&](range, int w) {
+    REQUIRE(w == 0);
+    REQUIRE(std::this_thread::get_id() == me);
+  });
+}
+
+TEST_CASE("parallel_for: max_threads is respected", "[threads]") {
+  thread_pool pool(4);
+  for (int max_threads : {1, 2, 3}) {
+    std::mutex m;
+    std::set<std::thread::id> threads;
+    std::set<int> workers;
+    pool.parallel_for(
+        0, 200, 1,
+        [&](range, int w) {
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+          const std::lock_guard<std::mutex> lock(m);
+          threads.insert(std::this_thread::get_id());
+          workers.insert(w);
+        },
+        max_threads);
+    CHECK(int(threads.size()) <= max_threads);
+    CHECK(*workers.rbegin() < max_threads);
+  }
+}
+
+TEST_CASE("parallel_for: nested calls run inline without deadlock", "[threads]") {
+  for (int size : {1, 2, 4}) {
+    thread_pool pool(size);
+    std::vector<std::atomic<int>> hits(64 * 50);
+    std::atomic<bool> wrong_thread{false}, wrong_worker{false};
+    pool.parallel_for(0, 64, 1, [&](range outer, int w) {
+      const auto id = std::this_thread::get_id();
+      for (index_t o = outer.begin; o < outer.end; ++o)
+        pool.parallel_for(0, 50, 3, [&](range inner, int w2) {
+          if (std::this_thread::get_id() != id) wrong_thread = true;
+          // inline on the same thread, under the same worker index (per-worker scratch safe)
+          if (w2 != w) wrong_worker = true;
+          for (index_t i = inner.begin; i < inner.end; ++i) hits[std::size_t(o * 50 + i)]++;
+        });
+    });
+    CHECK_FALSE(wrong_thread);
+    CHECK_FALSE(wrong_worker);
+    for (auto& h : hits) REQUIRE(h.load() == 1);
+  }
+  // nesting through the default pool too
+  std::atomic<index_t> sum{0};
+  kfuse::parallel_for(0, 8, 1, [&](range r, int) {
+    for (index_t i = r.begin; i < r.end; ++i)
+      kfuse::parallel_for(0, 100, 10, [&](range q, int) {
+        for (index_t j = q.begin; j < q.end; ++j) sum += j;
+      });
+  });
+  CHECK(sum.load() == 8 * 4950);
+}
+
+TEST_CASE("parallel_for: concurrent callers on one pool get correct results", "[threads]") {
+  thread_pool pool(3);
+  constexpr int callers = 3, reps = 150;
+  constexpr index_t n = 5000;
+  std::vector<std::vector<index_t>> out(callers, std::vector<index_t>(n));
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < callers; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < reps; ++rep) {
+        auto& o = out[std::size_t(t)];
+        pool.parallel_for(0, n, 97, [&](range r, int w) {
+          if (w < 0 || w >= pool.size()) bad = true;
+          for (index_t i = r.begin; i < r.end; ++i) o[std::size_t(i)] = i * (t + 1) + rep;
+        });
+        for (index_t i = 0; i < n; ++i)
+          if (o[std::size_t(i)] != i * (t + 1) + rep) bad = true;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK_FALSE(bad);
+}
+
+TEST_CASE("parallel_for: an exception in a body reaches the caller; the pool stays usable",
+          "[threads]") {
+  for (int size : {1, 2, 4}) {
+    thread_pool pool(size);
+    for (int thrower : {0, 17, 63}) {
+      std::atomic<int> ran{0};
+      CHECK_THROWS_WITH(pool.parallel_for(0, 64, 1,
+                                          [&](range r, int) {
+                                            ran++;
+                                            if (r.begin <= thrower && thrower < r.end)
+                                              throw std::runtime_error("boom");
+                                          }),
+                        "boom");
+      CHECK(ran.load() >= 1);
+      check_cover(pool, combo{0, 1000, 7}, 0);
+    }
+  }
+}
+
+TEST_CASE("thread_pool: construction and destruction are clean", "[threads]") {
+  // destroyed at once, with workers possibly not started yet
+  for (int rep = 0; rep < 50; ++rep) thread_pool pool(1 + rep % 4);
+  // first job right after construction (a worker may start after the job is published)
+  for (int rep = 0; rep < 50; ++rep) {
+    thread_pool pool(2 + rep % 3);
+    check_cover(pool, combo{0, 100, 1}, 0);
+  }
+  // destroyed while the workers are parked
+  for (int rep = 0; rep < 3; ++rep) {
+    thread_pool pool(4);
+    check_cover(pool, combo{0, 1000, 10}, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  CHECK(kfuse::default_pool().size() >= 1);
+  CHECK(kfuse::default_thread_count() >= 1);
+}
