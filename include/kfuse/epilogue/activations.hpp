@@ -82,10 +82,10 @@ struct gelu_erf {
 };
 
 /// y = x/2 * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3)
-/// computed as x / (1 + 2^s), s = -2u log2(e): the same function with one exp2 and no tanh or
-/// divide (simd/fast_math.hpp: vscalefps and vrcp14ps + a Newton step on AVX-512). x is
-/// clamped at -9 first, where |gelu| < 2e-28 (so s stays below 96 and 2^s finite for any x;
-/// gelu(-inf) is a tiny negative number instead of NaN), and s at -126 (x -> +inf).
+/// computed as x / (1 + 2^s), s = -2u log2(e): the same function with one exp2 and no tanh
+/// (simd/fast_math.hpp: a degree-5 polynomial and vscalefps on AVX-512). x is clamped at -9
+/// first, where |gelu| < 2e-28 (so s stays below 96 and 2^s finite for any x; gelu(-inf) is a
+/// tiny negative number instead of NaN), and s at -126 (x -> +inf).
 struct gelu_tanh {
   static constexpr std::string_view name{"gelu_tanh"};
   static constexpr int cost = 6;
@@ -94,7 +94,7 @@ struct gelu_tanh {
     constexpr float k = -2.f * 0.7978845608028654f * 1.4426950408889634f;  // -2 sqrt(2/pi) log2(e)
     const V xc = simd::max(V(-9.f), x);  // max(lo, x): a NaN x survives
     const V s = simd::max(V(-126.f), xc * simd::fma(xc * xc, V(k * 0.044715f), V(k)));
-    return xc * simd::recip(V(1.f) + simd::exp2_bounded(s));
+    return xc / (V(1.f) + simd::exp2_bounded(s));
   }
 };
 
