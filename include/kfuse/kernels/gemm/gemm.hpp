@@ -118,7 +118,7 @@ struct select_microkernel<f32, A, V> {
 };
 template <class A, class V>
 struct select_microkernel<bf16, A, V> {
-#if KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
   using type = std::conditional_t<A::native_bf16_dot && V::lanes == 16, mk_bf16_dp, mk_fma<bf16_t>>;
 #else
   using type = mk_fma<bf16_t>;

@@ -10,7 +10,7 @@
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/types/convert.hpp"
 
-#if KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
 #include <immintrin.h>
 #endif
 
@@ -43,7 +43,7 @@ struct mk_fma {
   }
 };
 
-#if KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
 /// bf16 x bf16 -> f32 with vdpbf16ps: each instruction multiplies a pair of consecutive k of A
 /// (one 32-bit broadcast) with the matching pair of 16 columns of B and adds both products.
 /// Weights are packed in k pairs: panel row kk holds (B[2kk][n], B[2kk+1][n]) for n in the panel.
