@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# aarch64 tests for CI: two cross builds with cmake/toolchains/aarch64-linux-gnu.cmake, their
+# smoke tests run under qemu-aarch64-static (through CMAKE_CROSSCOMPILING_EMULATOR).
+#   build-a64-neon:    KFUSE_ARCHS="generic;neon"   neon = -march=armv8-a: xsimd only (Highway
+#                                                   1.0.3's NEON target needs +crypto)
+#   build-a64-dotprod: KFUSE_ARCHS=neon_dotprod     -march=armv8.2-a+fp16+dotprod+crypto:
+#                                                   xsimd and Highway NEON
+# No sanitizers (not under qemu). Needs g++-aarch64-linux-gnu and qemu-user-static.
+#
+#   scripts/aarch64_tests.sh          # JOBS=2 by default (CI runs it alone)
+# Env: BUILD_ROOT (the repo), JOBS, CMAKE_BUILD_TYPE (Release), CTEST_LABEL (smoke).
+set -euo pipefail
+
+start=$(date +%s)
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=${JOBS:-2}
+build_root=${BUILD_ROOT:-$root}
+label=${CTEST_LABEL:-smoke}
+for tool in aarch64-linux-gnu-g++ qemu-aarch64-static cmake ninja; do
+  command -v "$tool" >/dev/null || {
+    echo "aarch64_tests: $tool not found (apt-get install g++-aarch64-linux-gnu qemu-user-static)" >&2
+    exit 2
+  }
+done
+
+configs=("neon|generic;neon" "dotprod|neon_dotprod")
+status=0
+for c in "${configs[@]}"; do
+  name=${c%%|*}
+  archs=${c#*|}
+  dir=$build_root/build-a64-$name
+  t0=$(date +%s)
+  echo "== $dir: KFUSE_ARCHS=$archs"
+  cmake -S "$root" -B "$dir" -G Ninja \
+    -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/aarch64-linux-gnu.cmake" \
+    -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" -DKFUSE_ARCHS="$archs" -DKFUSE_SANITIZE= \
+    -DKFUSE_BUILD_TESTS=ON -DKFUSE_BUILD_EXAMPLES=OFF -DKFUSE_BUILD_BENCH=OFF -DKFUSE_INSTALL=OFF \
+    >/dev/null
+  ninja -C "$dir" -j"$jobs"
+  if ! ctest --test-dir "$dir" -L "$label" -j"$jobs" --output-on-failure --timeout 600; then
+    status=1
+  fi
+  echo "== $dir: $(( $(date +%s) - t0 )) s"
+done
+echo "aarch64_tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED), wall time $(( $(date +%s) - start )) s"
+exit $status
