@@ -21,6 +21,10 @@ double ref_stage(const user_square& s, double x, ref_ctx) { return x * x * s.k +
 
 const index_t sizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 257, 1000};
 
+struct shape3 {
+  index_t m, n, k;
+};
+
 template <class T>
 struct problem {
   index_t M, N, K;
@@ -42,6 +46,11 @@ struct problem {
     fill_random(b.data(), k * n, rng, -1.f, 1.f);
     fill_random(bias.data(), n, rng, -1.f, 1.f);
     fill_random(residual.data(), m * n, rng, -1.f, 1.f);
+    recompute();
+  }
+  void recompute() {
+    const index_t m = M, n = N, k = K;
+    const kfuse::b_layout l = layout;
     for (index_t i = 0; i < m; ++i)
       for (index_t j = 0; j < n; ++j) {
         double s = 0;
@@ -164,7 +173,7 @@ TEST_CASE("gemm f32: 1 and 2 threads are bitwise identical", "[gemm][threads]") 
   const problem<float> p(100, 257, 300, kfuse::b_layout::kn, rng);
   using G = kfuse::gemm<kfuse::f32, test_arch>;
   const auto w = G::pack(p.b.data(), p.K, p.N, p.layout);
-  std::vector<float> c1(std::size_t(p.M * p.N)), c2(c1.size());
+  std::vector<float> c1(static_cast<std::size_t>(p.M * p.N)), c2(c1.size());
   G::run(p.a.data(), p.M, p.K, w, c1.data(), p.N, {}, {1});
   G::run(p.a.data(), p.M, p.K, w, c2.data(), p.N, {}, {2});
   CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
@@ -193,4 +202,89 @@ TEST_CASE("gemm f32: bad inputs throw kfuse::error naming the problem", "[gemm][
                     Contains("K and N must be positive"));
   CHECK_THROWS_WITH(G::pack(static_cast<const float*>(nullptr), 64, 32, kfuse::b_layout::kn),
                     Contains("B is null"));
+}
+
+// ------------------------------------------------------------------------------ f16 weights
+TEST_CASE("gemm f16w: f32 activations x f16 weights", "[gemm]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(31);
+  for_each_backend([&](auto b) {
+    using B = decltype(b);
+    for (const shape3 s : {shape3{1, 33, 100}, shape3{7, 257, 1000}, shape3{64, 100, 64}}) {
+      problem<float> p(s.m, s.n, s.k, kfuse::b_layout::nk, rng);
+      // The weights are stored as f16: the reference uses the rounded values.
+      for (float& x : p.b) x = kfuse::to_float(kfuse::to_f16(x));
+      p.recompute();
+      using G = kfuse::gemm<kfuse::f16w, test_arch, kfuse::epilogue<kfuse::relu>, B>;
+      const auto w = G::pack(p.b.data(), p.K, p.N, p.layout);
+      std::vector<float> c(static_cast<std::size_t>(p.M * p.N), std::nanf(""));
+      const auto info = G::run(p.a.data(), p.M, p.K, w, c.data(), p.N, {{}});
+      CHECK(std::string_view(info.micro_kernel).substr(0, 13) == "f16w->f32 fma");
+      int failures = 0;
+      for (std::size_t i = 0; i < c.size(); ++i)
+        if (!(std::fabs(c[i] - std::max(0.0, p.ab[i])) <= 1.5 * p.dot_tol() + 1e-6)) ++failures;
+      CHECK(failures == 0);
+    }
+  });
+}
+
+// ------------------------------------------------------------------------------------- int8
+// Exact against an integer reference (int32 output), within one step when requantized.
+template <class TA>
+void check_int8(index_t M, index_t N, index_t K, std::int32_t za, std::mt19937& rng) {
+  using G = kfuse::gemm<kfuse::i8, test_arch>;
+  std::vector<TA> a(static_cast<std::size_t>(M * K));
+  std::vector<std::int8_t> b(static_cast<std::size_t>(K * N));
+  fill_random(a.data(), M * K, rng);
+  fill_random(b.data(), K * N, rng);
+  std::vector<std::int64_t> ref(static_cast<std::size_t>(M * N));
+  for (index_t i = 0; i < M; ++i)
+    for (index_t j = 0; j < N; ++j) {
+      std::int64_t s = 0;
+      for (index_t k = 0; k < K; ++k)
+        s += std::int64_t(a[std::size_t(i * K + k)] - za) * b[std::size_t(j * K + k)];
+      ref[std::size_t(i * N + j)] = s;
+    }
+  const auto w = G::pack(b.data(), K, N, kfuse::b_layout::nk);
+  guarded<std::int32_t> c(M * N, 0xA5);
+  const auto info = G::run(a.data(), M, K, w, c.data, N, {}, {}, za);
+  if constexpr (test_arch::native_int8_dot && test_arch::is_x86)
+    CHECK(std::string_view(info.micro_kernel).substr(0, 11) == "i8 vpdpbusd");
+  else
+    CHECK(std::string_view(info.micro_kernel).substr(0, 9) == "i8 scalar");
+  REQUIRE(c.guards_intact());
+  int bad = 0;
+  for (index_t i = 0; i < M * N; ++i) bad += c.data[i] != ref[std::size_t(i)];
+  CHECK(bad == 0);
+
+  // Per-output-channel weight scales and requantization to u8, fused: within one step.
+  std::vector<float> mult(static_cast<std::size_t>(N));
+  for (index_t j = 0; j < N; ++j) mult[std::size_t(j)] = 1.f / float(40 * K + 17 * j);
+  using R = kfuse::gemm<kfuse::i8, test_arch, kfuse::epilogue<kfuse::requantize<kfuse::u8>>>;
+  const auto w2 = R::pack(b.data(), K, N, kfuse::b_layout::nk);
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(M * N));
+  R::run(a.data(), M, K, w2, q.data(), N, {{1.f, 128, {mult.data(), std::size_t(N)}}}, {}, za);
+  bad = 0;
+  for (index_t i = 0; i < M; ++i)
+    for (index_t j = 0; j < N; ++j) {
+      const double want = std::clamp(
+          std::nearbyint(double(ref[std::size_t(i * N + j)]) * mult[std::size_t(j)]) + 128, 0.0,
+          255.0);
+      bad += std::fabs(q[std::size_t(i * N + j)] - want) > 1;
+    }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("gemm i8: u8 and s8 activations x s8 weights, exact int32 and requantized", "[gemm]") {
+  if (!cpu_can_run()) return;
+  if constexpr (test_arch::native_int8_dot || std::is_same_v<test_arch, kfuse::arch::generic>) {
+    std::mt19937 rng(77);
+    for (const shape3 s : {shape3{1, 1, 1}, shape3{3, 17, 7}, shape3{8, 100, 1001},
+                           shape3{33, 257, 64}, shape3{100, 64, 257}}) {
+      check_int8<std::uint8_t>(s.m, s.n, s.k, 3, rng);
+      check_int8<std::int8_t>(s.m, s.n, s.k, -5, rng);
+    }
+  } else {
+    SUCCEED("gemm<i8> is a compile error on this arch (no VNNI): see tests/compile_fail");
+  }
 }

@@ -3,6 +3,13 @@
 #include "kfuse/arch/tags.hpp"
 #include "kfuse/types/elem.hpp"
 
+namespace kfuse {
+/// GEMM recipe: f32 activations x f16 weights -> f32 (weights stored as f16, converted on load).
+struct f16w {
+  static constexpr std::string_view name{"f16w"};
+};
+}  // namespace kfuse
+
 KFUSE_BEGIN_NAMESPACE
 
 /// MR rows x NV vectors of accumulators. Enough independent FMA chains to cover the FMA latency

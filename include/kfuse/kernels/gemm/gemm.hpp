@@ -9,6 +9,9 @@
 // accumulated in registers over the whole of K, then every epilogue stage runs on the registers
 // and the tile is stored once. K is never split across threads, so results are bitwise identical
 // for any thread count.
+#include <cstring>
+#include <limits>
+
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/gemm/config.hpp"
 #include "kfuse/kernels/gemm/microkernels.hpp"
@@ -20,6 +23,12 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 
+/// What integer micro-kernels need to turn accumulators into real values.
+struct int_args {
+  const std::int32_t* col_sums = nullptr;  // per column of B
+  std::int32_t a_zero = 0;                 // A's zero point (after any s8 -> u8 shift)
+};
+
 // One register tile: Rows x NV vectors of C, accumulated by micro-kernel MK over rows k0..k1 of K.
 // `bp` points at the tile's panel. With a partial-sum buffer `part` (Rows x NV x L floats) the
 // tile starts from `part` unless First and ends by saving to `part` unless Last; when Last, every
@@ -29,7 +38,7 @@ template <class MK, class V, int Rows, int NV, int NR, bool First = true, bool L
 KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
                             const typename MK::storage* KFUSE_RESTRICT bp, index_t k0, index_t k1,
                             Out* KFUSE_RESTRICT c, index_t ldc, index_t row0, index_t col0,
-                            index_t N, const Ep& ep, float* part = nullptr) {
+                            index_t N, const Ep& ep, const int_args& ia, float* part = nullptr) {
   constexpr int L = V::lanes;
   V acc[Rows][NV];
 #pragma GCC unroll 8
@@ -48,17 +57,28 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
     const index_t row = row0 + r;
+    if constexpr (MK::integer && std::is_same_v<Out, std::int32_t>) {
+      // The raw int32 accumulators minus the zero-point correction: exact, no epilogue.
+      MK::template finish_int<V, NV>(acc[r], ia.col_sums + col0, ia.a_zero);
+      for (int j = 0; j < NV && col0 + j * L < N; ++j) {
+        const int n = int(std::min<index_t>(L, N - (col0 + j * L)));
+        std::memcpy(c + row * ldc + col0 + j * L, &acc[r][j].r,
+                    sizeof(std::int32_t) * std::size_t(n));
+      }
+    } else {
+      if constexpr (MK::integer) MK::template finish<V, NV>(acc[r], ia.col_sums + col0, ia.a_zero);
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) {
-      const index_t col = col0 + j * L;
-      if (col >= N) break;
-      const int n = int(std::min<index_t>(L, N - col));
-      const lane_ctx<V, true> ctx{row * N + col, col, n};
-      const V y = apply(ep, acc[r][j], ctx);
-      if (n == L)
-        simd::store(c + row * ldc + col, y);
-      else
-        simd::store_partial(c + row * ldc + col, y, n);
+      for (int j = 0; j < NV; ++j) {
+        const index_t col = col0 + j * L;
+        if (col >= N) break;
+        const int n = int(std::min<index_t>(L, N - col));
+        const lane_ctx<V, true> ctx{row * N + col, col, n};
+        const V y = apply(ep, acc[r][j], ctx);
+        if (n == L)
+          simd::store(c + row * ldc + col, y);
+        else
+          simd::store_partial(c + row * ldc + col, y, n);
+      }
     }
   }
 }
@@ -70,37 +90,39 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
 template <class MK, class V, int MR, int NV, int Rows, class TA, class Out, class Ep>
 KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
                                   const typename MK::storage* bp, index_t K, Out* c, index_t ldc,
-                                  index_t row0, index_t col0, index_t N, const Ep& ep) {
+                                  index_t row0, index_t col0, index_t N, const Ep& ep,
+                                  const int_args& ia) {
   constexpr int L = V::lanes, NR = NV * L;
   if constexpr (Rows >= 1) {
     if (rows != Rows) {
-      gemm_panel_rows<MK, V, MR, NV, Rows - 1>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep);
+      gemm_panel_rows<MK, V, MR, NV, Rows - 1>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep, ia);
     } else if constexpr (Rows <= MR) {
-      gemm_tile<MK, V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep);
+      gemm_tile<MK, V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia);
     } else {
       constexpr int G0 = Rows / 2, G1 = Rows - G0;
       constexpr index_t kc = 512;  // 512 k of one panel: 128 KiB of f32 weights with NR = 64
       const TA* a1 = a + G0 * lda;
       if (K <= kc) {
-        gemm_tile<MK, V, G0, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep);
-        gemm_tile<MK, V, G1, NV, NR>(a1, lda, bp, 0, K, c, ldc, row0 + G0, col0, N, ep);
+        gemm_tile<MK, V, G0, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia);
+        gemm_tile<MK, V, G1, NV, NR>(a1, lda, bp, 0, K, c, ldc, row0 + G0, col0, N, ep, ia);
         return;
       }
       alignas(64) float part0[G0 * NV * L], part1[G1 * NV * L];
-      gemm_tile<MK, V, G0, NV, NR, true, false>(a, lda, bp, 0, kc, c, ldc, row0, col0, N, ep,
+      gemm_tile<MK, V, G0, NV, NR, true, false>(a, lda, bp, 0, kc, c, ldc, row0, col0, N, ep, ia,
                                                 part0);
       gemm_tile<MK, V, G1, NV, NR, true, false>(a1, lda, bp, 0, kc, c, ldc, row0 + G0, col0, N, ep,
-                                                part1);
+                                                ia, part1);
       index_t k = kc;
       for (; k + kc < K; k += kc) {
         gemm_tile<MK, V, G0, NV, NR, false, false>(a, lda, bp, k, k + kc, c, ldc, row0, col0, N, ep,
-                                                   part0);
+                                                   ia, part0);
         gemm_tile<MK, V, G1, NV, NR, false, false>(a1, lda, bp, k, k + kc, c, ldc, row0 + G0, col0,
-                                                   N, ep, part1);
+                                                   N, ep, ia, part1);
       }
-      gemm_tile<MK, V, G0, NV, NR, false, true>(a, lda, bp, k, K, c, ldc, row0, col0, N, ep, part0);
+      gemm_tile<MK, V, G0, NV, NR, false, true>(a, lda, bp, k, K, c, ldc, row0, col0, N, ep, ia,
+                                                part0);
       gemm_tile<MK, V, G1, NV, NR, false, true>(a1, lda, bp, k, K, c, ldc, row0 + G0, col0, N, ep,
-                                                part1);
+                                                ia, part1);
     }
   }
 }
@@ -108,13 +130,34 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
 /// The micro-kernel a recipe uses on arch A with vectors V.
 template <class Recipe, class A, class V>
 struct select_microkernel {
-  static_assert(sizeof(Recipe) == 0,
-                "kfuse::gemm: no micro-kernel for this recipe yet (implemented: f32, bf16)");
+  static_assert(sizeof(Recipe) == 0, "kfuse::gemm: unknown recipe (f32, bf16, f16w, i8)");
 };
 template <class A, class V>
 struct select_microkernel<f32, A, V> {
   using type = mk_fma<float>;
   using a_storage = float;
+};
+template <class A, class V>
+struct select_microkernel<f16w, A, V> {
+  using type = mk_fma<float, f16_t>;
+  using a_storage = float;
+};
+template <class A, class V>
+struct select_microkernel<i8, A, V> {
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI && KFUSE_X86
+  static constexpr bool vnni = A::native_int8_dot && V::lanes == 16;
+#else
+  static constexpr bool vnni = false;
+#endif
+  static_assert(vnni || V::lanes == 1,
+                "kfuse::gemm<i8>: no int8 micro-kernel for this arch: it needs avx512_vnni "
+                "(vpdpbusd); arch::generic runs the exact scalar kernel");
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI && KFUSE_X86
+  using type = std::conditional_t<vnni, mk_int8_vnni, mk_int8_scalar>;
+#else
+  using type = mk_int8_scalar;
+#endif
+  using a_storage = std::uint8_t;  // or std::int8_t: run() takes both
 };
 template <class A, class V>
 struct select_microkernel<bf16, A, V> {
@@ -152,15 +195,35 @@ struct gemm {
   }
 
   /// C[M, N] = epilogue(A[M, K] . B). Out is float, or what the epilogue's last stage produces.
-  template <class Out>
-  static run_info run(const a_type* a, index_t M, index_t lda, const weights& w, Out* c,
-                      index_t ldc, const Ep& ep = {}, const run_options& opt = {}) {
+  /// For the i8 recipe A may be u8 or s8, with zero point `a_zero_point`; an int32 output
+  /// receives the exact accumulators (no epilogue).
+  template <class TA, class Out>
+  static run_info run(const TA* a, index_t M, index_t lda, const weights& w, Out* c, index_t ldc,
+                      const Ep& ep = {}, const run_options& opt = {},
+                      std::int32_t a_zero_point = 0) {
     constexpr std::string_view k = "gemm";
-    using produced = typename epilogue_traits<Ep>::output_elem;
     static_assert(
-        std::is_same_v<elem_of<Out>, std::conditional_t<std::is_void_v<produced>, f32, produced>> ||
-            (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
-        "kfuse::gemm: the output type does not match what the epilogue produces");
+        std::is_same_v<TA, a_type> || (microkernel::integer && std::is_same_v<TA, std::int8_t>),
+        "kfuse::gemm: A's element type does not match the recipe (f32: float, bf16: "
+        "bf16_t, f16w: float, i8: uint8_t or int8_t)");
+    using produced = typename epilogue_traits<Ep>::output_elem;
+    constexpr bool raw_int32 = microkernel::integer && std::is_same_v<Out, std::int32_t>;
+    static_assert(!raw_int32 || epilogue_traits<Ep>::size == 0,
+                  "kfuse::gemm<i8>: an int32 output receives the raw accumulators and takes no "
+                  "epilogue stages (dequantize with a float output instead)");
+    static_assert(raw_int32 ||
+                      std::is_same_v<elem_of<Out>,
+                                     std::conditional_t<std::is_void_v<produced>, f32, produced>> ||
+                      (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
+                  "kfuse::gemm: the output type does not match what the epilogue produces");
+    if constexpr (microkernel::integer) {
+      if (a_zero_point < std::numeric_limits<TA>::min() ||
+          a_zero_point > std::numeric_limits<TA>::max())
+        detail::fail(
+            k, "A's zero point " + std::to_string(a_zero_point) + " is outside its element range");
+    } else if (a_zero_point != 0) {
+      detail::fail(k, "a zero point is only meaningful for the i8 recipe");
+    }
     if (w.empty()) detail::fail(k, "packed weights are empty");
     if (w.nr() != config::nr)
       detail::fail(k, "weights were packed for another micro-kernel (NR " + std::to_string(w.nr()) +
@@ -180,6 +243,9 @@ struct gemm {
     if (M == 0) return info;
 
     constexpr int MR = config::mr, NV = config::nv;
+    detail::int_args ia{};
+    if constexpr (microkernel::integer)
+      ia = {w.col_sums(), a_zero_point + microkernel::template zero_point_shift<TA>};
     // Small M (<= 8) is one row tile, so every weight is streamed exactly once.
     constexpr int small_m = vec::lanes == 1 ? MR : 8;
     const index_t tile_rows = M <= small_m ? M : MR;
@@ -188,7 +254,7 @@ struct gemm {
       const index_t row0 = rt * tile_rows;
       const int rows = int(std::min<index_t>(tile_rows, M - row0));
       detail::gemm_panel_rows<microkernel, vec, MR, NV, small_m>(
-          rows, a + row0 * lda, lda, w.panel(p), K, c, ldc, row0, p * config::nr, N, ep);
+          rows, a + row0 * lda, lda, w.panel(p), K, c, ldc, row0, p * config::nr, N, ep, ia);
     };
     const int threads =
         opt.threads > 0 ? std::min(opt.threads, default_pool().size()) : default_pool().size();

@@ -2,15 +2,18 @@
 // GEMM micro-kernels: the inner loop that accumulates one register tile over rows k0..k1 of K.
 // Each is a policy with
 //   storage            what the packed weights hold
-//   k_group            consecutive k values packed together per column (1, or 2 for bf16 pairs)
+//   k_group            consecutive k values packed together per column (1; 2 for bf16 pairs;
+//                      4 for int8 quads)
+//   integer            accumulators hold int32 bits; finish() makes them real values
 //   accumulate<...>()  the FMA / dot-product loop
 // so the tile driver (gemm.hpp) is written once for all recipes.
 #include <bit>
+#include <cstring>
 
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/types/convert.hpp"
 
-#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512
 #include <immintrin.h>
 #endif
 
@@ -18,16 +21,21 @@ KFUSE_BEGIN_NAMESPACE
 namespace detail {
 
 /// f32 FMA on simd::vec: broadcast one A value per row, NV vectors of B per k. TA is A's storage
-/// type: f32, or bf16 on archs without a bf16 dot product (converted while broadcasting).
-template <class TA>
+/// type: f32, or bf16 on archs without a bf16 dot product (converted while broadcasting). TB is
+/// the packed weights' storage: f32, or f16 for the f16-weight recipe (converted while loading,
+/// which halves the bytes a memory-bound small-M GEMM streams).
+template <class TA, class TB = float>
 struct mk_fma {
-  using storage = float;
+  using storage = TB;
   static constexpr int k_group = 1;
-  static constexpr std::string_view name = std::is_same_v<TA, float> ? "f32 fma" : "bf16->f32 fma";
+  static constexpr bool integer = false;
+  static constexpr std::string_view name = std::is_same_v<TB, f16_t>   ? "f16w->f32 fma"
+                                           : std::is_same_v<TA, float> ? "f32 fma"
+                                                                       : "bf16->f32 fma";
 
   template <class V, int Rows, int NV, int NR>
   static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
-                                      const float* KFUSE_RESTRICT bp, index_t k0, index_t k1) {
+                                      const TB* KFUSE_RESTRICT bp, index_t k0, index_t k1) {
     constexpr int L = V::lanes;
     for (index_t k = k0; k < k1; ++k) {
       V b[NV];
@@ -50,7 +58,25 @@ struct mk_fma {
 struct mk_bf16_dp {
   using storage = bf16_t;
   static constexpr int k_group = 2;
+  static constexpr bool integer = false;
   static constexpr std::string_view name = "bf16 vdpbf16ps";
+
+  // One pair of k: NV loads of B, one 32-bit broadcast of A per row, Rows x NV vdpbf16ps.
+  template <int Rows, int NV>
+  static KFUSE_INLINE void step(__m512 (&acc)[Rows][NV], const bf16_t* a, index_t lda,
+                                const bf16_t* b_row) {
+    __m512bh b[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) b[j] = (__m512bh)_mm512_loadu_si512(b_row + j * 32);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      std::int32_t pair;
+      std::memcpy(&pair, a + r * lda, 4);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, b[j]);
+    }
+  }
 
   template <class V, int Rows, int NV, int NR>
   static KFUSE_INLINE void accumulate(V (&vacc)[Rows][NV], const bf16_t* KFUSE_RESTRICT a,
@@ -63,30 +89,140 @@ struct mk_bf16_dp {
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = std::bit_cast<__m512>(vacc[r][j].r);
     const index_t full_end = k1 - (k1 - k0) % 2;  // k0 is even
-    auto step = [&](index_t k, auto load_pair) {
-      __m512bh b[NV];
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j)
-        b[j] = (__m512bh)_mm512_loadu_si512(bp + (k / 2) * (2 * NR) + j * 32);
-#pragma GCC unroll 8
-      for (int r = 0; r < Rows; ++r) {
-        const __m512bh av = (__m512bh)_mm512_set1_epi32(load_pair(a + r * lda + k));
-#pragma GCC unroll 8
-        for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, b[j]);
-      }
-    };
     for (index_t k = k0; k < full_end; k += 2)
-      step(k, [](const bf16_t* p) {
-        std::int32_t pair;
-        std::memcpy(&pair, p, 4);
-        return pair;
-      });
-    // An odd K: the last A value pairs with zero (its B partner is the zero padding).
-    if (full_end < k1) step(full_end, [](const bf16_t* p) { return std::int32_t(p->bits); });
+      step<Rows, NV>(acc, a + k, lda, bp + (k / 2) * (2 * NR));
+    if (full_end < k1) {
+      // An odd K: the last A value pairs with zero (its B partner is the zero padding).
+      alignas(64) bf16_t tail[Rows][2] = {};
+      for (int r = 0; r < Rows; ++r) tail[r][0] = a[r * lda + full_end];
+      step<Rows, NV>(acc, &tail[0][0], 2, bp + (full_end / 2) * (2 * NR));
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) vacc[r][j] = V::wrap(std::bit_cast<typename V::reg>(acc[r][j]));
+  }
+};
+#endif
+
+// ------------------------------------------------------------------------------------- int8
+// u8 (or s8) activations x s8 weights -> s32. The accumulators hold int32 bit patterns inside the
+// driver's f32 vectors; finish() turns them into real values:
+//   sum_k (a - za) b = sum_k a b - za * colsum(B)      (colsum computed at pack time)
+// s8 activations are flipped to u8 (a + 128) and za grows by 128, so one kernel serves both.
+
+/// Exact scalar int32 kernel (the generic arch): one lane, weights in groups of 4 like VNNI.
+struct mk_int8_scalar {
+  using storage = std::int8_t;
+  static constexpr int k_group = 4;
+  static constexpr bool integer = true;
+  static constexpr std::string_view name = "i8 scalar";
+
+  template <class V, int Rows, int NV, int NR, class TA>
+  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
+                                      const std::int8_t* KFUSE_RESTRICT bp, index_t k0,
+                                      index_t k1) {
+    static_assert(V::lanes == 1);
+    for (int r = 0; r < Rows; ++r)
+      for (int j = 0; j < NV; ++j) {
+        std::int32_t s = std::bit_cast<std::int32_t>(acc[r][j].r);
+        for (index_t k = k0; k < k1; ++k)
+          s += std::int32_t(a[r * lda + k]) * bp[(k / 4) * (4 * NR) + j * 4 + k % 4];
+        acc[r][j] = V::wrap(std::bit_cast<float>(s));
+      }
+  }
+  /// s8 activations need no flip here: the products use their signed values directly.
+  template <class TA>
+  static constexpr std::int32_t zero_point_shift = 0;
+
+  template <class V, int NV>
+  static KFUSE_INLINE void finish_int(V (&acc)[NV], const std::int32_t* col_sums, std::int32_t za) {
+    for (int j = 0; j < NV; ++j)
+      acc[j] =
+          V::wrap(std::bit_cast<float>(std::bit_cast<std::int32_t>(acc[j].r) - za * col_sums[j]));
+  }
+  template <class V, int NV>
+  static KFUSE_INLINE void finish(V (&acc)[NV], const std::int32_t* col_sums, std::int32_t za) {
+    for (int j = 0; j < NV; ++j)
+      acc[j] = V(float(std::bit_cast<std::int32_t>(acc[j].r) - za * col_sums[j]));
+  }
+};
+
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
+/// vpdpbusd: each instruction multiplies 4 consecutive k of A (u8, one 32-bit broadcast) with
+/// the matching 4 k of 16 columns of B (s8) and adds the 4 products to 16 int32 accumulators.
+struct mk_int8_vnni {
+  using storage = std::int8_t;
+  static constexpr int k_group = 4;
+  static constexpr bool integer = true;
+  static constexpr std::string_view name = "i8 vpdpbusd";
+
+  // One group of 4 k: NV loads of B, one broadcast of A per row, Rows x NV vpdpbusd.
+  template <int Rows, int NV, class TA>
+  static KFUSE_INLINE void step(__m512i (&acc)[Rows][NV], const TA* a, index_t lda,
+                                const std::int8_t* b_row, std::int32_t flip) {
+    __m512i b[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) b[j] = _mm512_loadu_si512(b_row + j * 64);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      std::int32_t quad;
+      std::memcpy(&quad, a + r * lda, 4);
+      const __m512i av = _mm512_set1_epi32(quad ^ flip);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], av, b[j]);
+    }
+  }
+
+  template <class V, int Rows, int NV, int NR, class TA>
+  static KFUSE_INLINE void accumulate(V (&vacc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
+                                      const std::int8_t* KFUSE_RESTRICT bp, index_t k0,
+                                      index_t k1) {
+    static_assert(V::lanes == 16, "vpdpbusd works on 16 int32 lanes");
+    // s8 activations become u8 by flipping the sign bit of every byte (a + 128).
+    const std::int32_t flip = std::is_signed_v<TA> ? std::int32_t(0x80808080u) : 0;
+    __m512i acc[Rows][NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = std::bit_cast<__m512i>(vacc[r][j].r);
+    const index_t full_end = k1 - (k1 - k0) % 4;  // k0 is a multiple of 4
+    for (index_t k = k0; k < full_end; k += 4)
+      step<Rows, NV>(acc, a + k, lda, bp + (k / 4) * (4 * NR), flip);
+    if (full_end < k1) {
+      // K not a multiple of 4: copy the last A bytes into zero-padded quads. Flipped zero bytes
+      // are 128 and meet B's zero padding, so they add nothing.
+      alignas(64) TA tail[Rows][4] = {};
+      for (int r = 0; r < Rows; ++r)
+        for (index_t k = full_end; k < k1; ++k) tail[r][k - full_end] = a[r * lda + k];
+      step<Rows, NV>(acc, &tail[0][0], 4, bp + (full_end / 4) * (4 * NR), flip);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) vacc[r][j] = V::wrap(std::bit_cast<typename V::reg>(acc[r][j]));
+  }
+  template <class TA>
+  static constexpr std::int32_t zero_point_shift = std::is_signed_v<TA> ? 128 : 0;
+
+  template <class V, int NV>
+  static KFUSE_INLINE void finish_int(V (&acc)[NV], const std::int32_t* col_sums, std::int32_t za) {
+    const __m512i z = _mm512_set1_epi32(za);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const __m512i s =
+          _mm512_sub_epi32(std::bit_cast<__m512i>(acc[j].r),
+                           _mm512_mullo_epi32(z, _mm512_loadu_si512(col_sums + j * 16)));
+      acc[j] = V::wrap(std::bit_cast<typename V::reg>(s));
+    }
+  }
+  template <class V, int NV>
+  static KFUSE_INLINE void finish(V (&acc)[NV], const std::int32_t* col_sums, std::int32_t za) {
+    finish_int<V, NV>(acc, col_sums, za);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j)
+      acc[j] = V::wrap(
+          std::bit_cast<typename V::reg>(_mm512_cvtepi32_ps(std::bit_cast<__m512i>(acc[j].r))));
   }
 };
 #endif

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include "kfuse/kernels/checks.hpp"
 #include "kfuse/types/convert.hpp"
@@ -56,6 +57,15 @@ class packed_weights {
             if (n < N && k < K) v = to_float(layout == b_layout::kn ? b[k * N + n] : b[n * K + k]);
             *out++ = from_float<T>(v);
           }
+    if constexpr (std::is_same_v<T, std::int8_t>) {
+      // Column sums of the packed (padded) weights, for the activation zero-point correction.
+      col_sums_.assign(std::size_t(panels_ * nr), 0);
+      const T* q = data_.get();
+      for (index_t p = 0; p < panels_; ++p)
+        for (index_t k0 = 0; k0 < kp_; k0 += k_group)
+          for (int j = 0; j < nr; ++j)
+            for (int g = 0; g < k_group; ++g) col_sums_[std::size_t(p * nr + j)] += *q++;
+    }
     pack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -64,6 +74,8 @@ class packed_weights {
   int nr() const noexcept { return nr_; }
   index_t panels() const noexcept { return panels_; }
   int k_group() const noexcept { return k_group_; }
+  /// Per-column sums of int8 weights (padded to whole panels); empty for float weights.
+  const std::int32_t* col_sums() const noexcept { return col_sums_.data(); }
   const T* panel(index_t p) const noexcept { return data_.get() + p * kp_ * nr_; }
   bool empty() const noexcept { return !data_; }
   /// Time spent packing (reported separately from the GEMM itself).
@@ -74,6 +86,7 @@ class packed_weights {
   int nr_ = 0, k_group_ = 1;
   double pack_seconds_ = 0;
   std::unique_ptr<T, detail::aligned_free> data_;
+  std::vector<std::int32_t> col_sums_;
 };
 
 KFUSE_END_NAMESPACE
