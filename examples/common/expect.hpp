@@ -5,6 +5,8 @@
 //   -DKFUSE_EXPECT_HWY="AVX3_DL"      Highway's static target, or "none" without Highway
 //   -DKFUSE_EXPECT_VARIANT="x86-64-v4" a label for the output (optional)
 // Without them the example only prints what it got.
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
