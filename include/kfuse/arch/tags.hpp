@@ -116,4 +116,9 @@ template <class A>
 inline constexpr bool compiled_here =
     std::is_same_v<A, arch::generic> || std::is_same_v<A, arch::native>;
 
+/// The name of the arch this translation unit is compiled for (arch::native::name). It lives in
+/// the per-ISA namespace, so every TU calls its own copy and reports its own -march flags even
+/// when linked with TUs built for other archs (tests/odr checks exactly that).
+constexpr std::string_view compiled_arch() noexcept { return arch::native::name; }
+
 KFUSE_END_NAMESPACE

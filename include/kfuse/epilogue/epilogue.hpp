@@ -1,19 +1,39 @@
 #pragma once
 // epilogue<Stages...>: a compile-time list of stages applied, in order, to values in registers
 // before a kernel's single store. Capabilities fold over the stages (Eigen style).
-#include <tuple>
+#include <cstddef>
+#include <utility>
 
 #include "kfuse/epilogue/stage.hpp"
 
 namespace kfuse {
 
+namespace detail {
+/// One stage of an epilogue, tagged with its position so that equal stage types stay distinct.
+template <std::size_t I, class S>
+struct stage_slot {
+  S stage;
+};
+template <class Seq, class... S>
+struct stage_list;
+/// The stages of an epilogue. Deliberately not a std::tuple: epilogue types are shared by every
+/// translation unit (they cross the dispatcher), so they must have no code of their own.
+/// std::tuple's constructors and std::get would be weak symbols outside the per-ISA namespace,
+/// emitted by TUs built with different -march flags (tests/odr). This aggregate has only
+/// implicit (trivial for the built-in stages) special members; it is read through
+/// for_each_stage / detail::stage_at, which live in the per-ISA namespace.
+template <std::size_t... I, class... S>
+struct stage_list<std::index_sequence<I...>, S...> : stage_slot<I, S>... {};
+}  // namespace detail
+
 /// Construct with one brace-list per stage: epilogue<scale, bias, relu>{{2.f}, {b}, {}}.
 template <class... Stages>
 struct epilogue {
-  std::tuple<Stages...> stages;
+  detail::stage_list<std::index_sequence_for<Stages...>, Stages...> stages;
 
   constexpr epilogue() = default;
-  constexpr epilogue(Stages... s) : stages(std::move(s)...) {}
+  // Always inlined, so that no TU emits it as a (shared, weak) function.
+  KFUSE_INLINE constexpr epilogue(Stages... s) requires(sizeof...(Stages) > 0) : stages{{s}...} {}
 };
 
 template <class... S>
@@ -22,6 +42,21 @@ epilogue(S...) -> epilogue<S...>;
 }  // namespace kfuse
 
 KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+/// The stage at position I of an epilogue's stage list.
+template <std::size_t I, class S>
+KFUSE_INLINE constexpr const S& stage_at(const stage_slot<I, S>& slot) noexcept {
+  return slot.stage;
+}
+}  // namespace detail
+
+/// Calls f(stage) for every stage of e, in order.
+template <class... S, class F>
+KFUSE_INLINE constexpr void for_each_stage(const epilogue<S...>& e, F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) { (f(detail::stage_at<I>(e.stages)), ...); }
+  (std::index_sequence_for<S...>{});
+}
 
 namespace detail {
 template <class Acc, class... S>
@@ -54,30 +89,25 @@ struct epilogue_traits<epilogue<S...>> {
 /// True when some stage of e reads per-channel parameters at run time.
 template <class... S>
 KFUSE_INLINE bool uses_channel(const epilogue<S...>& e) {
-  return std::apply(
-      [](const auto&... s) { return (detail::stage_uses_channel(s) || ... || false); }, e.stages);
+  bool any = false;
+  for_each_stage(e, [&](const auto& s) { any = any || detail::stage_uses_channel(s); });
+  return any;
 }
 
 /// Checks every stage's parameters; throws kfuse::error naming the kernel and the stage.
 template <class... S>
 void validate(const epilogue<S...>& e, std::string_view kernel, index_t numel, index_t channels) {
-  std::apply(
-      [&](const auto&... s) {
-        (
-            [&](const auto& st) {
-              using St = std::remove_cvref_t<decltype(st)>;
-              stage_check c{kernel, detail::stage_name<St>(), numel, channels};
-              if constexpr (requires { st.validate(c); }) st.validate(c);
-            }(s),
-            ...);
-      },
-      e.stages);
+  for_each_stage(e, [&](const auto& st) {
+    using St = std::remove_cvref_t<decltype(st)>;
+    stage_check c{kernel, detail::stage_name<St>(), numel, channels};
+    if constexpr (requires { st.validate(c); }) st.validate(c);
+  });
 }
 
 /// Runs every stage on x, in order.
 template <class V, class Ctx, class... S>
 KFUSE_INLINE V apply(const epilogue<S...>& e, V x, const Ctx& ctx) {
-  std::apply([&](const auto&... s) { ((x = detail::call_stage(s, x, ctx)), ...); }, e.stages);
+  for_each_stage(e, [&](const auto& s) { x = detail::call_stage(s, x, ctx); });
   return x;
 }
 
