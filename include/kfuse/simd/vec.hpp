@@ -200,8 +200,7 @@ inline const char* impl_name() {
     return "scalar";
   } else if constexpr (std::is_same_v<B, backend::hwy>) {
     // Named through impl_for (a dependent name): hwy_impl does not exist in generic TUs.
-    static const std::string name =
-        std::string("hwy:") + std::string(impl_for<A, B>::type::name());
+    static const std::string name = std::string("hwy:") + std::string(impl_for<A, B>::type::name());
     return name.c_str();
   } else {
     static const std::string name =
