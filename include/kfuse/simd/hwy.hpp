@@ -32,8 +32,15 @@ struct hwy_impl {
   static KFUSE_INLINE reg mul(reg a, reg b) { return hn::Mul(a, b); }
   static KFUSE_INLINE reg div(reg a, reg b) { return hn::Div(a, b); }
   static KFUSE_INLINE reg fma(reg a, reg b, reg c) { return hn::MulAdd(a, b, c); }
+#if HWY_ARCH_ARM
+  // Highway's NEON Min/Max are vminnm/vmaxnm, which return the number when the other operand is
+  // NaN: compare and select instead, for the x86 rule every impl follows (see scalar.hpp).
+  static KFUSE_INLINE reg min(reg a, reg b) { return hn::IfThenElse(hn::Lt(a, b), a, b); }
+  static KFUSE_INLINE reg max(reg a, reg b) { return hn::IfThenElse(hn::Lt(b, a), a, b); }
+#else
   static KFUSE_INLINE reg min(reg a, reg b) { return hn::Min(a, b); }
   static KFUSE_INLINE reg max(reg a, reg b) { return hn::Max(a, b); }
+#endif
   static KFUSE_INLINE reg abs(reg a) { return hn::Abs(a); }
   static KFUSE_INLINE reg neg(reg a) { return hn::Neg(a); }
   static KFUSE_INLINE mreg lt(reg a, reg b) { return hn::Lt(a, b); }
@@ -117,7 +124,7 @@ struct hwy_impl {
       constexpr float lo = std::is_signed_v<T> ? -128.f : 0.f;
       constexpr float hi = std::is_signed_v<T> ? 127.f : 255.f;
       const reg finite = hn::IfThenZeroElse(hn::IsNaN(v), v);  // NaN -> 0, as in from_float
-      const auto q = hn::NearestInt(hn::Min(hn::Max(finite, hn::Set(d, lo)), hn::Set(d, hi)));
+      const auto q = hn::NearestInt(min(max(finite, hn::Set(d, lo)), hn::Set(d, hi)));
       const hn::Rebind<T, D> d8;
       hn::StoreU(hn::DemoteTo(d8, q), d8, p);
     } else {
