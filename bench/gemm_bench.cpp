@@ -30,6 +30,8 @@ const shape f32_shapes[] = {{1, 4096, 4096},    {8, 4096, 4096},   {64, 1024, 10
                             {1024, 1024, 1024}, {2048, 2048, 2048}};
 const shape bf16_shapes[] = {
     {1, 4096, 4096}, {64, 1024, 1024}, {256, 1024, 1024}, {1024, 1024, 1024}};
+const shape int8_shapes[] = {
+    {1, 4096, 4096}, {64, 1024, 1024}, {256, 1024, 1024}, {1024, 1024, 1024}};
 
 std::vector<float> random_vector(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -128,6 +130,32 @@ void BM_kfuse(benchmark::State& st) {
   st.counters["pack_ms"] = w.pack_seconds() * 1e3;
 }
 
+// kfuse int8: u8 activations x s8 weights, requantized to u8 with per-output-channel multipliers
+// (the "requantize epilogue" row), or the raw s32 accumulators (bare).
+template <bool Requant>
+void BM_kfuse_int8(benchmark::State& st) {
+  const shape s{st.range(0), st.range(1), st.range(2)};
+  const int threads = int(st.range(3));
+  std::mt19937 rng(5);
+  std::vector<std::uint8_t> a(std::size_t(s.m * s.k));
+  std::vector<std::int8_t> b(std::size_t(s.k * s.n));
+  for (auto& x : a) x = std::uint8_t(rng());
+  for (auto& x : b) x = std::int8_t(rng());
+  std::vector<float> mult(std::size_t(s.n), 1.f / 4096.f);
+  using Ep =
+      std::conditional_t<Requant, kfuse::epilogue<kfuse::requantize<kfuse::u8>>, kfuse::epilogue<>>;
+  using Out = std::conditional_t<Requant, std::uint8_t, std::int32_t>;
+  using G = kfuse::gemm<kfuse::i8, kfuse::arch::native, Ep>;
+  const auto w = G::pack(b.data(), s.k, s.n, kfuse::b_layout::nk);
+  std::vector<Out> c(std::size_t(s.m * s.n));
+  Ep ep{};
+  if constexpr (Requant) ep = Ep{{1.f, 128, {mult.data(), mult.size()}}};
+  kfuse::run_info info;
+  for (auto _ : st) info = G::run(a.data(), s.m, s.k, w, c.data(), s.n, ep, {threads}, 3);
+  st.SetLabel(std::string(info.micro_kernel));
+  set_flops(st, 2.0 * double(s.m * s.n * s.k));
+}
+
 // ------------------------------------------------------------------------------------ oneDNN
 #if KFUSE_BENCH_HAVE_DNNL
 template <bool BF16, bool Fused>
@@ -174,6 +202,41 @@ void BM_onednn(benchmark::State& st) {
 #endif
 
 // ------------------------------------------------------------------------------------- Eigen
+#if KFUSE_BENCH_HAVE_DNNL
+// oneDNN u8 x s8 matmul with a u8 output and per-output-channel scales (its requantize), or s32.
+template <bool Requant>
+void BM_onednn_int8(benchmark::State& st) {
+  using namespace dnnl;
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const shape s{st.range(0), st.range(1), st.range(2)};
+  omp_set_num_threads(int(st.range(3)));
+  engine eng(engine::kind::cpu, 0);
+  stream strm(eng);
+  memory::desc a_md({s.m, s.k}, dt::u8, tag::ab), w_any({s.k, s.n}, dt::s8, tag::any),
+      w_user({s.k, s.n}, dt::s8, tag::ba), c_md({s.m, s.n}, Requant ? dt::u8 : dt::s32, tag::ab);
+  primitive_attr attr;
+  if (Requant) attr.set_output_scales(2, std::vector<float>(std::size_t(s.n), 1.f / 4096.f));
+  auto pd = matmul::primitive_desc(matmul::desc(a_md, w_any, c_md), attr, eng);
+  std::mt19937 rng(5);
+  std::vector<std::uint8_t> av(std::size_t(s.m * s.k));
+  std::vector<std::int8_t> wv(std::size_t(s.k * s.n));
+  for (auto& x : av) x = std::uint8_t(rng());
+  for (auto& x : wv) x = std::int8_t(rng());
+  std::vector<std::int32_t> cv(std::size_t(s.m * s.n));
+  memory w_src(w_user, eng, wv.data()), w_mem(pd.weights_desc(), eng);
+  reorder(w_src, w_mem).execute(strm, w_src, w_mem);
+  memory a_mem(a_md, eng, av.data()), c_mem(c_md, eng, cv.data());
+  matmul mm(pd);
+  for (auto _ : st) {
+    mm.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, c_mem}});
+    strm.wait();
+  }
+  st.SetLabel(pd.impl_info_str());
+  set_flops(st, 2.0 * double(s.m * s.n * s.k));
+}
+#endif
+
 #if KFUSE_BENCH_HAVE_EIGEN
 void BM_eigen(benchmark::State& st) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -209,7 +272,11 @@ const bool registered = [] {
   add_shapes("f32/bias_gelu/kfuse", BM_kfuse<float, true>, f32_shapes);
   add_shapes("bf16/bare/kfuse", BM_kfuse<kfuse::bf16_t, false>, bf16_shapes);
   add_shapes("bf16/bias_gelu/kfuse", BM_kfuse<kfuse::bf16_t, true>, bf16_shapes);
+  add_shapes("int8/bare/kfuse", BM_kfuse_int8<false>, int8_shapes);
+  add_shapes("int8/requant/kfuse", BM_kfuse_int8<true>, int8_shapes);
 #if KFUSE_BENCH_HAVE_DNNL
+  add_shapes("int8/bare/onednn", BM_onednn_int8<false>, int8_shapes);
+  add_shapes("int8/requant/onednn", BM_onednn_int8<true>, int8_shapes);
   add_shapes("f32/bare/onednn", BM_onednn<false, false>, f32_shapes);
   add_shapes("f32/bias_gelu/onednn", BM_onednn<false, true>, f32_shapes);
   add_shapes("bf16/bare/onednn", BM_onednn<true, false>, bf16_shapes);
