@@ -41,7 +41,7 @@ print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for key in sorted(k for k in med if k[2] == "kfuse"):
     recipe, variant, _, shape, t = key
     g = med[key]
-    pk = peak.get((recipe, t))
+    pk = peak.get(({"f32": "fp32"}.get(recipe, recipe), t))
     one = med.get((recipe, variant, "onednn", shape, t))
     ob = med.get((recipe, variant, "openblas", shape, t))
     eg = med.get((recipe, variant, "eigen", shape, t))
