@@ -89,16 +89,6 @@ static_assert(epilogue_traits<epilogue<square_plus, kfuse::bias, kfuse::relu>>::
 
 namespace {
 
-template <class F>
-void each_backend(F&& f) {
-  if constexpr (kfuse::simd::backend_available<test_arch, kfuse::backend::xsimd>) {
-    SECTION("xsimd") { f(kfuse::backend::xsimd{}); }
-  }
-  if constexpr (kfuse::simd::backend_available<test_arch, kfuse::backend::hwy>) {
-    SECTION("hwy") { f(kfuse::backend::hwy{}); }
-  }
-}
-
 const std::vector<float> bias_values = [] {
   std::vector<float> v(64);
   for (int i = 0; i < 64; ++i) v[std::size_t(i)] = 0.125f * float(i % 11) - 0.5f;
@@ -151,7 +141,7 @@ TEST_CASE("user stage fused with built-ins runs on every backend and matches dou
           "[epilogue][user]") {
   if (!cpu_can_run()) return;
   std::mt19937 rng(21);
-  each_backend([&](auto b) {
+  for_each_backend([&](auto b) {
     using B = decltype(b);
     for (const kfuse::dims4& d : {kfuse::dims4{1, 1, 1, 1}, kfuse::dims4{2, 3, 7, 5},
                                   kfuse::dims4{1, 17, 3, 3}, kfuse::dims4{1, 64, 2, 9}}) {

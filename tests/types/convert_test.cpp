@@ -30,17 +30,6 @@ std::uint64_t raw(T v) {
     return std::uint64_t(std::int64_t(v));
 }
 
-/// Every backend this TU can run for the arch under test.
-template <class F>
-void each_backend(F&& f) {
-  if constexpr (kfuse::simd::backend_available<test_arch, kfuse::backend::xsimd>) {
-    SECTION("xsimd") { f(kfuse::backend::xsimd{}); }
-  }
-  if constexpr (kfuse::simd::backend_available<test_arch, kfuse::backend::hwy>) {
-    SECTION("hwy") { f(kfuse::backend::hwy{}); }
-  }
-}
-
 /// f32 -> T through the vector path: whole vectors with store, the tail with store_partial.
 template <class V, class T>
 std::vector<T> vec_from_f32(const std::vector<float>& in) {
@@ -314,7 +303,7 @@ TEST_CASE("bf16: the vector path equals the scalar path bit for bit", "[convert]
   const auto values = tricky_floats(rng, 20000);
   std::vector<kfuse::bf16_t> all(0x10000);
   for (std::uint32_t h = 0; h < 0x10000u; ++h) all[h] = kfuse::bf16_t{std::uint16_t(h)};
-  each_backend([&](auto b) {
+  for_each_backend([&](auto b) {
     using V = kfuse::simd::vec_for<test_arch, decltype(b)>;
     vec_equals_scalar_store<V, kfuse::bf16_t>(values, "f32 -> bf16");
     vec_equals_scalar_load<V, kfuse::bf16_t>(all, "bf16 -> f32");
@@ -398,7 +387,7 @@ TEST_CASE("f16: the vector path equals the scalar path bit for bit", "[convert][
   const auto values = tricky_floats(rng, 20000);
   std::vector<kfuse::f16_t> all(0x10000);
   for (std::uint32_t h = 0; h < 0x10000u; ++h) all[h] = kfuse::f16_t{std::uint16_t(h)};
-  each_backend([&](auto b) {
+  for_each_backend([&](auto b) {
     using V = kfuse::simd::vec_for<test_arch, decltype(b)>;
     vec_equals_scalar_store<V, kfuse::f16_t>(values, "f32 -> f16");
     // all 65536 patterns: widen, then narrow again, both through vectors
@@ -477,7 +466,7 @@ TEST_CASE("int8 / u8: the vector path equals the scalar path", "[convert][int8][
     all_i8[std::size_t(i)] = std::int8_t(i - 128);
     all_u8[std::size_t(i)] = std::uint8_t(i);
   }
-  each_backend([&](auto b) {
+  for_each_backend([&](auto b) {
     using V = kfuse::simd::vec_for<test_arch, decltype(b)>;
     vec_equals_scalar_store<V, std::int8_t>(values, "f32 -> i8");
     vec_equals_scalar_store<V, std::uint8_t>(values, "f32 -> u8");
@@ -608,7 +597,7 @@ void check_quantize_stages() {
 
 TEST_CASE("quantize / dequantize stages: per tensor and per channel, exact", "[convert][quant]") {
   if (!cpu_can_run()) return;
-  each_backend([&](auto b) {
+  for_each_backend([&](auto b) {
     check_quantize_stages<decltype(b), kfuse::i8>();
     check_quantize_stages<decltype(b), kfuse::u8>();
   });
