@@ -30,11 +30,12 @@ std::uint64_t raw(T v) {
     return std::uint64_t(std::int64_t(v));
 }
 
-/// f32 -> T through the vector path: whole vectors with store, the tail with store_partial.
-template <class V, class T>
-std::vector<T> vec_from_f32(const std::vector<float>& in) {
+/// In -> Out through the vector path: whole vectors with load/store, the tail with the partial
+/// variants, into a poisoned, guarded buffer.
+template <class V, class Out, class In>
+std::vector<Out> vec_convert(const std::vector<In>& in, unsigned char poison) {
   const index_t n = index_t(in.size());
-  guarded<T> out(n, 0xA5);
+  guarded<Out> out(n, poison);
   index_t i = 0;
   for (; i + V::lanes <= n; i += V::lanes)
     kfuse::simd::store(out.data + i, kfuse::simd::load<V>(in.data() + i));
@@ -44,24 +45,19 @@ std::vector<T> vec_from_f32(const std::vector<float>& in) {
                                rest);
   }
   REQUIRE(out.guards_intact());
-  return std::vector<T>(out.data, out.data + n);
+  return std::vector<Out>(out.data, out.data + n);
+}
+
+/// f32 -> T through the vector path.
+template <class V, class T>
+std::vector<T> vec_from_f32(const std::vector<float>& in) {
+  return vec_convert<V, T>(in, 0xA5);
 }
 
 /// T -> f32 through the vector path.
 template <class V, class T>
 std::vector<float> vec_to_f32(const std::vector<T>& in) {
-  const index_t n = index_t(in.size());
-  guarded<float> out(n, 0x5A);
-  index_t i = 0;
-  for (; i + V::lanes <= n; i += V::lanes)
-    kfuse::simd::store(out.data + i, kfuse::simd::load<V>(in.data() + i));
-  if (i < n) {
-    const int rest = int(n - i);
-    kfuse::simd::store_partial(out.data + i, kfuse::simd::load_partial<V>(in.data() + i, rest),
-                               rest);
-  }
-  REQUIRE(out.guards_intact());
-  return std::vector<float>(out.data, out.data + n);
+  return vec_convert<V, float>(in, 0x5A);
 }
 
 /// The vector path of f32 -> T equals the scalar from_float<T> bit for bit on `in`, with every
