@@ -54,8 +54,10 @@ phase "asan+ubsan build + tests"
 # The covering set's kernel and unit tests on the most extended arch this machine runs (each of
 # its TUs also runs the generic arch); package/ODR/compile-fail/dispatch tests check builds, not
 # memory, and stay out.
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFUSE_SANITIZE=address \
-  -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
+# -O0: the sanitized TUs compile about twice as fast and the tests still run in seconds.
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=address \
+  -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF \
+  -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert_avx512_bf16
   simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 layout_convert_avx512_bf16 threading_thread_pool)
 cmake --build build/asan -j "$jobs" --target "${asan_targets[@]}"
