@@ -48,8 +48,10 @@ void set_flops(benchmark::State& st, double flops_per_iter) {
 
 // ------------------------------------------------------------------------------- peak probes
 // 24 independent accumulator chains per thread: enough to cover 2 pipes x 4 cycles of latency.
+// Runs `step` on every thread of st.range(0) and sets the GFLOPs counter.
 template <class Step>
-double probe(benchmark::State& st, int threads, Step step, double flops_per_step) {
+void probe(benchmark::State& st, Step step, double flops_per_step) {
+  const int threads = int(st.range(0));
   constexpr int iters = 1 << 16;
   for (auto _ : st) {
     kfuse::parallel_for(
@@ -64,46 +66,40 @@ double probe(benchmark::State& st, int threads, Step step, double flops_per_step
         },
         threads);
   }
-  return flops_per_step * iters * threads;
+  set_flops(st, flops_per_step * iters * threads);
 }
 
 void BM_peak_fp32(benchmark::State& st) {
-  const int t = int(st.range(0));
   const __m512 x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
-  const double f = probe(
-      st, t,
+  probe(
+      st,
       [&](__m512(&acc)[24]) {
 #pragma GCC unroll 24
         for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
       },
       24 * 32.0);
-  set_flops(st, f);
 }
 void BM_peak_bf16(benchmark::State& st) {
-  const int t = int(st.range(0));
   const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = x;
-  const double f = probe(
-      st, t,
+  probe(
+      st,
       [&](__m512(&acc)[24]) {
 #pragma GCC unroll 24
         for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
       },
       24 * 64.0);
-  set_flops(st, f);
 }
 void BM_peak_int8(benchmark::State& st) {
-  const int t = int(st.range(0));
   const __m512i x = _mm512_set1_epi32(0x01010101);
   // 12 chains: the measured best for vpdpbusd here (perf-baseline.md)
-  const double f = probe(
-      st, t,
+  probe(
+      st,
       [&](__m512(&acc)[24]) {
 #pragma GCC unroll 12
         for (int i = 0; i < 12; ++i)
           acc[i] = _mm512_castsi512_ps(_mm512_dpbusd_epi32(_mm512_castps_si512(acc[i]), x, x));
       },
       12 * 128.0);
-  set_flops(st, f);
 }
 
 // ------------------------------------------------------------------------------------- kfuse

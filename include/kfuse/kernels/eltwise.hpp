@@ -68,7 +68,7 @@ run_info eltwise_rows(const In* in, Out* out, index_t rows, index_t row_len, ind
   using V = simd::vec_for<A, B>;
   const index_t total = rows * row_len;
   // ~64 KiB of input per chunk: big enough to amortize the hand-off, small enough to balance.
-  const index_t target = std::max<index_t>(index_t(1) << 14, 1);
+  constexpr index_t target = index_t(1) << 14;
   const index_t rows_per_chunk = std::max<index_t>(1, target / std::max<index_t>(row_len, 1));
   auto body = [&](range r, int) {
     for (index_t row = r.begin; row < r.end; ++row) {
@@ -82,8 +82,7 @@ run_info eltwise_rows(const In* in, Out* out, index_t rows, index_t row_len, ind
   const bool flat = channels == 0 && rows == 1;
   const index_t chunks =
       flat ? (total + target - 1) / target : (rows + rows_per_chunk - 1) / rows_per_chunk;
-  const int pool =
-      opt.threads > 0 ? std::min(opt.threads, default_pool().size()) : default_pool().size();
+  const int pool = pool_threads(opt.threads);
   const int used = int(std::min<index_t>(pool, chunks));
   if (flat) {
     // Flat: split the one row itself.

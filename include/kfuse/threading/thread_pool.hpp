@@ -182,6 +182,12 @@ inline thread_pool& default_pool() {
   return pool;
 }
 
+/// Threads a call asking for `requested` (0: all) gets from the default pool.
+inline int pool_threads(int requested) {
+  const int size = default_pool().size();
+  return requested > 0 ? std::min(requested, size) : size;
+}
+
 /// parallel_for on the default pool.
 template <class F>
 void parallel_for(index_t begin, index_t end, index_t grain, F&& fn, int max_threads = 0) {

@@ -256,8 +256,7 @@ struct gemm {
       detail::gemm_panel_rows<microkernel, vec, MR, NV, small_m>(
           rows, a + row0 * lda, lda, w.panel(p), K, c, ldc, row0, p * config::nr, N, ep, ia);
     };
-    const int threads =
-        opt.threads > 0 ? std::min(opt.threads, default_pool().size()) : default_pool().size();
+    const int threads = pool_threads(opt.threads);
     // Split over column panels (each thread keeps its own B panels in its L2) unless there are
     // fewer panels than threads; then over row tiles.
     if (panels >= threads || row_tiles == 1) {
