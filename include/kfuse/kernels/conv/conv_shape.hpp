@@ -1,0 +1,74 @@
+#pragma once
+// conv_shape: the geometry of one 2-D convolution, shared by conv2d (dense, grouped, 1x1) and the
+// depthwise kernel. Weights are given in PyTorch's OIHW order [K, C / groups, R, S] whatever the
+// activation layout; kernels pack them once into their own layout.
+#include <string>
+
+#include "kfuse/kernels/checks.hpp"
+#include "kfuse/layout/layout.hpp"
+
+namespace kfuse {
+
+struct conv_shape {
+  index_t n = 1, c = 1, h = 1, w = 1;  // input (logical N, C, H, W)
+  index_t k = 1;                       // output channels
+  index_t r = 1, s = 1;                // kernel height, width
+  index_t stride_h = 1, stride_w = 1;
+  index_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  index_t dilation_h = 1, dilation_w = 1;
+  index_t groups = 1;
+
+  constexpr index_t out_h() const noexcept {
+    return (h + pad_top + pad_bottom - dilation_h * (r - 1) - 1) / stride_h + 1;
+  }
+  constexpr index_t out_w() const noexcept {
+    return (w + pad_left + pad_right - dilation_w * (s - 1) - 1) / stride_w + 1;
+  }
+  constexpr dims4 in_dims() const noexcept { return {n, c, h, w}; }
+  constexpr dims4 out_dims() const noexcept { return {n, k, out_h(), out_w()}; }
+  /// Elements of the OIHW weight tensor.
+  constexpr index_t weight_count() const noexcept { return k * (c / groups) * r * s; }
+  constexpr bool is_depthwise() const noexcept { return groups == c && k == c && groups > 1; }
+  /// FLOP convention of shared/design.md: padded taps counted.
+  constexpr double flops() const noexcept {
+    return 2.0 * double(n) * double(out_h()) * double(out_w()) * double(k) * double(c / groups) *
+           double(r) * double(s);
+  }
+  friend constexpr bool operator==(const conv_shape&, const conv_shape&) = default;
+};
+
+}  // namespace kfuse
+
+KFUSE_BEGIN_NAMESPACE
+namespace detail {
+
+/// Throws kfuse::error "<kernel>: ..." naming the first problem with the geometry.
+inline void check_conv_shape(std::string_view kernel, const conv_shape& s) {
+  auto num = [](index_t v) { return std::to_string(v); };
+  if (s.n < 1 || s.c < 1 || s.h < 1 || s.w < 1)
+    fail(kernel, "input extent must be positive (N " + num(s.n) + ", C " + num(s.c) + ", H " +
+                     num(s.h) + ", W " + num(s.w) + ")");
+  if (s.k < 1) fail(kernel, "output channel count K must be positive, not " + num(s.k));
+  if (s.r < 1 || s.s < 1)
+    fail(kernel, "kernel size must be positive (R " + num(s.r) + ", S " + num(s.s) + ")");
+  if (s.stride_h < 1 || s.stride_w < 1) fail(kernel, "strides must be positive");
+  if (s.dilation_h < 1 || s.dilation_w < 1) fail(kernel, "dilations must be positive");
+  if (s.pad_top < 0 || s.pad_left < 0 || s.pad_bottom < 0 || s.pad_right < 0)
+    fail(kernel, "padding must not be negative");
+  if (s.groups < 1) fail(kernel, "groups must be positive, not " + num(s.groups));
+  if (s.c % s.groups != 0)
+    fail(kernel,
+         "groups (" + num(s.groups) + ") do not divide the input channels (" + num(s.c) + ")");
+  if (s.k % s.groups != 0)
+    fail(kernel,
+         "groups (" + num(s.groups) + ") do not divide the output channels (" + num(s.k) + ")");
+  if (s.h + s.pad_top + s.pad_bottom < s.dilation_h * (s.r - 1) + 1 ||
+      s.w + s.pad_left + s.pad_right < s.dilation_w * (s.s - 1) + 1)
+    fail(kernel,
+         "output size is not positive (padded input " + num(s.h + s.pad_top + s.pad_bottom) + "x" +
+             num(s.w + s.pad_left + s.pad_right) + " is smaller than the dilated kernel " +
+             num(s.dilation_h * (s.r - 1) + 1) + "x" + num(s.dilation_w * (s.s - 1) + 1) + ")");
+}
+
+}  // namespace detail
+KFUSE_END_NAMESPACE
