@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "kfuse/config/macros.hpp"
 #include "kfuse/error.hpp"
 #include "kfuse/types/elem.hpp"
 

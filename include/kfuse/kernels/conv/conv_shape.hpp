@@ -4,6 +4,7 @@
 // activation layout; kernels pack them once into their own layout.
 #include <string>
 
+#include "kfuse/config/macros.hpp"
 #include "kfuse/kernels/checks.hpp"
 #include "kfuse/layout/layout.hpp"
 
