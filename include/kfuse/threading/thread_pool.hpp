@@ -9,12 +9,28 @@
 // runs on, so per-worker scratch indexed by it is never shared by two threads. An exception
 // thrown by a body stops the hand-out of chunks and is rethrown by parallel_for once every thread
 // has left the job (the first one wins when several throw).
+//
+// Default size: one thread per physical core (SMT siblings share one core's FMA units, so a
+// second thread per core only adds contention); KFUSE_NUM_THREADS overrides it.
+//
+// A user-supplied executor (kfuse::executor: context + run(n_tasks, task)) can take the place of
+// the pool: set_default_executor(&ex) for the whole process, or scoped_executor for the calling
+// thread (plans compiled with compile_options::exec use it during replay). kfuse then never
+// starts threads of its own for that work, so it does not fight the host application's pool.
+//
+// Several application threads at once: each parallel_for either owns the pool or runs inline
+// on its caller; with N application threads replaying plans concurrently, at most one of them
+// uses the pool's workers at a time, the others compute on their own threads. The total number
+// of busy threads is therefore at most N + pool size - 1, never N x pool size.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -29,17 +45,45 @@ struct range {
   index_t end = 0;
   index_t size() const noexcept { return end - begin; }
 };
+
+/// A user-supplied executor: run(context, n_tasks, task, task_arg) calls task(task_arg, i) once
+/// for every i in [0, n_tasks), possibly concurrently, and returns when all are done.
+/// `concurrency` is how many tasks it can run at once (the most kfuse asks for).
+struct executor {
+  void* context = nullptr;
+  int concurrency = 1;
+  void (*run)(void* context, int n_tasks, void (*task)(void* task_arg, int index),
+              void* task_arg) = nullptr;
+};
 }  // namespace kfuse
 
 KFUSE_BEGIN_NAMESPACE
 
-/// Threads to use by default: KFUSE_NUM_THREADS if set, else the hardware's thread count.
+/// Physical cores: distinct sibling sets in /sys/devices/system/cpu/cpu*/topology (Linux); the
+/// hardware thread count where that is not readable.
+inline int physical_core_count() {
+  const int logical = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::set<std::string> cores;
+  for (int cpu = 0; cpu < logical; ++cpu) {
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::string siblings;
+    std::ifstream f(base + "core_cpus_list");
+    if (!(f >> siblings)) {
+      std::ifstream g(base + "thread_siblings_list");
+      if (!(g >> siblings)) return logical;
+    }
+    cores.insert(siblings);
+  }
+  return cores.empty() ? logical : int(cores.size());
+}
+
+/// Threads to use by default: KFUSE_NUM_THREADS if set, else one per physical core.
 inline int default_thread_count() {
   if (const char* env = std::getenv("KFUSE_NUM_THREADS")) {
     const int n = std::atoi(env);
     if (n > 0) return n;
   }
-  return int(std::max(1u, std::thread::hardware_concurrency()));
+  return physical_core_count();
 }
 
 class thread_pool {
@@ -188,9 +232,104 @@ inline int pool_threads(int requested) {
   return requested > 0 ? std::min(requested, size) : size;
 }
 
-/// parallel_for on the default pool.
+namespace detail {
+// The executor parallel_for runs on instead of the pool: this thread's (scoped_executor), else
+// the process-wide one (set_default_executor), else none.
+inline thread_local const executor* thread_executor = nullptr;
+inline thread_local bool inside_executor_task = false;
+inline thread_local int executor_worker = 0;
+inline std::atomic<const executor*>& process_executor() {
+  static std::atomic<const executor*> e{nullptr};
+  return e;
+}
+
+template <class F>
+void parallel_for_on(const executor& ex, index_t begin, index_t end, index_t grain, F& fn,
+                     int max_threads) {
+  grain = std::max<index_t>(grain, 1);
+  const index_t chunks = (end - begin + grain - 1) / grain;
+  // Worker indices stay below pool_threads(max_threads), as with the pool (per-worker scratch).
+  int want = std::min(pool_threads(max_threads), std::max(1, ex.concurrency));
+  want = int(std::min<index_t>(want, chunks));
+  if (want <= 1 || ex.run == nullptr) {
+    fn(range{begin, end}, 0);
+    return;
+  }
+  struct state {
+    F* fn;
+    index_t begin, end, grain, chunks;
+    std::atomic<index_t> next{0};
+    std::mutex error_mutex;
+    std::exception_ptr error;
+  } st{&fn, begin, end, grain, chunks};
+  ex.run(
+      ex.context, want,
+      [](void* arg, int worker) {
+        auto& s = *static_cast<state*>(arg);
+        const bool saved = inside_executor_task;
+        const int saved_worker = executor_worker;
+        inside_executor_task = true;
+        executor_worker = worker;
+        for (;;) {
+          const index_t c = s.next.fetch_add(1, std::memory_order_relaxed);
+          if (c >= s.chunks) break;
+          const index_t b = s.begin + c * s.grain;
+          try {
+            (*s.fn)(range{b, std::min(s.end, b + s.grain)}, worker);
+          } catch (...) {
+            const std::lock_guard<std::mutex> lock(s.error_mutex);
+            if (!s.error) s.error = std::current_exception();
+            s.next.store(s.chunks, std::memory_order_relaxed);
+            break;
+          }
+        }
+        inside_executor_task = saved;
+        executor_worker = saved_worker;
+      },
+      &st);
+  if (st.error) std::rethrow_exception(st.error);
+}
+}  // namespace detail
+
+/// Runs kfuse's parallel work on `ex` (process-wide; nullptr: back to the pool). `ex` must
+/// outlive its use.
+inline void set_default_executor(const executor* ex) {
+  detail::process_executor().store(ex, std::memory_order_release);
+}
+
+/// For the lifetime of this object, parallel_for on the calling thread runs on `ex` (nullptr:
+/// no change).
+class scoped_executor {
+ public:
+  explicit scoped_executor(const executor* ex) noexcept
+      : saved_(detail::thread_executor), set_(ex != nullptr) {
+    if (set_) detail::thread_executor = ex;
+  }
+  ~scoped_executor() {
+    if (set_) detail::thread_executor = saved_;
+  }
+  scoped_executor(const scoped_executor&) = delete;
+  scoped_executor& operator=(const scoped_executor&) = delete;
+
+ private:
+  const executor* saved_;
+  bool set_;
+};
+
+/// parallel_for on the default pool (or on the executor in effect, see scoped_executor).
 template <class F>
 void parallel_for(index_t begin, index_t end, index_t grain, F&& fn, int max_threads = 0) {
+  if (end <= begin) return;
+  const executor* ex = detail::thread_executor;
+  if (!ex) ex = detail::process_executor().load(std::memory_order_acquire);
+  if (ex) {
+    if (detail::inside_executor_task) {  // nested: inline on this task's worker index
+      fn(range{begin, end}, detail::executor_worker);
+      return;
+    }
+    detail::parallel_for_on(*ex, begin, end, grain, fn, max_threads);
+    return;
+  }
   default_pool().parallel_for(begin, end, grain, std::forward<F>(fn), max_threads);
 }
 

@@ -1,0 +1,377 @@
+#pragma once
+// graph: a static dataflow graph of tensors and nodes, built once, then compiled into a plan.
+//
+//   kfuse::graph g;
+//   auto x  = g.input("x", {1, 784});                               // f32, row-major
+//   auto w1 = g.constant("w1", {1024, 784}, w1_data);               // owned copy, PyTorch [N, K]
+//   auto b1 = g.constant("b1", {1024}, b1_data);
+//   auto h  = g.relu("relu1", g.linear("fc1", x, w1, b1));
+//   ...
+//   g.output(y);
+//   kfuse::plan p = kfuse::compile(g, {.threads = 2});              // include
+//   kfuse/graph/compile.hpp kfuse::replay_buffer r = p.record({kfuse::bind(x_in)},
+//   {kfuse::bind(y_out)}); r.replay();                                                     // no
+//   allocation, no lookup r.bind_input(0, other_x);  r.replay();                          // rebind
+//   without re-recording
+//
+// The builder only records; compile() infers shapes, element types and layouts and validates
+// everything, with errors that name the node ("graph: node 'fc2' (linear): ...").
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kfuse/graph/names.hpp"
+#include "kfuse/kernels/checks.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+/// What a custom node's callable receives on every run.
+struct custom_call {
+  const void* const* inputs;  // the node's input tensors, in order
+  int n_inputs;
+  void* output;
+  const void* state;  // the op's own state (the callable)
+};
+
+/// A user's fused-op instantiation as a graph node: a callable, its declared output and cost.
+/// Build one with make_custom_op(callable, shape, type); the callable is called as
+/// fn(const void* const* inputs, void* output) and must not throw during replay.
+struct custom_op {
+  std::vector<index_t> out_shape;
+  dtype out_type = dtype::f32;
+  tensor_layout out_layout = tensor_layout::plain;
+  double flops = 0;  // per run, for the profiler
+  std::shared_ptr<const void> state;
+  void (*run)(const custom_call&) = nullptr;
+};
+
+template <class F>
+custom_op make_custom_op(F fn, std::vector<index_t> out_shape, dtype out_type = dtype::f32,
+                         double flops = 0, tensor_layout out_layout = tensor_layout::plain) {
+  custom_op op;
+  op.out_shape = std::move(out_shape);
+  op.out_type = out_type;
+  op.out_layout = out_layout;
+  op.flops = flops;
+  op.state = std::make_shared<const F>(std::move(fn));
+  op.run = [](const custom_call& c) { (*static_cast<const F*>(c.state))(c.inputs, c.output); };
+  return op;
+}
+
+/// A tensor of the graph as declared (intermediate shapes are filled in by compile()).
+struct tensor_desc {
+  std::string name;
+  std::vector<index_t> shape;  // for 4-D nchw / nhwc: (N, C, H, W) whatever the layout
+  dtype type = dtype::f32;
+  tensor_layout layout = tensor_layout::plain;
+  bool is_input = false;
+  bool is_constant = false;  // a weight or constant: has_data says whether data was given
+  bool has_data = false;
+  bool has_quant = false;
+  tensor_quant quant{};
+  std::vector<unsigned char> data;  // constants: an owned copy
+  std::int32_t producer = -1;       // the node writing it (-1 for inputs and constants)
+};
+
+/// A node as declared.
+struct node_desc {
+  std::string name;
+  op_kind op = op_kind::eltwise;
+  std::vector<tensor_id> inputs;  // data inputs first, then weights (see each builder call)
+  tensor_id output{};
+  std::vector<eltwise_stage> stages;               // eltwise
+  conv2d_params conv{};                            // conv2d
+  pool2d_params pool{};                            // pool2d
+  precision prec = precision::inherit;             // linear (conv2d: conv.prec)
+  int axis = -1;                                   // softmax, concat, flatten
+  float eps = 1e-5f;                               // norms
+  std::vector<index_t> shape;                      // reshape target (one -1 allowed)
+  bool flatten = false;                            // reshape: collapse axes [axis, rank) instead
+  dtype to_type = dtype::f32;                      // cast / quantize / dequantize
+  tensor_layout to_layout = tensor_layout::plain;  // convert_layout
+  tensor_quant quant{};                            // quantize: the output's params
+  custom_op custom{};                              // custom
+};
+
+class graph {
+ public:
+  // ---- tensors -------------------------------------------------------------------------------
+  /// A graph input, bound by the caller at record time (in declaration order).
+  tensor_id input(std::string name, std::vector<index_t> shape, dtype type = dtype::f32,
+                  tensor_layout layout = tensor_layout::plain) {
+    tensor_desc t;
+    t.name = std::move(name);
+    t.shape = std::move(shape);
+    t.type = type;
+    t.layout = layout;
+    t.is_input = true;
+    inputs_.push_back(add_tensor(std::move(t)));
+    return inputs_.back();
+  }
+
+  /// A constant / weight: `data` (numel(shape) elements of T) is copied into the graph.
+  template <class T>
+  tensor_id constant(std::string name, std::vector<index_t> shape, const T* data,
+                     tensor_layout layout = tensor_layout::plain) {
+    return constant(std::move(name), std::move(shape), dtype_of<T>(), data, layout);
+  }
+  tensor_id constant(std::string name, std::vector<index_t> shape, dtype type, const void* data,
+                     tensor_layout layout = tensor_layout::plain) {
+    const tensor_id id = weight(std::move(name), std::move(shape), type, layout);
+    if (data) set_data(id, data);
+    return id;
+  }
+  /// A weight declared without data yet (set_data later; compile() fails while it is missing).
+  tensor_id weight(std::string name, std::vector<index_t> shape, dtype type = dtype::f32,
+                   tensor_layout layout = tensor_layout::plain) {
+    tensor_desc t;
+    t.name = std::move(name);
+    t.shape = std::move(shape);
+    t.type = type;
+    t.layout = layout;
+    t.is_constant = true;
+    return add_tensor(std::move(t));
+  }
+  /// Copies a constant's data (numel(shape) elements of its type).
+  void set_data(tensor_id id, const void* data) {
+    tensor_desc& t = at(id, "set_data");
+    if (!t.is_constant)
+      detail::fail("graph", "set_data: tensor '" + t.name + "' is not a constant");
+    const std::size_t bytes = std::size_t(shape_numel(t.shape)) * dtype_size(t.type);
+    if (bytes && !data) detail::fail("graph", "set_data: null data for '" + t.name + "'");
+    t.data.assign(static_cast<const unsigned char*>(data),
+                  static_cast<const unsigned char*>(data) + bytes);
+    t.has_data = true;
+  }
+
+  /// Marks a tensor as a graph output (bound by the caller at record time, in this order).
+  void output(tensor_id id) { outputs_.push_back(id); }
+
+  /// Per-tensor quantization parameters of an activation (used by int8 plans).
+  void set_quant(tensor_id id, tensor_quant q) {
+    tensor_desc& t = at(id, "set_quant");
+    t.has_quant = true;
+    t.quant = q;
+  }
+
+  // ---- eltwise ---------------------------------------------------------------------------------
+  tensor_id eltwise(std::string name, tensor_id x, std::vector<eltwise_stage> stages) {
+    node_desc n = make(std::move(name), op_kind::eltwise, {x});
+    for (const eltwise_stage& s : stages)
+      if (s.kind == stage_kind::add || s.kind == stage_kind::mul || s.kind == stage_kind::bias)
+        n.inputs.push_back(s.operand);
+    n.stages = std::move(stages);
+    return add_node(std::move(n));
+  }
+  tensor_id relu(std::string name, tensor_id x) {
+    return unary(std::move(name), x, {stage_kind::relu});
+  }
+  tensor_id leaky_relu(std::string name, tensor_id x, float alpha = 0.01f) {
+    return unary(std::move(name), x, {stage_kind::leaky_relu, alpha});
+  }
+  tensor_id clamp(std::string name, tensor_id x, float lo, float hi) {
+    return unary(std::move(name), x, {stage_kind::clamp, lo, hi});
+  }
+  tensor_id sigmoid(std::string name, tensor_id x) {
+    return unary(std::move(name), x, {stage_kind::sigmoid});
+  }
+  tensor_id silu(std::string name, tensor_id x) {
+    return unary(std::move(name), x, {stage_kind::silu});
+  }
+  tensor_id tanh(std::string name, tensor_id x) {
+    return unary(std::move(name), x, {stage_kind::tanh});
+  }
+  /// GELU; tanh approximation by default (PyTorch approximate="tanh"), erf when exact.
+  tensor_id gelu(std::string name, tensor_id x, bool exact = false) {
+    return unary(std::move(name), x, {exact ? stage_kind::gelu_erf : stage_kind::gelu_tanh});
+  }
+  tensor_id hardswish(std::string name, tensor_id x) {
+    return unary(std::move(name), x, {stage_kind::hardswish});
+  }
+  tensor_id hardsigmoid(std::string name, tensor_id x) {
+    return unary(std::move(name), x, {stage_kind::hardsigmoid});
+  }
+  tensor_id scale(std::string name, tensor_id x, float factor) {
+    return unary(std::move(name), x, {stage_kind::scale, factor});
+  }
+  /// x + b[channel] (b: 1-D, one value per channel: the last axis of a plain tensor, C of 4-D).
+  tensor_id bias_add(std::string name, tensor_id x, tensor_id b) {
+    return eltwise(std::move(name), x, {eltwise_stage{stage_kind::bias, 0, 0, b}});
+  }
+  /// a + b, elementwise (same shape), e.g. a residual connection.
+  tensor_id add(std::string name, tensor_id a, tensor_id b) {
+    return eltwise(std::move(name), a, {eltwise_stage{stage_kind::add, 0, 0, b}});
+  }
+  tensor_id mul(std::string name, tensor_id a, tensor_id b) {
+    return eltwise(std::move(name), a, {eltwise_stage{stage_kind::mul, 0, 0, b}});
+  }
+
+  // ---- compute ops ----------------------------------------------------------------------------
+  /// y[M, N] = x[M, K] . weight[N, K]^T (+ bias[N]); x may have any leading dims (..., K).
+  tensor_id linear(std::string name, tensor_id x, tensor_id weight, tensor_id bias = {},
+                   precision prec = precision::inherit) {
+    node_desc n = make(std::move(name), op_kind::linear, {x, weight});
+    if (bias.index >= 0) n.inputs.push_back(bias);
+    n.prec = prec;
+    return add_node(std::move(n));
+  }
+  /// x: 4-D nchw or nhwc, weight OIHW [K, C / groups, R, S], bias [K] optional.
+  tensor_id conv2d(std::string name, tensor_id x, tensor_id weight, tensor_id bias = {},
+                   conv2d_params p = {}) {
+    node_desc n = make(std::move(name), op_kind::conv2d, {x, weight});
+    if (bias.index >= 0) n.inputs.push_back(bias);
+    n.conv = p;
+    return add_node(std::move(n));
+  }
+  tensor_id pool2d(std::string name, tensor_id x, pool2d_params p) {
+    node_desc n = make(std::move(name), op_kind::pool2d, {x});
+    n.pool = p;
+    return add_node(std::move(n));
+  }
+  tensor_id softmax(std::string name, tensor_id x, int axis = -1) {
+    node_desc n = make(std::move(name), op_kind::softmax, {x});
+    n.axis = axis;
+    return add_node(std::move(n));
+  }
+  /// Over the last axis; gamma / beta ([last]) optional.
+  tensor_id layer_norm(std::string name, tensor_id x, tensor_id gamma = {}, tensor_id beta = {},
+                       float eps = 1e-5f) {
+    node_desc n = make(std::move(name), op_kind::layer_norm, {x, gamma, beta});
+    n.eps = eps;
+    return add_node(std::move(n));
+  }
+  tensor_id rms_norm(std::string name, tensor_id x, tensor_id gamma = {}, float eps = 1e-6f) {
+    node_desc n = make(std::move(name), op_kind::rms_norm, {x, gamma});
+    n.eps = eps;
+    return add_node(std::move(n));
+  }
+  /// Inference batch norm over C of a 4-D tensor (or the last axis of a plain one):
+  /// y = (x - mean) / sqrt(var + eps) * gamma + beta. Folded into a preceding conv2d.
+  tensor_id batch_norm(std::string name, tensor_id x, tensor_id mean, tensor_id var,
+                       tensor_id gamma, tensor_id beta, float eps = 1e-5f) {
+    node_desc n = make(std::move(name), op_kind::batch_norm, {x, mean, var, gamma, beta});
+    n.eps = eps;
+    return add_node(std::move(n));
+  }
+
+  // ---- shape and type ops ---------------------------------------------------------------------
+  /// Same elements, another shape (one extent may be -1). A view: no copy when possible.
+  tensor_id reshape(std::string name, tensor_id x, std::vector<index_t> shape) {
+    node_desc n = make(std::move(name), op_kind::reshape, {x});
+    n.shape = std::move(shape);
+    return add_node(std::move(n));
+  }
+  /// Collapses axes [axis, rank) into one (a plain [N, C*H*W] from nchw by default).
+  tensor_id flatten(std::string name, tensor_id x, int axis = 1) {
+    node_desc n = make(std::move(name), op_kind::reshape, {x});
+    n.axis = axis;
+    n.flatten = true;  // the target shape is derived at compile time
+    return add_node(std::move(n));
+  }
+  tensor_id concat(std::string name, std::vector<tensor_id> xs, int axis) {
+    node_desc n = make(std::move(name), op_kind::concat, std::move(xs));
+    n.axis = axis;
+    return add_node(std::move(n));
+  }
+  tensor_id convert_layout(std::string name, tensor_id x, tensor_layout to) {
+    node_desc n = make(std::move(name), op_kind::convert_layout, {x});
+    n.to_layout = to;
+    return add_node(std::move(n));
+  }
+  /// Float to float (round to nearest even), e.g. f32 -> bf16.
+  tensor_id cast(std::string name, tensor_id x, dtype to) {
+    node_desc n = make(std::move(name), op_kind::cast, {x});
+    n.to_type = to;
+    return add_node(std::move(n));
+  }
+  /// Float -> i8 / u8 with q's scale and zero point (also recorded as the output's quant).
+  tensor_id quantize(std::string name, tensor_id x, dtype to, tensor_quant q) {
+    node_desc n = make(std::move(name), op_kind::cast, {x});
+    n.to_type = to;
+    n.quant = q;
+    const tensor_id y = add_node(std::move(n));
+    set_quant(y, q);
+    return y;
+  }
+  /// i8 / u8 -> f32 with the input's quant params.
+  tensor_id dequantize(std::string name, tensor_id x) {
+    node_desc n = make(std::move(name), op_kind::cast, {x});
+    n.to_type = dtype::f32;
+    return add_node(std::move(n));
+  }
+  /// A user's fused op (see make_custom_op): at most 4 inputs.
+  tensor_id custom(std::string name, std::vector<tensor_id> inputs, custom_op op) {
+    node_desc n = make(std::move(name), op_kind::custom, std::move(inputs));
+    n.custom = std::move(op);
+    return add_node(std::move(n));
+  }
+
+  // ---- editing and introspection --------------------------------------------------------------
+  /// Rewires input `slot` of the node called `node` (tools and tests; may create a cycle, which
+  /// compile() reports).
+  void set_node_input(std::string_view node, std::size_t slot, tensor_id t) {
+    for (node_desc& n : nodes_)
+      if (n.name == node) {
+        if (slot >= n.inputs.size())
+          detail::fail("graph", "set_node_input: node '" + n.name + "' has no input " +
+                                    std::to_string(slot));
+        n.inputs[slot] = t;
+        return;
+      }
+    detail::fail("graph", "set_node_input: no node '" + std::string(node) + "'");
+  }
+
+  const std::vector<tensor_desc>& tensors() const noexcept { return tensors_; }
+  const std::vector<node_desc>& nodes() const noexcept { return nodes_; }
+  const std::vector<tensor_id>& inputs() const noexcept { return inputs_; }
+  const std::vector<tensor_id>& outputs() const noexcept { return outputs_; }
+  const tensor_desc& tensor(tensor_id id) const {
+    return const_cast<graph*>(this)->at(id, "tensor");
+  }
+  /// The tensor called `name` (a node's output is named after the node).
+  tensor_id find(std::string_view name) const {
+    for (std::size_t i = 0; i < tensors_.size(); ++i)
+      if (tensors_[i].name == name) return tensor_id{std::int32_t(i)};
+    detail::fail("graph", "no tensor '" + std::string(name) + "'");
+  }
+
+ private:
+  tensor_desc& at(tensor_id id, std::string_view what) {
+    if (id.index < 0 || std::size_t(id.index) >= tensors_.size())
+      detail::fail("graph", std::string(what) + ": unknown tensor id " + std::to_string(id.index));
+    return tensors_[std::size_t(id.index)];
+  }
+  tensor_id add_tensor(tensor_desc t) {
+    tensors_.push_back(std::move(t));
+    return tensor_id{std::int32_t(tensors_.size() - 1)};
+  }
+  static node_desc make(std::string name, op_kind op, std::vector<tensor_id> inputs) {
+    node_desc n;
+    n.name = std::move(name);
+    n.op = op;
+    n.inputs = std::move(inputs);
+    return n;
+  }
+  tensor_id unary(std::string name, tensor_id x, eltwise_stage s) {
+    return eltwise(std::move(name), x, {s});
+  }
+  tensor_id add_node(node_desc n) {
+    tensor_desc t;
+    t.name = n.name;
+    t.producer = std::int32_t(nodes_.size());
+    n.output = add_tensor(std::move(t));
+    nodes_.push_back(std::move(n));
+    return nodes_.back().output;
+  }
+
+  std::vector<tensor_desc> tensors_;
+  std::vector<node_desc> nodes_;
+  std::vector<tensor_id> inputs_, outputs_;
+};
+
+KFUSE_END_NAMESPACE
+
+#include "kfuse/graph/plan.hpp"

@@ -1,0 +1,146 @@
+#pragma once
+// Code-free vocabulary of the executor: element types and layouts as run-time values, tensor
+// handles, op parameters, bindings, the replay command and the profiler hook. Everything here is
+// a trivially copyable aggregate or an enum (no code of its own, so it is shared by every ISA).
+#include <cstddef>
+#include <cstdint>
+
+#include "kfuse/config/macros.hpp"
+#include "kfuse/types/elem.hpp"
+
+namespace kfuse {
+
+/// An element type as a run-time value (the graph's tensors carry one).
+enum class dtype : std::uint8_t { f32, bf16, f16, i8, u8, i32 };
+
+/// How a tensor's elements sit in memory. `plain` is dense row-major over its shape (any rank);
+/// nchw / nhwc name the memory order of a 4-D tensor whose shape is always given as (N, C, H, W).
+enum class tensor_layout : std::uint8_t { plain, nchw, nhwc };
+
+/// A tensor of a graph (an index into it). A default-constructed id means "none".
+struct tensor_id {
+  std::int32_t index = -1;
+};
+
+/// The arithmetic a linear / conv node runs in. `inherit` takes compile_options::precision.
+/// bf16: activations are rounded to bf16 and weights stored as bf16 (vdpbf16ps), f32 out.
+/// int8: u8/i8 activations (quant params from graph::set_quant, e.g. from calibration), i8
+/// weights quantized per output channel at compile time, f32 out unless a quantize is fused.
+enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
+
+/// Op kinds of graph nodes.
+enum class op_kind : std::uint8_t {
+  eltwise,         // a chain of eltwise stages (activation, scale, bias, add/mul a tensor ...)
+  linear,          // y = x . W^T (+ bias), W given as PyTorch [N, K]
+  conv2d,          // 2-D convolution, OIHW weights, nchw or nhwc activations
+  pool2d,          // max / average / global pooling
+  softmax,         // over one axis
+  layer_norm,      // over the last axis, optional affine
+  rms_norm,        // over the last axis, optional gamma
+  batch_norm,      // inference batch norm (per channel affine)
+  reshape,         // a view with another shape (zero copy unless it must be materialized)
+  concat,          // along one axis
+  convert_layout,  // nchw <-> nhwc
+  cast,            // element type change (float types), or quantize / dequantize
+  custom           // a user-supplied callable with declared output and cost
+};
+
+/// One stage of an eltwise chain. Binary stages (add, mul, bias) read `operand`.
+enum class stage_kind : std::uint8_t {
+  relu,
+  leaky_relu,  // p0 = alpha
+  clamp,       // p0 = lo, p1 = hi
+  sigmoid,
+  silu,
+  tanh,
+  gelu_tanh,
+  gelu_erf,
+  hardswish,
+  hardsigmoid,
+  scale,  // p0 = factor
+  bias,   // + operand[channel] (operand: 1-D, one value per channel)
+  add,    // + operand (same shape as x; or per channel with per_channel)
+  mul     // * operand (same shape as x; or per channel with per_channel)
+};
+
+struct eltwise_stage {
+  stage_kind kind = stage_kind::relu;
+  float p0 = 0.f;
+  float p1 = 0.f;
+  tensor_id operand{};
+  bool per_channel = false;
+};
+
+/// conv2d geometry (weights are OIHW [K, C / groups, R, S]).
+struct conv2d_params {
+  int stride_h = 1, stride_w = 1;
+  int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int dilation_h = 1, dilation_w = 1;
+  int groups = 1;
+  precision prec = precision::inherit;
+};
+
+enum class pool_kind : std::uint8_t { max, average, global_max, global_average };
+
+struct pool2d_params {
+  pool_kind kind = pool_kind::max;
+  int kernel_h = 2, kernel_w = 2;
+  int stride_h = 2, stride_w = 2;
+  int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = false;
+};
+
+/// Per-tensor affine quantization: real = scale * (q - zero_point).
+struct tensor_quant {
+  float scale = 1.f;
+  std::int32_t zero_point = 0;
+};
+
+/// A caller's buffer bound to a graph input or output: its address and size in bytes.
+struct binding {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+/// A user-supplied executor (defined in kfuse/threading/thread_pool.hpp).
+struct executor;
+
+struct command;
+/// A replay command's entry point. It receives its own command (pointers, params, range).
+using command_fn = void (*)(const command&);
+
+/// One step of a replay buffer: plain data, walked in order by replay_buffer::replay().
+struct command {
+  command_fn fn = nullptr;
+  const void* params = nullptr;  // the step's parameters, owned by the plan (packed weights...)
+  const void* in[4] = {};        // resolved input pointers (arena, bound input, constant)
+  void* out = nullptr;           // resolved output pointer
+  index_t begin = 0, end = 0;    // the work range of this command (items of its step)
+  std::int32_t threads = 1;      // threads it may use (1: runs on the calling thread only)
+  std::int32_t step = 0;         // the plan step it runs (plan::step_info(step))
+};
+
+/// Profiler hook: replay(hook) calls on_command(user, command_index, step, begin_ns, end_ns)
+/// after every command, with steady-clock nanoseconds. replay() without a hook has no check.
+struct profiler_hook {
+  void* user = nullptr;
+  void (*on_command)(void* user, std::int32_t command_index, std::int32_t step,
+                     std::int64_t begin_ns, std::int64_t end_ns) = nullptr;
+};
+
+/// Options of compile(graph, options).
+struct compile_options {
+  /// Threads a node may use at most (0: the default pool's size; see docs/executor.md).
+  int threads = 0;
+  /// Arithmetic of linear / conv nodes whose own precision is `inherit`.
+  precision prec = precision::f32;
+  /// Run the fusion passes (batch-norm folding, epilogue absorption, eltwise merging).
+  bool fuse = true;
+  /// Nodes moving fewer bytes than this run on the calling thread only (no fork/join).
+  std::size_t parallel_min_bytes = std::size_t(1) << 16;
+  /// Run parallel work on this executor instead of kfuse's pool (must outlive the plan).
+  const executor* exec = nullptr;
+};
+
+}  // namespace kfuse
