@@ -1,0 +1,563 @@
+#pragma once
+// depthwise_conv2d<Elem, Layout, Arch, Epilogue, Backend>: one filter per channel (groups == C ==
+// K, channel multiplier 1), any kernel size, stride, asymmetric padding and dilation.
+//
+//   using dw = kfuse::depthwise_conv2d<kfuse::f32, kfuse::nhwc, kfuse::arch::native,
+//                                      kfuse::epilogue<kfuse::bias, kfuse::relu>>;
+//   const auto w = dw::pack(weights_oihw, shape);            // once: [C, 1, R, S]
+//   dw::run(kfuse::view<kfuse::nhwc>(x, shape.in_dims()), w,
+//           kfuse::view<kfuse::nhwc>(y, shape.out_dims()), {{bias}, {}});
+//
+// Recipes: f32; bf16 (bf16 activations, f32 weights and compute, any float output); i8 (u8 or s8
+// activations with a zero point, s8 weights; the products are summed exactly in f32, which equals
+// int32 accumulation for up to 512 taps, and the epilogue dequantizes or requantizes).
+//
+// NHWC: lanes are channels. A register tile of PW output pixels x CV channel vectors is
+// accumulated over the taps; border pixels run the same tile with the tap range cut to the valid
+// taps (loop bounds, never a per-tap branch).
+// NCHW: lanes are output pixels of one row of one channel (the channel's weight is broadcast).
+// The rows a block of output rows reads are converted once into a zero-padded f32 scratch (split
+// into stride phases, so every tap is a contiguous load); a tile of RH output rows x WV vectors
+// is accumulated from it. The 3x3 stride-1 case is an unrolled fast path that loads each scratch
+// vector once for the three output rows it feeds.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kfuse/config/macros.hpp"
+#include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/checks.hpp"
+#include "kfuse/kernels/conv/conv_shape.hpp"
+#include "kfuse/kernels/run_info.hpp"
+#include "kfuse/layout/tensor_view.hpp"
+#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/types/convert.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// The geometry of one depthwise call, resolved.
+struct dw_geom {
+  index_t n, c, h, w, oh, ow, r, s, sh, sw, pt, pl, dh, dw;
+};
+
+inline dw_geom dw_geom_of(const conv_shape& s) {
+  return {s.n, s.c,        s.h,        s.w,       s.out_h(),  s.out_w(),    s.r,
+          s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_left, s.dilation_h, s.dilation_w};
+}
+
+/// First tap t in [0, taps) with start + t * dil >= 0, and one past the last with < extent.
+inline void dw_valid_taps(index_t start, index_t dil, index_t taps, index_t extent, index_t& t0,
+                          index_t& t1) {
+  t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  const index_t last = extent - 1 - start;  // t * dil <= last
+  t1 = last < 0 ? 0 : std::min(taps, last / dil + 1);
+  if (t0 > t1) t0 = t1;
+}
+
+/// Loads a vector of activations (n lanes when Partial) as f32, minus the zero point for
+/// integer activations.
+template <class V, bool Partial, class T>
+KFUSE_INLINE V dw_load(const T* p, int n, float zp) {
+  V x = Partial ? simd::load_partial<V>(p, n) : simd::load<V>(p);
+  if constexpr (std::is_integral_v<T>) x = x - V(zp);
+  return x;
+}
+
+template <class V, bool Partial, class Out>
+KFUSE_INLINE void dw_store(Out* p, V y, int n) {
+  if constexpr (Partial)
+    simd::store_partial(p, y, n);
+  else
+    simd::store(p, y);
+}
+
+// ------------------------------------------------------------------------------------ NHWC
+/// Register tile sizes per vector width: PW output pixels x CV channel vectors.
+template <int L>
+struct dw_nhwc_config {
+  static constexpr int pw = L >= 16 ? 8 : 4;
+  static constexpr int cv = L == 1 ? 4 : 2;
+};
+
+/// PW consecutive output pixels (ow0..) of output row oh, channels c0.. (CV full vectors, or one
+/// vector of `cn` lanes when Partial), taps r in [r0, r1), s in [s0, s1).
+template <class V, int PW, int CV, bool Partial, class T, class Out, class Ep>
+KFUSE_INLINE void dw_nhwc_tile(const T* KFUSE_RESTRICT img, const float* KFUSE_RESTRICT wp,
+                               index_t cpad, const dw_geom& g, index_t oh, index_t ow0, index_t c0,
+                               int cn, index_t r0, index_t r1, index_t s0, index_t s1, float zp,
+                               Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
+  constexpr int L = V::lanes;
+  V acc[PW][CV];
+#pragma GCC unroll 16
+  for (int p = 0; p < PW; ++p)
+#pragma GCC unroll 8
+    for (int v = 0; v < CV; ++v) acc[p][v] = V(0.f);
+  const index_t C = g.c, ih0 = oh * g.sh - g.pt, iw0 = ow0 * g.sw - g.pl;
+  const index_t px_step = g.sw * C, tap_step = g.dw * C;
+  for (index_t r = r0; r < r1; ++r) {
+    // Offsets stay integers until a tap is inside the input (no pointer before the buffer).
+    const index_t row = ((ih0 + r * g.dh) * g.w + iw0) * C + c0;
+    const float* wr = wp + r * g.s * cpad + c0;
+    for (index_t s = s0; s < s1; ++s) {
+      V wv[CV];
+#pragma GCC unroll 8
+      for (int v = 0; v < CV; ++v) wv[v] = simd::load<V>(wr + s * cpad + v * L);
+      const T* tap = img + (row + s * tap_step);
+#pragma GCC unroll 16
+      for (int p = 0; p < PW; ++p)
+#pragma GCC unroll 8
+        for (int v = 0; v < CV; ++v)
+          acc[p][v] =
+              simd::fma(dw_load<V, Partial>(tap + p * px_step + v * L, cn, zp), wv[v], acc[p][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int p = 0; p < PW; ++p)
+#pragma GCC unroll 8
+    for (int v = 0; v < CV; ++v) {
+      const index_t i = out_flat + p * C + v * L;
+      const lane_ctx<V, true> ctx{i, c0 + v * L, Partial ? cn : L};
+      dw_store<V, Partial>(out + i, apply(ep, acc[p][v], ctx), cn);
+    }
+}
+
+/// One output row (n, oh), every channel.
+template <class V, class T, class Out, class Ep>
+KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const dw_geom& g,
+                              index_t n, index_t oh, float zp, Out* out, const Ep& ep) {
+  using cfg = dw_nhwc_config<V::lanes>;
+  constexpr int L = V::lanes, PW = cfg::pw, CV = cfg::cv;
+  const index_t C = g.c;
+  const T* img = in + n * g.h * g.w * C;
+  index_t r0, r1;
+  dw_valid_taps(oh * g.sh - g.pt, g.dh, g.r, g.h, r0, r1);
+  // Output columns whose every tap is inside the input: [ow_a, ow_b).
+  const index_t ow_a = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
+  const index_t reach = g.w - 1 + g.pl - (g.s - 1) * g.dw;  // ow * sw <= reach
+  const index_t ow_b = std::max(ow_a, reach < 0 ? 0 : std::min(g.ow, reach / g.sw + 1));
+  const index_t row_flat = ((n * g.oh + oh) * g.ow) * C;
+  // One channel block (CV vectors, or 1, or a partial one) across the whole row.
+  auto block = [&]<int NV, bool Partial>(index_t c0, int cn) {
+    auto border = [&](index_t ow) {
+      index_t s0, s1;
+      dw_valid_taps(ow * g.sw - g.pl, g.dw, g.s, g.w, s0, s1);
+      dw_nhwc_tile<V, 1, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, s0, s1, zp, out,
+                                      row_flat + ow * C + c0, ep);
+    };
+    for (index_t ow = 0; ow < ow_a; ++ow) border(ow);
+    index_t ow = ow_a;
+    for (; ow + PW <= ow_b; ow += PW)
+      dw_nhwc_tile<V, PW, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, 0, g.s, zp, out,
+                                       row_flat + ow * C + c0, ep);
+    for (; ow < ow_b; ++ow)
+      dw_nhwc_tile<V, 1, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, 0, g.s, zp, out,
+                                      row_flat + ow * C + c0, ep);
+    for (ow = ow_b; ow < g.ow; ++ow) border(ow);
+  };
+  index_t c0 = 0;
+  for (; c0 + CV * L <= C; c0 += CV * L) block.template operator()<CV, false>(c0, CV * L);
+  if constexpr (CV > 1)
+    for (; c0 + L <= C; c0 += L) block.template operator()<1, false>(c0, L);
+  if (c0 < C) block.template operator()<1, true>(c0, int(C - c0));
+}
+
+// ------------------------------------------------------------------------------------ NCHW
+/// Register tile sizes per vector width: RH output rows x WV vectors of output pixels.
+template <int L>
+struct dw_nchw_config {
+  static constexpr int rh = L >= 16 ? 4 : 2;
+  static constexpr int wv = L == 1 ? 4 : 2;
+};
+
+/// The zero-padded f32 copy of the input rows one block of output rows reads. Row j holds
+/// input row ih_lo + j as `sw` phases of `pitch` floats: phase k, element e = padded column
+/// e * sw + k, so tap s of output column ow is element ow + (s * dw) / sw of phase (s * dw) % sw.
+struct dw_scratch {
+  float* data;
+  index_t ih_lo, rows, pitch, row_stride;  // row_stride = sw * pitch
+};
+
+/// Per-thread scratch that persists across calls (fresh pages are expensive: no per-call malloc).
+inline float* dw_thread_scratch(std::size_t floats) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < floats) buf.resize(floats);
+  return buf.data();
+}
+
+template <class V, class T>
+KFUSE_INLINE void dw_fill_scratch(const T* plane, const dw_geom& g, const dw_scratch& sc,
+                                  float zp) {
+  constexpr int L = V::lanes;
+  for (index_t j = 0; j < sc.rows; ++j) {
+    float* dst = sc.data + j * sc.row_stride;
+    const index_t ih = sc.ih_lo + j;
+    if (ih < 0 || ih >= g.h) {
+      std::memset(dst, 0, sizeof(float) * std::size_t(sc.row_stride));
+      continue;
+    }
+    const T* src = plane + ih * g.w;
+    if (g.sw == 1) {
+      // [pl zeros][W values][zeros], cut at the pitch (columns past it are never read).
+      const index_t lead = std::min(g.pl, sc.pitch), len = std::min(g.w, sc.pitch - lead);
+      std::memset(dst, 0, sizeof(float) * std::size_t(lead));
+      float* d = dst + lead;
+      index_t x = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        std::memcpy(d, src, sizeof(float) * std::size_t(len));
+        x = len;
+      } else {
+        for (; x + L <= len; x += L) simd::store(d + x, dw_load<V, false>(src + x, L, zp));
+        if (x < len) {
+          simd::store_partial(d + x, dw_load<V, true>(src + x, int(len - x), zp), int(len - x));
+          x = len;
+        }
+      }
+      std::memset(d + x, 0, sizeof(float) * std::size_t(sc.pitch - lead - x));
+    } else {
+      for (index_t k = 0; k < g.sw; ++k) {
+        float* ph = dst + k * sc.pitch;
+        for (index_t e = 0; e < sc.pitch; ++e) {
+          const index_t iw = e * g.sw + k - g.pl;
+          float v = 0.f;
+          if (iw >= 0 && iw < g.w) {
+            if constexpr (std::is_integral_v<T>)
+              v = float(src[iw]) - zp;
+            else
+              v = to_float(src[iw]);
+          }
+          ph[e] = v;
+        }
+      }
+    }
+  }
+}
+
+/// Epilogue and store of one NCHW tile.
+template <class V, int RH, int WV, class Out, class Ep>
+KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, index_t oh0,
+                                index_t ow0, Out* out, index_t plane_flat, const Ep& ep) {
+  constexpr int L = V::lanes;
+#pragma GCC unroll 8
+  for (int i = 0; i < RH; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < WV; ++v) {
+      const index_t ow = ow0 + v * L;
+      if (ow >= g.ow) break;
+      const int n = int(std::min<index_t>(L, g.ow - ow));
+      const index_t flat = plane_flat + (oh0 + i) * g.ow + ow;
+      const lane_ctx<V, false> ctx{flat, c, n};
+      const V y = apply(ep, acc[i][v], ctx);
+      if (n == L)
+        simd::store(out + flat, y);
+      else
+        simd::store_partial(out + flat, y, n);
+    }
+}
+
+/// RH output rows (oh0..) x WV vectors (ow0..) of channel c, any kernel, stride, dilation.
+template <class V, int RH, int WV, class Out, class Ep>
+KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT wc,
+                               const dw_geom& g, index_t c, index_t oh0, index_t ow0, Out* out,
+                               index_t plane_flat, const Ep& ep) {
+  constexpr int L = V::lanes;
+  V acc[RH][WV];
+#pragma GCC unroll 8
+  for (int i = 0; i < RH; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < WV; ++v) acc[i][v] = V(0.f);
+  const float* base = sc.data + (oh0 * g.sh - g.pt - sc.ih_lo) * sc.row_stride + ow0;
+  const index_t row_step = g.sh * sc.row_stride;
+  for (index_t r = 0; r < g.r; ++r) {
+    const float* rowr = base + r * g.dh * sc.row_stride;
+    for (index_t s = 0; s < g.s; ++s) {
+      const index_t off = s * g.dw;
+      const float* tap = rowr + (off % g.sw) * sc.pitch + off / g.sw;
+      const V w(wc[r * g.s + s]);
+#pragma GCC unroll 8
+      for (int i = 0; i < RH; ++i)
+#pragma GCC unroll 8
+        for (int v = 0; v < WV; ++v)
+          acc[i][v] = simd::fma(simd::load<V>(tap + i * row_step + v * L), w, acc[i][v]);
+    }
+  }
+  dw_nchw_store<V, RH, WV>(acc, g, c, oh0, ow0, out, plane_flat, ep);
+}
+
+/// The 3x3, stride 1, dilation 1 fast path: the nine weights stay in registers and each loaded
+/// scratch vector feeds every output row of the tile that uses it.
+template <class V, int RH, int WV, class Out, class Ep>
+KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const dw_geom& g,
+                                  index_t c, index_t oh0, index_t ow0, Out* out, index_t plane_flat,
+                                  const Ep& ep) {
+  constexpr int L = V::lanes;
+  V acc[RH][WV];
+#pragma GCC unroll 8
+  for (int i = 0; i < RH; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < WV; ++v) acc[i][v] = V(0.f);
+  const float* base = sc.data + (oh0 - g.pt - sc.ih_lo) * sc.row_stride + ow0;
+#pragma GCC unroll 8
+  for (int j = 0; j < RH + 2; ++j) {
+#pragma GCC unroll 3
+    for (int s = 0; s < 3; ++s) {
+#pragma GCC unroll 8
+      for (int v = 0; v < WV; ++v) {
+        const V x = simd::load<V>(base + j * sc.row_stride + v * L + s);
+#pragma GCC unroll 8
+        for (int i = 0; i < RH; ++i) {
+          const int r = j - i;
+          if (r >= 0 && r < 3) acc[i][v] = simd::fma(x, w[r * 3 + s], acc[i][v]);
+        }
+      }
+    }
+  }
+  dw_nchw_store<V, RH, WV>(acc, g, c, oh0, ow0, out, plane_flat, ep);
+}
+
+/// Output rows [oh_a, oh_b) of plane (n, c).
+template <class V, bool Fast3x3, class T, class Out, class Ep>
+KFUSE_INLINE void dw_nchw_block(const T* in, const float* wpk, const dw_geom& g, index_t n,
+                                index_t c, index_t oh_a, index_t oh_b, float zp, Out* out,
+                                const Ep& ep) {
+  using cfg = dw_nchw_config<V::lanes>;
+  constexpr int L = V::lanes, RH = cfg::rh, WV = cfg::wv;
+  dw_scratch sc;
+  sc.pitch = (g.ow + L - 1) / L * L + ((g.s - 1) * g.dw) / g.sw + 1;
+  sc.row_stride = g.sw * sc.pitch;
+  sc.ih_lo = oh_a * g.sh - g.pt;
+  sc.rows = (oh_b - 1 - oh_a) * g.sh + (g.r - 1) * g.dh + 1;
+  sc.data = dw_thread_scratch(std::size_t(sc.rows * sc.row_stride));
+  dw_fill_scratch<V>(in + (n * g.c + c) * g.h * g.w, g, sc, zp);
+  const float* wc = wpk + c * g.r * g.s;
+  const index_t plane_flat = (n * g.c + c) * g.oh * g.ow;
+  V w9[9];
+  if constexpr (Fast3x3)
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) w9[t] = V(wc[t]);
+  auto tile = [&]<int R, int W>(index_t oh, index_t ow) {
+    if constexpr (Fast3x3)
+      dw_nchw_tile3x3<V, R, W>(sc, w9, g, c, oh, ow, out, plane_flat, ep);
+    else
+      dw_nchw_tile<V, R, W>(sc, wc, g, c, oh, ow, out, plane_flat, ep);
+  };
+  constexpr index_t tile_w = index_t(WV) * L;
+  index_t oh = oh_a;
+  for (; oh + RH <= oh_b; oh += RH) {
+    index_t ow = 0;
+    for (; ow + tile_w <= g.ow; ow += tile_w) tile.template operator()<RH, WV>(oh, ow);
+    for (; ow < g.ow; ow += L) tile.template operator()<RH, 1>(oh, ow);
+  }
+  for (; oh < oh_b; ++oh) {
+    index_t ow = 0;
+    for (; ow + tile_w <= g.ow; ow += tile_w) tile.template operator()<1, WV>(oh, ow);
+    for (; ow < g.ow; ow += L) tile.template operator()<1, 1>(oh, ow);
+  }
+}
+
+/// The activation storage types a recipe accepts.
+template <class Recipe, class T>
+inline constexpr bool dw_accepts = std::is_same_v<Recipe, f32>    ? std::is_same_v<T, float>
+                                   : std::is_same_v<Recipe, bf16> ? std::is_same_v<T, bf16_t>
+                                   : std::is_same_v<Recipe, i8> ? (std::is_same_v<T, std::int8_t> ||
+                                                                   std::is_same_v<T, std::uint8_t>)
+                                                                : false;
+
+}  // namespace detail
+
+template <class Recipe, layout_tag Layout, class A = arch::native, class Ep = epilogue<>,
+          class B = backend::xsimd>
+struct depthwise_conv2d {
+  static_assert(std::is_same_v<Recipe, f32> || std::is_same_v<Recipe, bf16> ||
+                    std::is_same_v<Recipe, i8>,
+                "kfuse::depthwise_conv2d: element recipe must be f32, bf16 or i8 (u8 / s8 "
+                "activations with s8 weights)");
+  using vec = simd::vec_for<A, B>;
+  static constexpr bool integer = std::is_same_v<Recipe, i8>;
+
+  /// Weights packed once for this layout: NHWC [R*S][C rounded up to the vector width] (a tap's
+  /// channels are one contiguous vector), NCHW [C][R*S]. Integer weights are held as their
+  /// exact f32 values. run() takes N, H and W from its tensors; the rest of the geometry
+  /// (kernel, stride, padding, dilation, C) comes from here.
+  struct packed {
+    conv_shape shape{};
+    index_t cpad = 0;
+    std::vector<float> w;
+    bool empty() const noexcept { return w.empty(); }
+  };
+
+  /// Packs OIHW weights [C, 1, R, S]: float (f32 and bf16 recipes; bf16_t also for bf16) or
+  /// int8_t (i8 recipe; per-channel weight scales go into the epilogue's requantize multipliers).
+  template <class W>
+  static packed pack(const W* oihw, const conv_shape& s) {
+    constexpr std::string_view k = "depthwise_conv2d pack";
+    if constexpr (integer)
+      static_assert(std::is_same_v<W, std::int8_t>,
+                    "kfuse::depthwise_conv2d<i8>: weights must be int8_t (s8)");
+    else
+      static_assert(
+          std::is_same_v<W, float> || (std::is_same_v<Recipe, bf16> && std::is_same_v<W, bf16_t>),
+          "kfuse::depthwise_conv2d: weights must be float (or bf16_t for bf16)");
+    check_depthwise(k, s);
+    detail::check_buffer(k, "weights", oihw, s.weight_count());
+    packed p;
+    p.shape = s;
+    const index_t C = s.c, taps = s.r * s.s;
+    if constexpr (std::is_same_v<Layout, nhwc>) {
+      p.cpad = (C + vec::lanes - 1) / vec::lanes * vec::lanes;
+      p.w.assign(std::size_t(taps * p.cpad), 0.f);
+      for (index_t c = 0; c < C; ++c)
+        for (index_t t = 0; t < taps; ++t)
+          p.w[std::size_t(t * p.cpad + c)] = weight_value(oihw[c * taps + t]);
+    } else {
+      p.cpad = C;
+      p.w.resize(std::size_t(C * taps));
+      for (index_t i = 0; i < C * taps; ++i) p.w[std::size_t(i)] = weight_value(oihw[i]);
+    }
+    return p;
+  }
+
+  /// out = epilogue(depthwise_conv(in, w)). In: float (f32), bf16_t (bf16), uint8_t or int8_t
+  /// with zero point `in_zero_point` (i8). Out: a float type, or what the epilogue produces.
+  template <class In, class Out>
+  static run_info run(tensor_view<In, Layout> in, const packed& p, tensor_view<Out, Layout> out,
+                      const Ep& ep = {}, const run_options& opt = {},
+                      std::int32_t in_zero_point = 0) {
+    using T = std::remove_const_t<In>;
+    constexpr std::string_view k = "depthwise_conv2d";
+    static_assert(detail::dw_accepts<Recipe, T>,
+                  "kfuse::depthwise_conv2d: the input's element type does not match the recipe "
+                  "(f32: float, bf16: bf16_t, i8: uint8_t or int8_t)");
+    using produced = typename epilogue_traits<Ep>::output_elem;
+    static_assert(
+        std::is_same_v<elem_of<Out>, std::conditional_t<std::is_void_v<produced>, f32, produced>> ||
+            (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
+        "kfuse::depthwise_conv2d: the output type does not match what the epilogue "
+        "produces (an int8 output needs the epilogue to end in requantize<E> or "
+        "quantize<E> of that type)");
+    if (p.empty()) detail::fail(k, "packed weights are empty");
+    if constexpr (integer) {
+      if (in_zero_point < std::numeric_limits<T>::min() ||
+          in_zero_point > std::numeric_limits<T>::max())
+        detail::fail(k, "input zero point " + std::to_string(in_zero_point) +
+                            " is outside the input's element range");
+    } else if (in_zero_point != 0) {
+      detail::fail(k, "an input zero point is only meaningful for the i8 recipe");
+    }
+    if (in.dims.c != p.shape.c)
+      detail::fail(k, "input has " + std::to_string(in.dims.c) + " channels, the packed weights " +
+                          std::to_string(p.shape.c));
+    conv_shape s = p.shape;
+    s.n = in.dims.n;
+    s.h = in.dims.h;
+    s.w = in.dims.w;
+    check_depthwise(k, s);
+    const dims4 od = s.out_dims();
+    if (!(out.dims == od))
+      detail::fail(k, "output dims " + dims_text(out.dims) + " do not match the convolution's " +
+                          dims_text(od));
+    const index_t n_in = numel(s.in_dims()), n_out = numel(od);
+    detail::check_buffer(k, "input", in.data, n_in);
+    detail::check_buffer(k, "output", out.data, n_out);
+    {
+      const auto a0 = reinterpret_cast<std::uintptr_t>(in.data),
+                 a1 = a0 + sizeof(T) * std::size_t(n_in);
+      const auto b0 = reinterpret_cast<std::uintptr_t>(out.data),
+                 b1 = b0 + sizeof(Out) * std::size_t(n_out);
+      if (a0 < b1 && b0 < a1)
+        detail::fail(k, "input and output overlap (a convolution cannot run in place)");
+    }
+    validate(ep, k, n_out, s.k);
+
+    const detail::dw_geom g = detail::dw_geom_of(s);
+    const float zp = float(in_zero_point);
+    const T* x = in.data;
+    Out* y = out.data;
+    const float* wp = p.w.data();
+    const int threads = pool_threads(opt.threads);
+    run_info info{k, A::name, simd::impl_name<A, B>(), "", 1};
+    if constexpr (std::is_same_v<Layout, nhwc>) {
+      info.micro_kernel = nhwc_name();
+      const index_t rows = g.n * g.oh;
+      const index_t grain = std::max<index_t>(1, rows / (4 * threads));
+      info.threads = int(std::min<index_t>(threads, (rows + grain - 1) / grain));
+      const index_t cpad = p.cpad;
+      parallel_for(
+          0, rows, grain,
+          [&](range rg, int) {
+            for (index_t row = rg.begin; row < rg.end; ++row)
+              detail::dw_nhwc_row<vec>(x, wp, cpad, g, row / g.oh, row % g.oh, zp, y, ep);
+          },
+          threads);
+    } else {
+      const bool fast = g.r == 3 && g.s == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
+      info.micro_kernel = nchw_name(fast);
+      // Blocks of output rows: whole planes when there are enough of them to share out.
+      const index_t planes = g.n * g.c;
+      constexpr index_t rh = detail::dw_nchw_config<vec::lanes>::rh;
+      const index_t want = (4 * threads + planes - 1) / planes;
+      const index_t max_blocks = std::max<index_t>(1, g.oh / rh);
+      const index_t blocks = std::min(want, max_blocks);
+      const index_t rows_per = (g.oh + blocks - 1) / blocks;
+      const index_t units = planes * blocks;
+      info.threads = int(std::min<index_t>(threads, units));
+      parallel_for(
+          0, units, 1,
+          [&](range rg, int) {
+            for (index_t u = rg.begin; u < rg.end; ++u) {
+              const index_t plane = u / blocks, b = u % blocks;
+              const index_t oh_a = b * rows_per, oh_b = std::min(g.oh, oh_a + rows_per);
+              if (oh_a >= oh_b) continue;
+              const index_t n = plane / g.c, c = plane % g.c;
+              if (fast)
+                detail::dw_nchw_block<vec, true>(x, wp, g, n, c, oh_a, oh_b, zp, y, ep);
+              else
+                detail::dw_nchw_block<vec, false>(x, wp, g, n, c, oh_a, oh_b, zp, y, ep);
+            }
+          },
+          threads);
+    }
+    return info;
+  }
+
+  /// "nhwc 8x2v": the NHWC register tile (pixels x channel vectors).
+  static const char* nhwc_name() {
+    using cfg = detail::dw_nhwc_config<vec::lanes>;
+    static const std::string name =
+        "nhwc " + std::to_string(cfg::pw) + "x" + std::to_string(cfg::cv) + "v";
+    return name.c_str();
+  }
+  /// "nchw 3x3s1 4x2v" (fast path) or "nchw direct 4x2v": rows x pixel vectors.
+  static const char* nchw_name(bool fast) {
+    using cfg = detail::dw_nchw_config<vec::lanes>;
+    const std::string tile = std::to_string(cfg::rh) + "x" + std::to_string(cfg::wv) + "v";
+    static const std::string fast_name = "nchw 3x3s1 " + tile, direct = "nchw direct " + tile;
+    return fast ? fast_name.c_str() : direct.c_str();
+  }
+
+ private:
+  template <class W>
+  static float weight_value(W v) {
+    if constexpr (std::is_integral_v<W>)
+      return float(v);
+    else
+      return to_float(v);
+  }
+  static std::string dims_text(const dims4& d) {
+    return "(N " + std::to_string(d.n) + ", C " + std::to_string(d.c) + ", H " +
+           std::to_string(d.h) + ", W " + std::to_string(d.w) + ")";
+  }
+  static void check_depthwise(std::string_view k, const conv_shape& s) {
+    detail::check_conv_shape(k, s);
+    if (!(s.groups == s.c && s.k == s.c))
+      detail::fail(k, "not a depthwise shape: groups (" + std::to_string(s.groups) +
+                          ") and output channels K (" + std::to_string(s.k) +
+                          ") must both equal the input channels C (" + std::to_string(s.c) +
+                          ") (channel multiplier 1)");
+  }
+};
+
+KFUSE_END_NAMESPACE

@@ -1,0 +1,15 @@
+# depthwise_conv2d tests: f32 (both layouts, epilogues, threads, errors) and the bf16 / int8
+# recipes, in separate TUs to keep each compile short. CI archs: generic, avx2, avx512_bf16.
+set(dw_ci_archs generic avx2 avx512_bf16)
+set(dw_full_archs ${archs})
+list(REMOVE_ITEM dw_full_archs ${dw_ci_archs})
+foreach(t f32 lowp)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/conv/depthwise_${t}_test.cpp)
+    kfuse_add_arch_test(kernels_conv_depthwise_${t} SOURCES kernels/conv/depthwise_${t}_test.cpp
+                        LABELS "ci" ARCHS ${dw_ci_archs})
+    if(KFUSE_FULL_TESTS AND dw_full_archs)
+      kfuse_add_arch_test(kernels_conv_depthwise_${t} SOURCES kernels/conv/depthwise_${t}_test.cpp
+                          LABELS "full" ARCHS ${dw_full_archs})
+    endif()
+  endif()
+endforeach()
