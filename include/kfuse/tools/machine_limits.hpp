@@ -1,0 +1,232 @@
+#pragma once
+// The machine's roofline limits: compute peak per core (f32 FMA, bf16 dot, int8 dot) and
+// streaming memory bandwidth at 1 thread and at every thread of the pool. Measured once by a
+// short probe (~60-100 ms: FMA chains on registers, a STREAM triad over 36 MiB) and cached, or
+// given by the user.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kfuse/arch/tags.hpp"
+#include "kfuse/config/macros.hpp"
+#include "kfuse/simd/vec.hpp"
+#include "kfuse/threading/thread_pool.hpp"
+
+#if KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI && KFUSE_TIER <= KFUSE_TIER_AVX512_BF16
+#include <immintrin.h>
+#endif
+
+namespace kfuse {
+
+/// What a node computes in, which selects the compute peak it is judged against.
+enum class compute_kind { f32, bf16, int8 };
+
+inline const char* compute_kind_name(compute_kind k) {
+  return k == compute_kind::f32 ? "f32" : k == compute_kind::bf16 ? "bf16" : "int8";
+}
+
+/// Roofline limits. Peaks are per core (GFLOP/s; int8 in GOP/s); bandwidth in GB/s (10^9 B/s,
+/// STREAM convention: triad counts two reads and one write per element).
+struct machine_limits {
+  double f32_gflops = 0;   // per core
+  double bf16_gflops = 0;  // per core; equals f32 where the arch has no bf16 dot instruction
+  double int8_gops = 0;    // per core; equals f32 where the arch has no int8 dot instruction
+  double mem_gbs_1t = 0;   // streaming triad, one thread
+  double mem_gbs_all = 0;  // streaming triad, `cores` threads
+  int cores = 1;           // threads the "all" figures were measured with
+  std::string source;      // "probe" or "given"
+
+  /// Compute peak of `threads` cores (linear in cores: the FMA units are per core).
+  double peak(compute_kind k, int threads) const {
+    const double per_core = k == compute_kind::f32    ? f32_gflops
+                            : k == compute_kind::bf16 ? bf16_gflops
+                                                      : int8_gops;
+    return per_core * std::clamp(threads, 1, std::max(cores, 1));
+  }
+  /// Memory bandwidth available to `threads` threads.
+  double bandwidth(int threads) const { return threads <= 1 ? mem_gbs_1t : mem_gbs_all; }
+
+  /// Limits given by the user: the same per-core peak for every kind unless stated, and one
+  /// bandwidth figure for any thread count.
+  static machine_limits given(double f32_gflops_per_core, double mem_gbs, int cores = 1,
+                              double bf16_gflops_per_core = 0, double int8_gops_per_core = 0) {
+    machine_limits m;
+    m.f32_gflops = f32_gflops_per_core;
+    m.bf16_gflops = bf16_gflops_per_core > 0 ? bf16_gflops_per_core : f32_gflops_per_core;
+    m.int8_gops = int8_gops_per_core > 0 ? int8_gops_per_core : f32_gflops_per_core;
+    m.mem_gbs_1t = m.mem_gbs_all = mem_gbs;
+    m.cores = std::max(cores, 1);
+    m.source = "given";
+    return m;
+  }
+};
+
+}  // namespace kfuse
+
+KFUSE_BEGIN_NAMESPACE
+namespace detail {
+
+using probe_clock = std::chrono::steady_clock;
+
+inline double seconds_since(probe_clock::time_point t0) {
+  return std::chrono::duration<double>(probe_clock::now() - t0).count();
+}
+
+/// Twelve independent FMA chains on registers (enough to cover FMA latency x pipes on every
+/// kfuse arch). Returns flops per second of one thread.
+template <class V>
+KFUSE_NOINLINE double probe_fma_rate(std::int64_t iters) {
+  constexpr int chains = 12;
+  V acc[chains];
+  for (int k = 0; k < chains; ++k) acc[k] = V(float(k) * 0.001f);
+  const V m(0.9999999f), c(1e-7f);  // a fixed point near 1: no overflow, no denormals
+  const auto t0 = probe_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < chains; ++k) acc[k] = simd::fma(acc[k], m, c);
+  }
+  const double s = seconds_since(t0);
+  alignas(64) float out[V::lanes];
+  V sum = acc[0];
+  for (int k = 1; k < chains; ++k) sum = sum + acc[k];
+  simd::store(out, sum);
+  volatile float sink = out[0];
+  (void)sink;
+  return 2.0 * chains * V::lanes * double(iters) / s;
+}
+
+#if KFUSE_TIER == KFUSE_TIER_AVX512_BF16
+/// vdpbf16ps: 16 lanes x 2 pairs x 2 flops per instruction.
+KFUSE_NOINLINE inline double probe_bf16_rate(std::int64_t iters) {
+  constexpr int chains = 12;
+  __m512 acc[chains];
+  for (int k = 0; k < chains; ++k) acc[k] = _mm512_setzero_ps();
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3c00);  // tiny bf16 values: sums stay finite
+  const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3c00);
+  const auto t0 = probe_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < chains; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], a, b);
+  }
+  const double s = seconds_since(t0);
+  __m512 sum = acc[0];
+  for (int k = 1; k < chains; ++k) sum = _mm512_add_ps(sum, acc[k]);
+  volatile float sink = _mm512_reduce_add_ps(sum);
+  (void)sink;
+  return 64.0 * chains * double(iters) / s;
+}
+#endif
+
+#if KFUSE_TIER == KFUSE_TIER_AVX512_VNNI || KFUSE_TIER == KFUSE_TIER_AVX512_BF16
+/// vpdpbusd: 16 lanes x 4 products x 2 ops per instruction.
+KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
+  constexpr int chains = 12;
+  __m512i acc[chains];
+  for (int k = 0; k < chains; ++k) acc[k] = _mm512_setzero_si512();
+  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(1);
+  const auto t0 = probe_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < chains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+  }
+  const double s = seconds_since(t0);
+  __m512i sum = acc[0];
+  for (int k = 1; k < chains; ++k) sum = _mm512_add_epi32(sum, acc[k]);
+  volatile int sink = _mm512_reduce_add_epi32(sum);
+  (void)sink;
+  return 128.0 * chains * double(iters) / s;
+}
+#endif
+
+/// Best of `reps` runs of rate(iters) in G/s, with iters sized from a short trial so that one run
+/// takes about `seconds` (the scalar generic path is far slower than a vector FMA pipe).
+template <class F>
+double best_rate(F&& rate, double seconds, int reps) {
+  const std::int64_t trial = 1 << 12;
+  rate(trial);  // warm-up
+  const auto t0 = probe_clock::now();
+  rate(trial);
+  const double per_iter = std::max(seconds_since(t0) / double(trial), 1e-12);
+  const std::int64_t iters =
+      std::clamp<std::int64_t>(std::int64_t(seconds / per_iter), trial, 1 << 26);
+  double best = 0;
+  for (int r = 0; r < reps; ++r) best = std::max(best, rate(iters));
+  return best * 1e-9;
+}
+
+/// STREAM triad a = b + s*c over [r.begin, r.end), written on simd::vec.
+template <class V>
+KFUSE_NOINLINE void triad_range(float* a, const float* b, const float* c, index_t begin,
+                                index_t end) {
+  const V s(1.5f);
+  index_t i = begin;
+  for (; i + V::lanes <= end; i += V::lanes)
+    simd::store(a + i, simd::fma(simd::load<V>(c + i), s, simd::load<V>(b + i)));
+  for (; i < end; ++i) a[i] = b[i] + 1.5f * c[i];
+}
+
+}  // namespace detail
+
+/// Measures the limits now (about 60-100 ms; more on a loaded machine). Prefer
+/// cached_machine_limits(), which probes once per process.
+inline machine_limits probe_machine_limits() {
+  using V = simd::vec_for<arch::native, backend::xsimd>;
+  machine_limits m;
+  m.source = "probe";
+  m.cores = pool_threads(0);
+  // About 4 ms per run: enough for the clock to ramp and the timer to be negligible.
+  m.f32_gflops = detail::best_rate(detail::probe_fma_rate<V>, 4e-3, 3);
+  m.bf16_gflops = m.f32_gflops;
+  m.int8_gops = m.f32_gflops;
+#if KFUSE_TIER == KFUSE_TIER_AVX512_BF16
+  m.bf16_gflops = detail::best_rate(detail::probe_bf16_rate, 4e-3, 2);
+#endif
+#if KFUSE_TIER == KFUSE_TIER_AVX512_VNNI || KFUSE_TIER == KFUSE_TIER_AVX512_BF16
+  m.int8_gops = detail::best_rate(detail::probe_int8_rate, 4e-3, 2);
+#endif
+
+  // Triad over 3 x 12 MiB: larger than the 32 MiB L3 of the machines kfuse is tuned on, small
+  // enough that first touch (slow in VMs) stays within tens of milliseconds.
+  const index_t n = index_t(3) << 20;
+  auto alloc = [n] { return std::unique_ptr<float[]>(new float[std::size_t(n)]); };
+  auto a = alloc(), b = alloc(), c = alloc();
+  const index_t grain = 1 << 16;
+  parallel_for(0, n, grain, [&](range r, int) {
+    for (index_t i = r.begin; i < r.end; ++i) {
+      a[std::size_t(i)] = 0.f;
+      b[std::size_t(i)] = 1.f;
+      c[std::size_t(i)] = 2.f;
+    }
+  });
+  const double bytes = 3.0 * 4.0 * double(n);
+  auto triad = [&](int threads) {
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = detail::probe_clock::now();
+      if (threads <= 1) {
+        detail::triad_range<V>(a.get(), b.get(), c.get(), 0, n);
+      } else {
+        parallel_for(
+            0, n, (n + threads - 1) / threads,
+            [&](range r, int) {
+              detail::triad_range<V>(a.get(), b.get(), c.get(), r.begin, r.end);
+            },
+            threads);
+      }
+      best = std::min(best, detail::seconds_since(t0));
+    }
+    return bytes / best * 1e-9;
+  };
+  m.mem_gbs_1t = triad(1);
+  m.mem_gbs_all = m.cores > 1 ? std::max(m.mem_gbs_1t, triad(m.cores)) : m.mem_gbs_1t;
+  return m;
+}
+
+/// The limits of this machine, probed on first use (thread-safe) and cached for the process.
+inline const machine_limits& cached_machine_limits() {
+  static const machine_limits m = probe_machine_limits();
+  return m;
+}
+
+KFUSE_END_NAMESPACE

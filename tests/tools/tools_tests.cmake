@@ -1,0 +1,20 @@
+# Tools (profiler, machine limits, calibration, accuracy report, batch sweep).
+# The profiler's probe has per-arch code (FMA, vdpbf16ps, vpdpbusd): generic and avx512_bf16.
+# The others are plain C++ and build once.
+kfuse_add_arch_test(tools_profiler SOURCES tools/profiler_test.cpp LABELS "ci" ARCHS generic avx512_bf16)
+kfuse_add_test(tools_unit SOURCES tools/calibrate_test.cpp tools/accuracy_test.cpp
+               tools/batch_sweep_test.cpp LABELS "ci")
+
+# The Chrome trace loaded by an independent JSON parser (Python's), when python3 is there.
+find_program(KFUSE_PYTHON3 python3)
+if(KFUSE_PYTHON3)
+  foreach(arch generic avx512_bf16)
+    if(TARGET tools_profiler_${arch})
+      add_test(NAME tools:trace_json_python:${arch}
+               COMMAND ${KFUSE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_trace.py
+                       $<TARGET_FILE:tools_profiler_${arch}>)
+      set_tests_properties(tools:trace_json_python:${arch} PROPERTIES LABELS "ci;arch_${arch}"
+                           PASS_REGULAR_EXPRESSION "trace json ok" TIMEOUT 60)
+    endif()
+  endforeach()
+endif()
