@@ -11,7 +11,7 @@ packages=(
   binutils                                  # nm for the ODR check
 )
 if [[ "${1:-}" == "--peers" ]]; then
-  packages+=(libdnnl-dev libopenblas-openmp-dev libxnnpack-dev)
+  packages+=(libdnnl-dev libopenblas-openmp-dev libxnnpack-dev libtorch-dev)
 fi
 
 missing=()
