@@ -1,0 +1,314 @@
+#pragma once
+// layer_norm and rms_norm over the last axis of a rows x cols matrix, optional affine, fused
+// epilogue, f32 compute for every float storage type.
+//
+//   y = (x - mean) / sqrt(var + eps) * gamma + beta        layer_norm
+//   y = x / sqrt(mean(x^2) + eps) * gamma                  rms_norm
+//
+//   kfuse::layer_norm(x, y, rows, cols, {gamma, beta, 1e-5f});
+//   kfuse::layer_norm(x, y, rows, cols, {gamma, beta}, kfuse::epilogue<kfuse::gelu_tanh>{{}});
+//
+// Per row: one read for the statistics, then one pass that normalizes, applies the affine and
+// every epilogue stage in registers and stores once (the row is re-read from L1/L2). Epilogue
+// stages see the position on the normalized axis as their channel, so per-element `bias` /
+// `scale`-like stages take one value per column.
+//
+// Statistics are accurate to f32 rounding even for large means (1e4 + N(0, 1)) and outliers:
+//  - layer_norm: per chunk of up to 8 Ki elements (in L1), a plain sum estimates the mean m0
+//    and a second pass over the cached chunk sums x - m0 and its square (the corrected two-pass
+//    algorithm); chunks of longer rows are merged in double (Chan et al.). Memory sees one read.
+//  - the mean is applied as a double-float pair: y = (x - m_hi) * rstd - m_lo * rstd, where
+//    x - m_hi is exact for x near the mean, so a mean of 1e4 costs no precision.
+//  - rms_norm sums squares in f32 per lane in blocks of 16 vectors, then in double.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "kfuse/config/macros.hpp"
+#include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/checks.hpp"
+#include "kfuse/kernels/run_info.hpp"
+#include "kfuse/simd/vec.hpp"
+#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/types/convert.hpp"
+
+namespace kfuse {
+
+/// Affine parameters: gamma and beta are each empty (1 and 0) or one value per column.
+struct layer_norm_params {
+  std::span<const float> gamma{};
+  std::span<const float> beta{};
+  float eps = 1e-5f;
+};
+
+/// gamma is empty (1) or one value per column.
+struct rms_norm_params {
+  std::span<const float> gamma{};
+  float eps = 1e-6f;
+};
+
+}  // namespace kfuse
+
+KFUSE_BEGIN_NAMESPACE
+namespace detail {
+
+enum : int { norm_gamma = 1, norm_beta = 2 };
+
+struct row_stats {
+  float m_hi, m_lo, rstd;  // mean as a double-float pair (0 for rms_norm), 1 / sqrt(var + eps)
+};
+
+template <class V>
+KFUSE_INLINE double hsum_double(V v) {
+  alignas(64) float t[V::lanes];
+  simd::store(t, v);
+  double s = 0;
+  for (int l = 0; l < V::lanes; ++l) s += double(t[l]);
+  return s;
+}
+
+struct moments {
+  double mean, m2;  // mean and sum of squared deviations of a chunk
+};
+
+// Moments of a chunk that fits L1 (norm_chunk elements at most), by the corrected two-pass
+// algorithm: a plain f32 sum estimates the mean m0, the second pass (from L1) sums d = x - m0
+// and d^2, and mean = m0 + S1 / n, m2 = S2 - S1^2 / n with |S1 / n| far below the standard
+// deviation, so nothing cancels whatever the data (outliers included). The second pass adds
+// f32 partial sums of 16 vectors into doubles, so small squares next to an outlier's are not
+// lost to the f32 accumulator's rounding.
+template <class V, class In>
+KFUSE_INLINE moments chunk_moments(const In* x, index_t n) {
+  constexpr int L = V::lanes;
+  V a0(0.f), a1(0.f), a2(0.f), a3(0.f);
+  index_t j = 0;
+  for (; j + 4 * L <= n; j += 4 * L) {
+    a0 += simd::load<V>(x + j);
+    a1 += simd::load<V>(x + j + L);
+    a2 += simd::load<V>(x + j + 2 * L);
+    a3 += simd::load<V>(x + j + 3 * L);
+  }
+  for (; j + L <= n; j += L) a0 += simd::load<V>(x + j);
+  double sum = hsum_double((a0 + a1) + (a2 + a3));
+  for (index_t t = j; t < n; ++t) sum += double(to_float(x[t]));
+  const float m0 = float(sum / double(n));
+  const V vm(m0);
+  double s = 0, q = 0;
+  j = 0;
+  while (j + 2 * L <= n) {
+    V s0(0.f), s1(0.f), q0(0.f), q1(0.f);
+    const index_t end = std::min(n, j + 16 * L);
+    for (; j + 2 * L <= end; j += 2 * L) {
+      const V d0 = simd::load<V>(x + j) - vm, d1 = simd::load<V>(x + j + L) - vm;
+      s0 += d0;
+      s1 += d1;
+      q0 = simd::fma(d0, d0, q0);
+      q1 = simd::fma(d1, d1, q1);
+    }
+    s += hsum_double(s0 + s1);
+    q += hsum_double(q0 + q1);
+  }
+  for (; j < n; ++j) {
+    const double d = double(to_float(x[j])) - double(m0);
+    s += d;
+    q += d * d;
+  }
+  return {double(m0) + s / double(n), std::max(0.0, q - s * s / double(n))};
+}
+
+/// Chunk length for the statistics: 8 Ki elements (32 KiB of f32) stay in L1 for the second
+/// pass; longer rows merge their chunks' moments (Chan et al.), so memory sees one read.
+inline constexpr index_t norm_chunk = index_t(1) << 13;
+
+template <class V, class In>
+KFUSE_INLINE row_stats layer_norm_stats(const In* x, index_t n, float eps) {
+  moments m = chunk_moments<V>(x, std::min(n, norm_chunk));
+  for (index_t j = norm_chunk; j < n; j += norm_chunk) {
+    const index_t na = j, nb = std::min(norm_chunk, n - j);
+    const moments b = chunk_moments<V>(x + j, nb);
+    const double delta = b.mean - m.mean, total = double(na + nb);
+    m.mean += delta * double(nb) / total;
+    m.m2 += b.m2 + delta * delta * double(na) * double(nb) / total;
+  }
+  const double var = m.m2 / double(n);
+  const float m_hi = float(m.mean);
+  return {m_hi, float(m.mean - double(m_hi)), float(1.0 / std::sqrt(var + double(eps)))};
+}
+
+// Sum of squares: f32 partial sums of 16 vectors per lane, added into a double.
+template <class V, class In>
+KFUSE_INLINE row_stats rms_norm_stats(const In* x, index_t n, float eps) {
+  constexpr int L = V::lanes;
+  double sum = 0;
+  index_t j = 0;
+  while (j + 4 * L <= n) {
+    V s0(0.f), s1(0.f), s2(0.f), s3(0.f);
+    const index_t end = std::min(n, j + 16 * L);
+    for (; j + 4 * L <= end; j += 4 * L) {
+      const V a = simd::load<V>(x + j), b = simd::load<V>(x + j + L);
+      const V c = simd::load<V>(x + j + 2 * L), d = simd::load<V>(x + j + 3 * L);
+      s0 = simd::fma(a, a, s0);
+      s1 = simd::fma(b, b, s1);
+      s2 = simd::fma(c, c, s2);
+      s3 = simd::fma(d, d, s3);
+    }
+    sum += hsum_double((s0 + s1) + (s2 + s3));
+  }
+  for (; j < n; ++j) sum += double(to_float(x[j])) * double(to_float(x[j]));
+  return {0.f, 0.f, float(1.0 / std::sqrt(sum / double(n) + double(eps)))};
+}
+
+// y = epilogue(affine((x - mean) * rstd)) over one row whose first element has flat index i0.
+template <class V, int Affine, bool Centered, class In, class Out, class Ep>
+KFUSE_INLINE void norm_apply_row(const In* KFUSE_RESTRICT x, Out* KFUSE_RESTRICT y, index_t n,
+                                 index_t i0, row_stats st, const float* gamma, const float* beta,
+                                 const Ep& ep) {
+  constexpr int L = V::lanes;
+  const V m_hi(st.m_hi), r(st.rstd), c(-st.m_lo * st.rstd);
+  // Affine parameters are indexed by column (lane_ctx::load would index by flat position).
+  auto param = [](const float* p, index_t j, int lanes) {
+    return lanes == L ? simd::load<V>(p + j) : simd::load_partial<V>(p + j, lanes);
+  };
+  auto one = [&](V v, index_t j, int lanes) {
+    v = Centered ? simd::fma(v - m_hi, r, c) : v * r;
+    if constexpr (Affine == (norm_gamma | norm_beta))
+      v = simd::fma(v, param(gamma, j, lanes), param(beta, j, lanes));
+    else if constexpr (Affine == norm_gamma)
+      v = v * param(gamma, j, lanes);
+    else if constexpr (Affine == norm_beta)
+      v = v + param(beta, j, lanes);
+    return apply(ep, v, lane_ctx<V, true>{i0 + j, j, lanes});
+  };
+  index_t j = 0;
+  for (; j + 2 * L <= n; j += 2 * L) {
+    const V a = one(simd::load<V>(x + j), j, L);
+    const V b = one(simd::load<V>(x + j + L), j + L, L);
+    simd::store(y + j, a);
+    simd::store(y + j + L, b);
+  }
+  for (; j + L <= n; j += L) simd::store(y + j, one(simd::load<V>(x + j), j, L));
+  if (j < n) {
+    const int rest = int(n - j);
+    simd::store_partial(y + j, one(simd::load_partial<V>(x + j, rest), j, rest), rest);
+  }
+}
+
+template <class T>
+inline constexpr bool norm_float_storage =
+    std::is_same_v<T, float> || std::is_same_v<T, bf16_t> || std::is_same_v<T, f16_t>;
+
+template <class A, class B, bool Rms, class In, class Out, class... S>
+run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, index_t cols,
+                   std::span<const float> gamma, std::span<const float> beta, float eps,
+                   const epilogue<S...>& ep, const run_options& opt) {
+  static_assert(norm_float_storage<In> && norm_float_storage<Out>,
+                "kfuse::layer_norm / rms_norm: input and output must be float storage types "
+                "(float, bf16_t, f16_t)");
+  static_assert(
+      std::is_void_v<typename epilogue_traits<epilogue<S...>>::output_elem> ||
+          std::is_same_v<typename epilogue_traits<epilogue<S...>>::output_elem, elem_of<Out>>,
+      "kfuse::layer_norm / rms_norm: the epilogue's type-changing stage produces a "
+      "different element type than the output holds");
+  using V = simd::vec_for<A, B>;
+  if (rows < 0) fail(k, "negative row count " + std::to_string(rows));
+  if (cols < 1) fail(k, "normalized axis length must be positive, not " + std::to_string(cols));
+  if (!(eps > 0.f) || !std::isfinite(eps))
+    fail(k, "eps must be positive and finite, not " + std::to_string(eps));
+  if (!gamma.empty() && index_t(gamma.size()) != cols)
+    fail(k, "gamma has " + std::to_string(gamma.size()) + " values for rows of " +
+                std::to_string(cols));
+  if (!beta.empty() && index_t(beta.size()) != cols)
+    fail(k,
+         "beta has " + std::to_string(beta.size()) + " values for rows of " + std::to_string(cols));
+  const index_t n = rows * cols;
+  check_buffer(k, "input", in, n);
+  check_buffer(k, "output", out, n);
+  check_overlap(k, in, n, out, n);
+  validate(ep, k, n, cols);
+  if (n == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "none", 0};
+  constexpr index_t target = index_t(1) << 14;  // ~64 KiB of f32 input per chunk
+  const index_t grain = std::max<index_t>(1, target / cols);
+  const int affine = (gamma.empty() ? 0 : norm_gamma) | (beta.empty() ? 0 : norm_beta);
+  auto run = [&]<int Affine>() {
+    parallel_for(
+        0, rows, grain,
+        [&](range r, int) {
+          for (index_t row = r.begin; row < r.end; ++row) {
+            const In* x = in + row * cols;
+            const row_stats st =
+                Rms ? rms_norm_stats<V>(x, cols, eps) : layer_norm_stats<V>(x, cols, eps);
+            norm_apply_row<V, Affine, !Rms>(x, out + row * cols, cols, row * cols, st, gamma.data(),
+                                            beta.data(), ep);
+          }
+        },
+        opt.threads);
+  };
+  switch (affine) {
+    case norm_gamma | norm_beta:
+      run.template operator()<norm_gamma | norm_beta>();
+      break;
+    case norm_gamma:
+      run.template operator()<norm_gamma>();
+      break;
+    case norm_beta:
+      run.template operator()<norm_beta>();
+      break;
+    default:
+      run.template operator()<0>();
+      break;
+  }
+  const int used = int(std::min<index_t>(pool_threads(opt.threads), (rows + grain - 1) / grain));
+  return run_info{k, A::name, simd::impl_name<A, B>(),
+                  Rms ? "rms rows" : "rows (corrected two-pass)", used};
+}
+
+template <class In, class Out>
+void check_norm_spans(std::string_view k, std::size_t in, std::size_t out, index_t cols) {
+  if (in != out)
+    fail(k, "input has " + std::to_string(in) + " elements, the output " + std::to_string(out));
+  if (cols < 1) fail(k, "normalized axis length must be positive, not " + std::to_string(cols));
+  if (index_t(in) % cols != 0)
+    fail(k, "input size " + std::to_string(in) + " is not a multiple of the row length " +
+                std::to_string(cols));
+}
+
+}  // namespace detail
+
+/// Layer norm over each row of a rows x cols matrix (row-major).
+template <class A = arch::native, class B = backend::xsimd, class In, class Out, class... S>
+run_info layer_norm(const In* in, Out* out, index_t rows, index_t cols,
+                    const layer_norm_params& p = {}, const epilogue<S...>& ep = {},
+                    const run_options& opt = {}) {
+  return detail::norm_impl<A, B, false>("layer_norm", in, out, rows, cols, p.gamma, p.beta, p.eps,
+                                        ep, opt);
+}
+
+/// Spans: rows = size / cols.
+template <class A = arch::native, class B = backend::xsimd, class In, class Out, class... S>
+run_info layer_norm(std::span<In> in, std::span<Out> out, index_t cols,
+                    const layer_norm_params& p = {}, const epilogue<S...>& ep = {},
+                    const run_options& opt = {}) {
+  detail::check_norm_spans<In, Out>("layer_norm", in.size(), out.size(), cols);
+  return layer_norm<A, B>(static_cast<const std::remove_const_t<In>*>(in.data()), out.data(),
+                          index_t(in.size()) / cols, cols, p, ep, opt);
+}
+
+/// RMS norm over each row of a rows x cols matrix (row-major).
+template <class A = arch::native, class B = backend::xsimd, class In, class Out, class... S>
+run_info rms_norm(const In* in, Out* out, index_t rows, index_t cols, const rms_norm_params& p = {},
+                  const epilogue<S...>& ep = {}, const run_options& opt = {}) {
+  return detail::norm_impl<A, B, true>("rms_norm", in, out, rows, cols, p.gamma, {}, p.eps, ep,
+                                       opt);
+}
+
+template <class A = arch::native, class B = backend::xsimd, class In, class Out, class... S>
+run_info rms_norm(std::span<In> in, std::span<Out> out, index_t cols, const rms_norm_params& p = {},
+                  const epilogue<S...>& ep = {}, const run_options& opt = {}) {
+  detail::check_norm_spans<In, Out>("rms_norm", in.size(), out.size(), cols);
+  return rms_norm<A, B>(static_cast<const std::remove_const_t<In>*>(in.data()), out.data(),
+                        index_t(in.size()) / cols, cols, p, ep, opt);
+}
+
+KFUSE_END_NAMESPACE
