@@ -1,0 +1,50 @@
+#pragma once
+// Graph adapter of linear / gemm: weights packed at compile time, any fused stage chain in the
+// epilogue (bias, activation, residual add, int8 dequantization scales), threads per node.
+#include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/kernels/gemm/gemm.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace graph_ops {
+
+/// Whether gemm<Recipe> has a kernel on arch A (int8 needs vpdpbusd, or the scalar generic).
+template <class Recipe, class A, class B>
+constexpr bool gemm_available() {
+  if constexpr (std::is_same_v<Recipe, i8>) {
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
+    return A::native_int8_dot && simd::vec_for<A, B>::lanes == 16;
+#else
+    return simd::vec_for<A, B>::lanes == 1;
+#endif
+  } else {
+    return true;
+  }
+}
+
+template <class Recipe, class A, class B>
+struct linear_params {
+  using kernel = gemm<Recipe, A, epilogue<chain>, B>;
+  typename kernel::weights w;
+  chain_list stages;
+  index_t M = 0;
+  std::int32_t a_zero = 0;  // i8: the activations' zero point
+};
+
+/// out[M, N] = chain(in[0][M, K] . W); operands of the chain in c.in[1..3].
+template <class Recipe, class A, class B>
+void linear_cmd(const command& c) {
+  using P = linear_params<Recipe, A, B>;
+  using K = typename P::kernel;
+  const auto& p = *static_cast<const P*>(c.params);
+  const chain ch{&p.stages,
+                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
+                  static_cast<const float*>(c.in[3])}};
+  const auto* a = static_cast<const typename K::a_type*>(c.in[0]);
+  K::run(a, p.M, p.w.K(), p.w, static_cast<float*>(c.out), p.w.N(), epilogue<chain>{ch},
+         run_options{c.threads}, p.a_zero);
+}
+
+}  // namespace graph_ops
+
+KFUSE_END_NAMESPACE

@@ -1,0 +1,326 @@
+// Graph executor: replay vs the kernels one by one (bitwise), vs the eager run and the unfused
+// plan, repeated replays, 1 vs 2 threads, rebinding, memory plan, fusion report, shape ops,
+// casts, custom nodes, reduced-precision plans, the executor and profiler hooks.
+#include <atomic>
+#include <thread>
+
+#include "graph/graph_common.hpp"
+
+using namespace kfuse;
+using gt::index_t;
+
+namespace {
+
+std::vector<float> replay_once(const plan& p, const std::vector<float>& x, std::size_t out_n) {
+  std::vector<float> y(out_n, std::numeric_limits<float>::quiet_NaN());
+  auto r = p.record({bind(x)}, {bind(y)});
+  r.replay();
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("graph: MLP replay equals the kernels called one by one", "[graph]") {
+  for (index_t M : {1, 3, 8, 13}) {
+    const gt::mlp net(M);
+    const graph g = net.build();
+    const auto x = gt::random_vec(std::size_t(M * net.K), 7);
+    const auto direct = net.direct(x);
+    const auto ref = net.reference(x);
+    for (bool fuse : {true, false}) {
+      const plan p = compile(g, {.threads = 1, .fuse = fuse});
+      const auto y = replay_once(p, x, direct.size());
+      INFO("M=" << M << " fuse=" << fuse);
+      CHECK(gt::bitwise_equal(y, direct));
+      std::vector<float> eager(direct.size(), std::nanf(""));
+      p.run({bind(x)}, {bind(eager)});
+      CHECK(gt::bitwise_equal(eager, direct));
+      for (std::size_t i = 0; i < y.size(); ++i)
+        REQUIRE(std::fabs(y[i] - ref[i]) <= 1e-4 * (1 + std::fabs(ref[i])));
+    }
+  }
+}
+
+TEST_CASE("graph: fusion report and memory plan", "[graph]") {
+  const gt::mlp net(4);
+  const plan p = compile(net.build(), {.threads = 1});
+  const fusion_report& r = p.report();
+  CHECK(r.nodes_before == 8);
+  CHECK(r.nodes_after == 4);
+  const std::string text = r.text();
+  CHECK(text.find("fused gelu1 (eltwise) into fc1 (linear)") != std::string::npos);
+  CHECK(text.find("fused half (eltwise) into fc2 (linear)") != std::string::npos);
+  CHECK(text.find("fused residual (eltwise) into fc_skip (linear)") != std::string::npos);
+  CHECK(text.find("fused relu (eltwise) into fc_skip (linear)") != std::string::npos);
+  REQUIRE(p.steps().size() == 4);
+  CHECK(p.steps()[0].kernel.find("[bias, gelu_tanh]") != std::string::npos);
+  CHECK(p.steps()[2].kernel.find("[add, relu]") != std::string::npos);
+  CHECK(p.steps()[0].flops == 2.0 * 4 * 37 * 50);
+  // Live at once: h1 and h2 (fc_skip reads h2 while writing r, which reuses h1's block).
+  CHECK(p.arena_bytes() <= p.intermediate_bytes());
+  CHECK(p.arena_bytes() % 64 == 0);
+  CHECK(p.arena_bytes() >= 2 * 4 * 50 * sizeof(float));
+  const plan unfused = compile(net.build(), {.threads = 1, .fuse = false});
+  CHECK(unfused.report().fused.empty());
+  CHECK(unfused.steps().size() == 8);
+  CHECK(unfused.arena_bytes() < unfused.intermediate_bytes());
+}
+
+TEST_CASE("graph: an eltwise chain merges into one in-place pass", "[graph]") {
+  graph g;
+  auto x = g.input("x", {3, 70});
+  auto b = g.constant("b", {70}, gt::random_vec(70, 3).data());
+  auto other = g.input("other", {3, 70});
+  auto h = g.relu("r0", g.scale("s0", x, 3.f));
+  h = g.bias_add("b0", h, b);
+  h = g.clamp("c0", g.mul("m0", h, other), -1.f, 2.f);
+  auto y = g.sigmoid("sig", g.relu("r1", h));
+  g.output(y);
+  const plan p = compile(g, {.threads = 1});
+  CHECK(p.steps().size() == 1);
+  CHECK(p.report().fused.size() == 6);
+  const auto xv = gt::random_vec(210, 1, -3, 3), ov = gt::random_vec(210, 2, -2, 2);
+  const auto bv = gt::random_vec(70, 3);
+  std::vector<float> y1(210, std::nanf("")), y2(210, std::nanf(""));
+  auto r = p.record({bind(xv), bind(ov)}, {bind(y1)});
+  r.replay();
+  const plan q = compile(g, {.threads = 1, .fuse = false});
+  CHECK(q.steps().size() == 7);
+  CHECK(q.arena_bytes() == 64 * ((210 * 4 + 63) / 64));  // every step in place on one buffer
+  auto rq = q.record({bind(xv), bind(ov)}, {bind(y2)});
+  rq.replay();
+  CHECK(gt::bitwise_equal(y1, y2));
+  for (int i = 0; i < 210; ++i) {
+    double v = std::max(0.0, 3.0 * xv[std::size_t(i)]) + bv[std::size_t(i % 70)];
+    v = std::clamp(v * ov[std::size_t(i)], -1.0, 2.0);
+    v = 1 / (1 + std::exp(-std::max(0.0, v)));
+    REQUIRE(std::fabs(y1[std::size_t(i)] - v) <= 2e-6);
+  }
+}
+
+TEST_CASE("graph: repeated replays are stable; 1 and 2 threads are bitwise identical",
+          "[graph][threads]") {
+  const gt::mlp net(64);
+  const graph g = net.build();
+  const auto x = gt::random_vec(std::size_t(64 * net.K), 9);
+  const plan p1 = compile(g, {.threads = 1});
+  const plan p2 = compile(g, {.threads = 2, .parallel_min_bytes = 0});
+  std::vector<float> y1(std::size_t(64 * net.N)), y2(y1.size());
+  auto r1 = p1.record({bind(x)}, {bind(y1)});
+  auto r2 = p2.record({bind(x)}, {bind(y2)});
+  r1.replay();
+  const auto first = y1;
+  for (int i = 0; i < 20; ++i) {
+    std::fill(y2.begin(), y2.end(), std::nanf(""));
+    r2.replay();
+    REQUIRE(gt::bitwise_equal(y2, first));
+    r1.replay();
+    REQUIRE(gt::bitwise_equal(y1, first));
+  }
+  if (pool_threads(0) >= 2) CHECK(p2.threads() == 2);
+  CHECK(gt::bitwise_equal(first, net.direct(x)));
+}
+
+TEST_CASE("graph: several application threads replay one plan at once", "[graph][threads]") {
+  const gt::mlp net(16);
+  const plan p = compile(net.build(), {.threads = 2, .parallel_min_bytes = 0});
+  const auto x = gt::random_vec(std::size_t(16 * net.K), 4);
+  const auto expect = net.direct(x);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 3; ++t)
+    ts.emplace_back([&] {
+      std::vector<float> y(expect.size());
+      auto r = p.record({bind(x)}, {bind(y)});
+      for (int i = 0; i < 30; ++i) {
+        r.replay();
+        if (!gt::bitwise_equal(y, expect)) ++bad;
+      }
+    });
+  for (auto& t : ts) t.join();
+  CHECK(bad == 0);
+}
+
+TEST_CASE("graph: inputs and outputs rebind without recording again", "[graph]") {
+  const gt::mlp net(5);
+  const plan p = compile(net.build(), {.threads = 1});
+  const auto xa = gt::random_vec(std::size_t(5 * net.K), 1),
+             xb = gt::random_vec(std::size_t(5 * net.K), 2);
+  std::vector<float> ya(std::size_t(5 * net.N)), yb(ya.size()), yc(ya.size());
+  auto r = p.record({bind(xa)}, {bind(ya)});
+  r.replay();
+  r.bind_input(0, xb.data(), xb.size());
+  r.bind_output(0, yb.data(), yb.size());
+  r.replay();
+  CHECK(gt::bitwise_equal(ya, net.direct(xa)));
+  CHECK(gt::bitwise_equal(yb, net.direct(xb)));
+  r.bind_input(0, bind(xa));
+  r.bind_output(0, bind(yc));
+  r.replay();
+  CHECK(gt::bitwise_equal(yc, ya));
+  CHECK_THROWS_WITH(r.bind_input(0, xa.data(), xa.size() - 1),
+                    Catch::Contains("input 0 ('x') is bound to") && Catch::Contains("bytes"));
+  CHECK_THROWS_WITH(r.bind_output(1, bind(yc)), Catch::Contains("output 1 does not exist"));
+  CHECK_THROWS_WITH(r.bind_input(0, binding{nullptr, xa.size() * 4}), Catch::Contains("null"));
+}
+
+TEST_CASE("graph: reshape, flatten, concat, layout conversion, casts", "[graph]") {
+  // x: [2, 3, 2, 2] nchw -> nhwc -> back; flatten; concat with a reshaped input; casts.
+  graph g;
+  auto x = g.input("x", {2, 3, 2, 2}, dtype::f32, tensor_layout::nchw);
+  auto z = g.input("z", {2, 6});
+  auto xh = g.convert_layout("to_nhwc", x, tensor_layout::nhwc);
+  auto xc = g.convert_layout("to_nchw", xh, tensor_layout::nchw);
+  auto flat = g.flatten("flat", xc);                  // [2, 12] view
+  auto flat_h = g.flatten("flat_h", xh);              // nhwc: reorders
+  auto zz = g.reshape("zz", z, {2, -1});              // view of an input
+  auto cat = g.concat("cat", {flat, zz, flat_h}, 1);  // [2, 30]
+  auto bf = g.cast("to_bf16", cat, dtype::bf16);
+  auto back = g.cast("to_f32", bf, dtype::f32);
+  auto q = g.quantize("q", back, dtype::u8, {0.05f, 100});
+  auto dq = g.dequantize("dq", q);
+  auto out2 = g.reshape("out2", dq, {60});
+  g.output(out2);
+  g.output(xh);
+  const plan p = compile(g, {.threads = 1});
+  const auto xv = gt::random_vec(24, 5, -4, 4), zv = gt::random_vec(12, 6, -4, 4);
+  std::vector<float> y(60, std::nanf("")), yh(24, std::nanf(""));
+  auto r = p.record({bind(xv), bind(zv)}, {bind(y), bind(yh)});
+  r.replay();
+  std::vector<float> eager(60), eager_h(24);
+  p.run({bind(xv), bind(zv)}, {bind(eager), bind(eager_h)});
+  CHECK(gt::bitwise_equal(y, eager));
+  CHECK(gt::bitwise_equal(yh, eager_h));
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int hw = 0; hw < 4; ++hw)
+        REQUIRE(yh[std::size_t(n * 12 + hw * 3 + c)] == xv[std::size_t(n * 12 + c * 4 + hw)]);
+  for (int n = 0; n < 2; ++n)
+    for (int j = 0; j < 30; ++j) {
+      const float src = j < 12   ? xv[std::size_t(n * 12 + j)]
+                        : j < 18 ? zv[std::size_t(n * 6 + j - 12)]
+                                 : xv[std::size_t(n * 12 + j - 18)];
+      const float b = to_float(from_float<bf16_t>(src));
+      const double qv = std::clamp(double(std::nearbyint(b / 0.05f)) + 100, 0.0, 255.0);
+      REQUIRE(y[std::size_t(n * 30 + j)] == float((qv - 100) * double(0.05f)));
+    }
+  // Views are free: flat and zz took no command; out2 moved its source into the output.
+  int views = 0;
+  for (const step_info& s : p.steps()) views += s.kernel == "view";
+  CHECK(views == 3);
+}
+
+TEST_CASE("graph: batch norm, custom node, per-channel ops on nchw", "[graph]") {
+  graph g;
+  const index_t C = 5;
+  auto x = g.input("x", {2, C, 3, 3}, dtype::f32, tensor_layout::nchw);
+  const auto mean = gt::random_vec(C, 1), var = gt::random_vec(C, 2, 0.5f, 2.f),
+             gamma = gt::random_vec(C, 3), beta = gt::random_vec(C, 4);
+  auto bn = g.batch_norm("bn", x, g.constant("mean", {C}, mean.data()),
+                         g.constant("var", {C}, var.data()), g.constant("gamma", {C}, gamma.data()),
+                         g.constant("beta", {C}, beta.data()), 1e-3f);
+  auto h = g.relu("relu", bn);
+  auto y = g.custom("double_it", {h},
+                    make_custom_op(
+                        [](const void* const* in, void* out) {
+                          const auto* a = static_cast<const float*>(in[0]);
+                          auto* o = static_cast<float*>(out);
+                          for (int i = 0; i < 90; ++i) o[i] = 2 * a[i];
+                        },
+                        {2, C, 3, 3}, dtype::f32, 90.0, tensor_layout::nchw));
+  g.output(y);
+  const plan p = compile(g, {.threads = 1});
+  CHECK(p.steps().size() == 2);
+  CHECK(p.report().text().find("fused relu (eltwise) into bn (eltwise)") != std::string::npos);
+  CHECK(p.steps()[1].op == op_kind::custom);
+  CHECK(p.steps()[1].flops == 90.0);
+  const auto xv = gt::random_vec(90, 8, -3, 3);
+  std::vector<float> yv(90, std::nanf(""));
+  auto r = p.record({bind(xv)}, {bind(yv)});
+  r.replay();
+  for (int i = 0; i < 90; ++i) {
+    const int c = (i / 9) % int(C);
+    const double sc = gamma[std::size_t(c)] / std::sqrt(double(var[std::size_t(c)]) + 1e-3);
+    const double v =
+        std::max(0.0, (xv[std::size_t(i)] - mean[std::size_t(c)]) * sc + beta[std::size_t(c)]);
+    REQUIRE(std::fabs(yv[std::size_t(i)] - 2 * v) <= 1e-5 * (1 + std::fabs(v)));
+  }
+}
+
+TEST_CASE("graph: bf16 and int8 plans track the f32 plan", "[graph]") {
+  const index_t M = 6;
+  const gt::mlp net(M);
+  graph g = net.build();
+  const auto x = gt::random_vec(std::size_t(M * net.K), 11);
+  const auto y32 = replay_once(compile(g, {.threads = 1}), x, std::size_t(M * net.N));
+  const auto ybf = replay_once(compile(g, {.threads = 1, .prec = precision::bf16}), x, y32.size());
+  double max_err = 0, max_ref = 0;
+  for (std::size_t i = 0; i < y32.size(); ++i) {
+    max_err = std::max(max_err, double(std::fabs(ybf[i] - y32[i])));
+    max_ref = std::max(max_ref, double(std::fabs(y32[i])));
+  }
+  CHECK(max_err <= 0.03 * max_ref);
+  // int8: activations of every linear input need quant params (as calibration would set).
+  if constexpr (graph_ops::gemm_available<i8, arch::native, backend::xsimd>()) {
+    for (const char* name : {"x", "gelu1", "relu"}) g.set_quant(g.find(name), {4.f / 255, 128});
+    g.set_quant(g.find("gelu1"), {3.f / 255, 10});
+    g.set_quant(g.find("relu"), {4.f / 255, 0});
+    const plan p8 = compile(g, {.threads = 1, .prec = precision::int8});
+    CHECK(p8.steps()[0].kernel.find("gemm int8") != std::string::npos);
+    const auto y8 = replay_once(p8, x, y32.size());
+    max_err = 0;
+    for (std::size_t i = 0; i < y32.size(); ++i)
+      max_err = std::max(max_err, double(std::fabs(y8[i] - y32[i])));
+    CHECK(max_err <= 0.08 * max_ref);
+  } else {
+    CHECK_THROWS_WITH(compile(g, {.prec = precision::int8}),
+                      Catch::Contains("int8 needs avx512_vnni"));
+  }
+}
+
+TEST_CASE("graph: a user executor runs the parallel work", "[graph][threads]") {
+  struct counting {
+    std::atomic<int> calls{0};
+  } state;
+  executor ex;
+  ex.context = &state;
+  ex.concurrency = 2;
+  ex.run = [](void* ctx, int n, void (*task)(void*, int), void* arg) {
+    static_cast<counting*>(ctx)->calls++;
+    std::vector<std::thread> ts;
+    for (int i = 1; i < n; ++i) ts.emplace_back(task, arg, i);
+    task(arg, 0);
+    for (auto& t : ts) t.join();
+  };
+  const gt::mlp net(64);
+  const auto x = gt::random_vec(std::size_t(64 * net.K), 3);
+  const plan p = compile(net.build(), {.threads = 2, .parallel_min_bytes = 0, .exec = &ex});
+  std::vector<float> y(std::size_t(64 * net.N));
+  auto r = p.record({bind(x)}, {bind(y)});
+  r.replay();
+  CHECK(gt::bitwise_equal(y, net.direct(x)));
+  if (pool_threads(0) >= 2) CHECK(state.calls > 0);
+}
+
+TEST_CASE("graph: the profiler hook sees every command", "[graph]") {
+  const gt::mlp net(2);
+  const plan p = compile(net.build(), {.threads = 1});
+  const auto x = gt::random_vec(std::size_t(2 * net.K), 3);
+  std::vector<float> y(std::size_t(2 * net.N));
+  auto r = p.record({bind(x)}, {bind(y)});
+  struct seen_t {
+    std::vector<std::int32_t> steps;
+    bool ordered = true;
+  } seen;
+  profiler_hook hook{
+      &seen, [](void* u, std::int32_t, std::int32_t step, std::int64_t t0, std::int64_t t1) {
+        auto& s = *static_cast<seen_t*>(u);
+        s.steps.push_back(step);
+        s.ordered = s.ordered && t0 <= t1;
+      }};
+  r.replay(hook);
+  CHECK(seen.steps == std::vector<std::int32_t>{0, 1, 2, 3});
+  CHECK(seen.ordered);
+  CHECK(r.step(0).name == "fc1");
+  CHECK(gt::bitwise_equal(y, net.direct(x)));
+}

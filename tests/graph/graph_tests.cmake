@@ -1,0 +1,11 @@
+# Graph executor tests. graph_test and graph_errors_test each instantiate the plan compiler
+# (kfuse/graph/compile.hpp: every op adapter); CI builds them for avx512_bf16 (this machine's
+# tier, int8 included) and generic (the scalar paths). The executor tests also carry "threads"
+# so the ThreadSanitizer phase runs them.
+kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "ci;threads"
+                    ARCHS generic avx512_bf16)
+kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp LABELS "ci" ARCHS avx512_bf16)
+# Zero heap allocations during replay, on every thread (replaces the global operator new, so it
+# stays out of the AddressSanitizer build: label no_asan).
+kfuse_add_arch_test(graph_noalloc SOURCES graph/graph_noalloc_test.cpp LABELS "ci;threads;no_asan"
+                    ARCHS avx512_bf16)
