@@ -2,13 +2,15 @@
 // The machine's roofline limits: compute peak per core (f32 FMA, bf16 dot, int8 dot) and
 // streaming memory bandwidth at 1 thread and at every thread of the pool. Measured once by a
 // short probe (~60-100 ms: FMA chains on registers, a STREAM triad over 36 MiB) and cached, or
-// given by the user.
+// given by the user. The probe is meant for optimised builds (-O2 and above); at -O1 the compiler
+// keeps the FMA chains in memory and the compute peak reads low.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kfuse/arch/tags.hpp"
@@ -67,6 +69,12 @@ struct machine_limits {
 
 }  // namespace kfuse
 
+#if defined(__GNUC__) || defined(__clang__)
+#define KFUSE_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define KFUSE_INLINE_LAMBDA
+#endif
+
 KFUSE_BEGIN_NAMESPACE
 namespace detail {
 
@@ -74,6 +82,14 @@ using probe_clock = std::chrono::steady_clock;
 
 inline double seconds_since(probe_clock::time_point t0) {
   return std::chrono::duration<double>(probe_clock::now() - t0).count();
+}
+
+// One step of every chain, unrolled at compile time whatever the optimisation level (constant
+// indices let the compiler keep the array in registers: a loop over k kept it in memory at -O1/-O2
+// and measured store-forwarding latency instead of the FMA pipes).
+template <class T, class F, std::size_t... I>
+KFUSE_INLINE void step_chains(T* acc, F&& f, std::index_sequence<I...>) {
+  ((acc[I] = f(acc[I])), ...);
 }
 
 /// Twelve independent FMA chains on registers (enough to cover FMA latency x pipes on every
@@ -86,7 +102,9 @@ KFUSE_NOINLINE double probe_fma_rate(std::int64_t iters) {
   const V m(0.9999999f), c(1e-7f);  // a fixed point near 1: no overflow, no denormals
   const auto t0 = probe_clock::now();
   for (std::int64_t i = 0; i < iters; ++i) {
-    for (int k = 0; k < chains; ++k) acc[k] = simd::fma(acc[k], m, c);
+    step_chains(
+        acc, [&](V a) KFUSE_INLINE_LAMBDA { return simd::fma(a, m, c); },
+        std::make_index_sequence<chains>{});
   }
   const double s = seconds_since(t0);
   alignas(64) float out[V::lanes];
@@ -108,7 +126,9 @@ KFUSE_NOINLINE inline double probe_bf16_rate(std::int64_t iters) {
   const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3c00);
   const auto t0 = probe_clock::now();
   for (std::int64_t i = 0; i < iters; ++i) {
-    for (int k = 0; k < chains; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], a, b);
+    step_chains(
+        acc, [&](__m512 x) KFUSE_INLINE_LAMBDA { return _mm512_dpbf16_ps(x, a, b); },
+        std::make_index_sequence<chains>{});
   }
   const double s = seconds_since(t0);
   __m512 sum = acc[0];
@@ -128,7 +148,9 @@ KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
   const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(1);
   const auto t0 = probe_clock::now();
   for (std::int64_t i = 0; i < iters; ++i) {
-    for (int k = 0; k < chains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+    step_chains(
+        acc, [&](__m512i x) KFUSE_INLINE_LAMBDA { return _mm512_dpbusd_epi32(x, a, b); },
+        std::make_index_sequence<chains>{});
   }
   const double s = seconds_since(t0);
   __m512i sum = acc[0];
