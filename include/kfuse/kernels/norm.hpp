@@ -14,12 +14,15 @@
 // `scale`-like stages take one value per column.
 //
 // Statistics are accurate to f32 rounding even for large means (1e4 + N(0, 1)) and outliers:
-//  - layer_norm: per chunk of up to 8 Ki elements (in L1), a plain sum estimates the mean m0
-//    and a second pass over the cached chunk sums x - m0 and its square (the corrected two-pass
-//    algorithm); chunks of longer rows are merged in double (Chan et al.). Memory sees one read.
+//  - layer_norm: per chunk of up to 8 Ki elements, one pass sums d = x - s and d^2 with s the
+//    mean of the row's first vector, so the variance q/n - (mean - s)^2 does not cancel; when an
+//    outlier among the first values makes (mean - s)^2 larger than the variance, a second pass
+//    over the cached chunk about the mean found repeats the sums (corrected two-pass). Chunks of
+//    longer rows are merged in double (Chan et al.). Memory sees one read.
+//  - f32 partial sums per lane are added into doubles per block of 64 vectors.
 //  - the mean is applied as a double-float pair: y = (x - m_hi) * rstd - m_lo * rstd, where
 //    x - m_hi is exact for x near the mean, so a mean of 1e4 costs no precision.
-//  - rms_norm sums squares in f32 per lane in blocks of 16 vectors, then in double.
+//  - rms_norm sums squares the same way (no cancellation to guard against).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -54,71 +57,124 @@ struct rms_norm_params {
 KFUSE_BEGIN_NAMESPACE
 namespace detail {
 
+// Horizontal sum / max of a vector's lanes with each impl's own reduction (latency matters: a
+// row's next pass waits for it). Shared with softmax.hpp.
+template <class I>
+struct lane_reduce {  // scalar_impl: one lane
+  static KFUSE_INLINE float sum(float v) { return v; }
+  static KFUSE_INLINE float max(float v) { return v; }
+};
+#if KFUSE_TIER != KFUSE_TIER_GENERIC
+template <class XA>
+struct lane_reduce<simd::xsimd_impl<XA>> {
+  using reg = typename simd::xsimd_impl<XA>::reg;
+  static KFUSE_INLINE float sum(reg v) { return xsimd::hadd(v); }
+  static KFUSE_INLINE float max(reg v) {
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512
+    if constexpr (reg::size == 16) return _mm512_reduce_max_ps(v);  // xsimd 8 has no max reduction
+#endif
+    alignas(64) float t[reg::size];
+    v.store_aligned(t);
+    for (std::size_t w = reg::size / 2; w > 0; w /= 2)
+      for (std::size_t k = 0; k < w; ++k) t[k] = std::max(t[k], t[k + w]);
+    return t[0];
+  }
+};
+#endif
+#if KFUSE_WITH_HWY
+template <>
+struct lane_reduce<simd::hwy_impl> {
+  using reg = simd::hwy_impl::reg;
+  static KFUSE_INLINE float sum(reg v) {
+    return simd::hn::GetLane(simd::hn::SumOfLanes(simd::hwy_impl::D(), v));
+  }
+  static KFUSE_INLINE float max(reg v) {
+    return simd::hn::GetLane(simd::hn::MaxOfLanes(simd::hwy_impl::D(), v));
+  }
+};
+#endif
+
+template <class V>
+KFUSE_INLINE float lane_sum(V v) {
+  return lane_reduce<typename V::impl>::sum(v.r);
+}
+template <class V>
+KFUSE_INLINE float lane_max(V v) {
+  return lane_reduce<typename V::impl>::max(v.r);
+}
+
 enum : int { norm_gamma = 1, norm_beta = 2 };
 
 struct row_stats {
   float m_hi, m_lo, rstd;  // mean as a double-float pair (0 for rms_norm), 1 / sqrt(var + eps)
 };
 
-template <class V>
-KFUSE_INLINE double hsum_double(V v) {
-  alignas(64) float t[V::lanes];
-  simd::store(t, v);
-  double s = 0;
-  for (int l = 0; l < V::lanes; ++l) s += double(t[l]);
-  return s;
-}
-
 struct moments {
   double mean, m2;  // mean and sum of squared deviations of a chunk
 };
 
-// Moments of a chunk that fits L1 (norm_chunk elements at most), by the corrected two-pass
-// algorithm: a plain f32 sum estimates the mean m0, the second pass (from L1) sums d = x - m0
-// and d^2, and mean = m0 + S1 / n, m2 = S2 - S1^2 / n with |S1 / n| far below the standard
-// deviation, so nothing cancels whatever the data (outliers included). The second pass adds
-// f32 partial sums of 16 vectors into doubles, so small squares next to an outlier's are not
-// lost to the f32 accumulator's rounding.
+/// Statistics work on blocks of up to 64 vectors: f32 partial sums per lane (2 chains), added
+/// into doubles per block, so that small squares next to an outlier's are not lost to the
+/// rounding of a long f32 accumulation, and rows of 1024 f32 reduce once.
+inline constexpr int norm_block_vectors = 64;
+
+// Sums of d = x - shift and d^2 over n elements, in double.
 template <class V, class In>
-KFUSE_INLINE moments chunk_moments(const In* x, index_t n) {
+KFUSE_INLINE void shifted_sums(const In* x, index_t n, float shift, double& s, double& q) {
   constexpr int L = V::lanes;
-  V a0(0.f), a1(0.f), a2(0.f), a3(0.f);
+  const V vs(shift);
+  s = 0;
+  q = 0;
   index_t j = 0;
-  for (; j + 4 * L <= n; j += 4 * L) {
-    a0 += simd::load<V>(x + j);
-    a1 += simd::load<V>(x + j + L);
-    a2 += simd::load<V>(x + j + 2 * L);
-    a3 += simd::load<V>(x + j + 3 * L);
-  }
-  for (; j + L <= n; j += L) a0 += simd::load<V>(x + j);
-  double sum = hsum_double((a0 + a1) + (a2 + a3));
-  for (index_t t = j; t < n; ++t) sum += double(to_float(x[t]));
-  const float m0 = float(sum / double(n));
-  const V vm(m0);
-  double s = 0, q = 0;
-  j = 0;
   while (j + 2 * L <= n) {
     V s0(0.f), s1(0.f), q0(0.f), q1(0.f);
-    const index_t end = std::min(n, j + 16 * L);
+    const index_t end = std::min(n, j + norm_block_vectors * L);
     for (; j + 2 * L <= end; j += 2 * L) {
-      const V d0 = simd::load<V>(x + j) - vm, d1 = simd::load<V>(x + j + L) - vm;
+      const V d0 = simd::load<V>(x + j) - vs, d1 = simd::load<V>(x + j + L) - vs;
       s0 += d0;
       s1 += d1;
       q0 = simd::fma(d0, d0, q0);
       q1 = simd::fma(d1, d1, q1);
     }
-    s += hsum_double(s0 + s1);
-    q += hsum_double(q0 + q1);
+    s += double(lane_sum(s0 + s1));
+    q += double(lane_sum(q0 + q1));
   }
   for (; j < n; ++j) {
-    const double d = double(to_float(x[j])) - double(m0);
+    const double d = double(to_float(x[j])) - double(shift);
     s += d;
     q += d * d;
   }
-  return {double(m0) + s / double(n), std::max(0.0, q - s * s / double(n))};
 }
 
-/// Chunk length for the statistics: 8 Ki elements (32 KiB of f32) stay in L1 for the second
+// Moments of a chunk (up to norm_chunk elements, in L1) in one pass over d = x - shift, with
+// the shift the mean of the first vector: then var = q / n - (s / n)^2 loses nothing, because
+// (s / n)^2, the squared distance between shift and mean, is far below the variance. When it
+// is not (an outlier among the first values), a second pass over the cached chunk about the
+// mean just found makes it so (the corrected two-pass algorithm).
+template <class V, class In>
+KFUSE_INLINE moments chunk_moments(const In* x, index_t n) {
+  constexpr int L = V::lanes;
+  float shift;
+  if (n >= L && L > 1) {
+    shift = lane_sum(simd::load<V>(x)) * (1.f / float(L));
+  } else {
+    shift = 0.f;
+    const index_t k = std::min<index_t>(n, 8);
+    for (index_t j = 0; j < k; ++j) shift += to_float(x[j]);
+    shift /= float(k);
+  }
+  double s, q;
+  shifted_sums<V>(x, n, shift, s, q);
+  double mean_d = s / double(n);
+  if (mean_d * mean_d > q / double(n) - mean_d * mean_d) {
+    shift = float(double(shift) + mean_d);
+    shifted_sums<V>(x, n, shift, s, q);
+    mean_d = s / double(n);
+  }
+  return {double(shift) + mean_d, std::max(0.0, q - s * mean_d)};
+}
+
+/// Chunk length for the statistics: 8 Ki elements (32 KiB of f32) stay in L1 for a second
 /// pass; longer rows merge their chunks' moments (Chan et al.), so memory sees one read.
 inline constexpr index_t norm_chunk = index_t(1) << 13;
 
@@ -137,7 +193,7 @@ KFUSE_INLINE row_stats layer_norm_stats(const In* x, index_t n, float eps) {
   return {m_hi, float(m.mean - double(m_hi)), float(1.0 / std::sqrt(var + double(eps)))};
 }
 
-// Sum of squares: f32 partial sums of 16 vectors per lane, added into a double.
+// Sum of squares: 4 f32 chains per lane, added into a double per block of 64 vectors.
 template <class V, class In>
 KFUSE_INLINE row_stats rms_norm_stats(const In* x, index_t n, float eps) {
   constexpr int L = V::lanes;
@@ -145,7 +201,7 @@ KFUSE_INLINE row_stats rms_norm_stats(const In* x, index_t n, float eps) {
   index_t j = 0;
   while (j + 4 * L <= n) {
     V s0(0.f), s1(0.f), s2(0.f), s3(0.f);
-    const index_t end = std::min(n, j + 16 * L);
+    const index_t end = std::min(n, j + norm_block_vectors * L);
     for (; j + 4 * L <= end; j += 4 * L) {
       const V a = simd::load<V>(x + j), b = simd::load<V>(x + j + L);
       const V c = simd::load<V>(x + j + 2 * L), d = simd::load<V>(x + j + 3 * L);
@@ -154,7 +210,7 @@ KFUSE_INLINE row_stats rms_norm_stats(const In* x, index_t n, float eps) {
       s2 = simd::fma(c, c, s2);
       s3 = simd::fma(d, d, s3);
     }
-    sum += hsum_double((s0 + s1) + (s2 + s3));
+    sum += double(lane_sum((s0 + s1) + (s2 + s3)));
   }
   for (; j < n; ++j) sum += double(to_float(x[j])) * double(to_float(x[j]));
   return {0.f, 0.f, float(1.0 / std::sqrt(sum / double(n) + double(eps)))};
@@ -260,8 +316,8 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
       break;
   }
   const int used = int(std::min<index_t>(pool_threads(opt.threads), (rows + grain - 1) / grain));
-  return run_info{k, A::name, simd::impl_name<A, B>(),
-                  Rms ? "rms rows" : "rows (corrected two-pass)", used};
+  return run_info{k, A::name, simd::impl_name<A, B>(), Rms ? "rms rows" : "rows (shifted sums)",
+                  used};
 }
 
 template <class In, class Out>

@@ -32,6 +32,7 @@
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/kernels/checks.hpp"
+#include "kfuse/kernels/norm.hpp"  // lane_sum, lane_max
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/simd/fast_math.hpp"
@@ -71,24 +72,6 @@ KFUSE_INLINE V softmax_exp(V d) {
   return simd::exp2_bounded(simd::max(V(-127.f), d * V(1.4426950408889634f)));
 }
 
-template <class V>
-KFUSE_INLINE float hsum(V v) {
-  alignas(64) float t[V::lanes];
-  simd::store(t, v);
-  for (int w = V::lanes / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) t[k] += t[k + w];
-  return t[0];
-}
-
-template <class V>
-KFUSE_INLINE float hmax(V v) {
-  alignas(64) float t[V::lanes];
-  simd::store(t, v);
-  for (int w = V::lanes / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) t[k] = std::max(t[k], t[k + w]);
-  return t[0];
-}
-
 // ------------------------------------------------------------------------ last axis, cached
 template <class V, class In>
 KFUSE_INLINE float row_max(const In* x, index_t n) {
@@ -108,7 +91,7 @@ KFUSE_INLINE float row_max(const In* x, index_t n) {
   }
   for (; j + L <= n; j += L) m0 = simd::max(m0, simd::load<V>(x + j));
   if (j < n) m1 = simd::max(m1, simd::load<V>(x + n - L));  // overlaps: max is idempotent
-  return hmax(simd::max(simd::max(m0, m1), simd::max(m2, m3)));
+  return lane_max(simd::max(simd::max(m0, m1), simd::max(m2, m3)));
 }
 
 // Sum of exp(x - m) over the row; with Store, exp(x - m) is also written to y (f32).
@@ -147,7 +130,7 @@ KFUSE_INLINE float row_exp_sum(const In* x, float* y, index_t n, float m) {
     if constexpr (Store) std::memcpy(y + j, t, sizeof(float) * std::size_t(r));
     for (int k = 0; k < r; ++k) tail += t[k];
   }
-  return hsum((s0 + s1) + (s2 + s3)) + tail;
+  return lane_sum((s0 + s1) + (s2 + s3)) + tail;
 }
 
 // y = f(x) over the row, with f a V -> V map (the last pass).
