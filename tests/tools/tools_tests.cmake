@@ -18,3 +18,7 @@ if(KFUSE_PYTHON3)
     endif()
   endforeach()
 endif()
+
+# The tools on compiled plans (replay_profiler through the executor's hook, calibrate_graph and
+# the int8 plan it feeds): the executor instantiates its kernels per TU, so one arch only.
+kfuse_add_arch_test(tools_graph SOURCES tools/graph_tools_test.cpp LABELS "ci" ARCHS avx512_bf16)
