@@ -3,7 +3,7 @@
 set(norm_ci_archs generic avx2 avx512_bf16)
 set(norm_full_archs ${archs})
 list(REMOVE_ITEM norm_full_archs ${norm_ci_archs})
-foreach(t softmax norm)
+foreach(t softmax norm batch_norm)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/${t}_test.cpp)
     kfuse_add_arch_test(kernels_${t} SOURCES kernels/${t}_test.cpp LABELS "ci" ARCHS ${norm_ci_archs})
     if(KFUSE_FULL_TESTS AND norm_full_archs)
