@@ -324,3 +324,71 @@ TEST_CASE("graph: the profiler hook sees every command", "[graph]") {
   CHECK(r.step(0).name == "fc1");
   CHECK(gt::bitwise_equal(y, net.direct(x)));
 }
+
+TEST_CASE("graph: softmax and norms, with chains fused into the norm", "[graph]") {
+  const index_t R = 5, C = 19;
+  graph g;
+  auto x = g.input("x", {R, C});
+  auto res = g.input("res", {R, C});
+  const auto gamma = gt::random_vec(C, 1, 0.5f, 1.5f), beta = gt::random_vec(C, 2);
+  auto ln = g.layer_norm("ln", x, g.constant("gamma", {C}, gamma.data()),
+                         g.constant("beta", {C}, beta.data()), 1e-5f);
+  auto h = g.relu("relu", g.add("res_add", ln, res));
+  auto rn = g.rms_norm("rms", h, g.constant("g2", {C}, gamma.data()));
+  auto sm = g.softmax("sm", rn, 0);  // over rows
+  auto x4 = g.input("x4", {2, 3, 2, 2}, dtype::f32, tensor_layout::nhwc);
+  auto sm4 = g.softmax("sm4", x4, 1);  // over C of an nhwc tensor
+  g.output(sm);
+  g.output(sm4);
+  const plan p = compile(g, {.threads = 1});
+  CHECK(p.report().text().find("fused res_add (eltwise) into ln (layer_norm)") !=
+        std::string::npos);
+  CHECK(p.report().text().find("fused relu (eltwise) into ln (layer_norm)") != std::string::npos);
+  const auto xv = gt::random_vec(std::size_t(R * C), 3, -2, 2),
+             rv = gt::random_vec(std::size_t(R * C), 4);
+  const auto x4v = gt::random_vec(24, 5, -3, 3);
+  std::vector<float> y(std::size_t(R * C), std::nanf("")), y4(24, std::nanf(""));
+  auto r = p.record({bind(xv), bind(rv), bind(x4v)}, {bind(y), bind(y4)});
+  r.replay();
+  // Reference.
+  std::vector<double> hv(std::size_t(R * C));
+  for (index_t i = 0; i < R; ++i) {
+    double m = 0, v = 0;
+    for (index_t j = 0; j < C; ++j) m += xv[std::size_t(i * C + j)];
+    m /= double(C);
+    for (index_t j = 0; j < C; ++j) v += std::pow(xv[std::size_t(i * C + j)] - m, 2);
+    v /= double(C);
+    double ss = 0;
+    for (index_t j = 0; j < C; ++j) {
+      const auto k = std::size_t(i * C + j);
+      hv[k] = std::max(0.0, (xv[k] - m) / std::sqrt(v + 1e-5) * gamma[std::size_t(j)] +
+                                beta[std::size_t(j)] + rv[k]);
+      ss += hv[k] * hv[k];
+    }
+    for (index_t j = 0; j < C; ++j) {
+      const auto k = std::size_t(i * C + j);
+      hv[k] = hv[k] / std::sqrt(ss / double(C) + 1e-6) * gamma[std::size_t(j)];
+    }
+  }
+  for (index_t j = 0; j < C; ++j) {
+    double mx = -1e300, sum = 0;
+    for (index_t i = 0; i < R; ++i) mx = std::max(mx, hv[std::size_t(i * C + j)]);
+    for (index_t i = 0; i < R; ++i) sum += std::exp(hv[std::size_t(i * C + j)] - mx);
+    for (index_t i = 0; i < R; ++i) {
+      const double e = std::exp(hv[std::size_t(i * C + j)] - mx) / sum;
+      REQUIRE(std::fabs(y[std::size_t(i * C + j)] - e) <= 2e-5);
+    }
+  }
+  for (int n = 0; n < 2; ++n)
+    for (int px = 0; px < 4; ++px) {
+      double sum = 0;
+      for (int c = 0; c < 3; ++c) sum += std::exp(double(x4v[std::size_t(n * 12 + px * 3 + c)]));
+      for (int c = 0; c < 3; ++c)
+        REQUIRE(std::fabs(y4[std::size_t(n * 12 + px * 3 + c)] -
+                          std::exp(double(x4v[std::size_t(n * 12 + px * 3 + c)])) / sum) <= 1e-6);
+    }
+  std::vector<float> e(y.size()), e4(y4.size());
+  p.run({bind(xv), bind(rv), bind(x4v)}, {bind(e), bind(e4)});
+  CHECK(gt::bitwise_equal(e, y));
+  CHECK(gt::bitwise_equal(e4, y4));
+}

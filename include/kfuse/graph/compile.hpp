@@ -16,6 +16,7 @@
 #include "kfuse/graph/graph.hpp"
 #include "kfuse/graph/ops/eltwise.hpp"
 #include "kfuse/graph/ops/linear.hpp"
+#include "kfuse/graph/ops/norm.hpp"
 #include "kfuse/graph/ops/shape.hpp"
 
 KFUSE_BEGIN_NAMESPACE
@@ -332,6 +333,42 @@ class graph_compiler {
         set_out(n, shape, dtype::f32, tensor_layout::plain);
         break;
       }
+      case op_kind::softmax: {
+        const plan_tensor& x = T(n.inputs[0]);
+        need_float(n, x);
+        if (x.type == dtype::f16) fail_node(n, "f16 softmax has no kernel: cast to f32");
+        const int r = int(x.shape.size());
+        if (r == 0 || r > 8)
+          fail_node(n, "input '" + x.name + "' has rank " + std::to_string(r) + " (1 to 8)");
+        if (n.axis < -r || n.axis >= r)
+          fail_node(n, "axis " + std::to_string(n.axis) + " is out of range for rank " +
+                           std::to_string(r));
+        set_out(n, x.shape, x.type, x.layout);
+        break;
+      }
+      case op_kind::layer_norm:
+      case op_kind::rms_norm: {
+        const plan_tensor& x = T(n.inputs[0]);
+        need_float(n, x);
+        if (x.type == dtype::f16) fail_node(n, "f16 norms have no kernel: cast to f32");
+        if (x.shape.empty()) fail_node(n, "input '" + x.name + "' is a scalar");
+        if (x.layout != tensor_layout::plain)
+          fail_node(n, "input '" + x.name + "' is " + std::string(layout_name(x.layout)) +
+                           "; norms run over the last axis of a plain tensor");
+        const index_t cols = x.shape.back();
+        const char* names[] = {"", "gamma", "beta"};
+        for (std::size_t s = 1; s < n.inputs.size(); ++s) {
+          if (n.inputs[s].index < 0) continue;
+          const plan_tensor& p = need_constant(n, s, names[s]);
+          if (shape_numel(p.shape) != cols)
+            fail_node(n, std::string(names[s]) + " '" + p.name + "' has " +
+                             std::to_string(shape_numel(p.shape)) + " values for " +
+                             std::to_string(cols) + " columns");
+        }
+        if (!(n.eps >= 0.f)) fail_node(n, "eps must be non-negative");
+        set_out(n, x.shape, x.type, x.layout);
+        break;
+      }
       case op_kind::batch_norm: {
         const plan_tensor& x = T(n.inputs[0]);
         need_float(n, x);
@@ -543,7 +580,8 @@ class graph_compiler {
         s.chain.push_back({stage_kind::mul, 0, 0, new_constant(n.name + ".scale", {C}, sc), true});
         s.chain.push_back({stage_kind::add, 0, 0, new_constant(n.name + ".shift", {C}, sh), true});
       } else {
-        for (std::size_t i = 1; i < n.inputs.size(); ++i) s.others.push_back(n.inputs[i].index);
+        for (std::size_t i = 1; i < n.inputs.size(); ++i)
+          if (n.inputs[i].index >= 0) s.others.push_back(n.inputs[i].index);
         if (n.op == op_kind::linear && n.inputs.size() > 2) {
           s.others.pop_back();  // the bias becomes the first stage of the epilogue
           s.chain.push_back({stage_kind::bias, 0, 0, n.inputs[2].index, true});
@@ -614,7 +652,9 @@ class graph_compiler {
     if (x < 0 || step_of[std::size_t(x)] < 0) return false;
     const step& p = steps_[std::size_t(step_of[std::size_t(x)])];
     if (!p.alive || p.out != x) return false;
-    if (p.op != op_kind::eltwise && p.op != op_kind::linear) return false;
+    if (p.op != op_kind::eltwise && p.op != op_kind::linear && p.op != op_kind::layer_norm &&
+        p.op != op_kind::rms_norm)
+      return false;
     if (uses[std::size_t(x)] != 1 || is_graph_output(x)) return false;
     if (T(x).type != dtype::f32 || T(e.out).type != dtype::f32) return false;
     if (p.chain.size() + e.chain.size() > std::size_t(graph_ops::chain_max_stages)) return false;
@@ -701,6 +741,15 @@ class graph_compiler {
           break;
         case op_kind::linear:
           lower_linear(s, n, info, cmds);
+          break;
+        case op_kind::softmax:
+          lower_softmax(s, n, info, cmds);
+          break;
+        case op_kind::layer_norm:
+          lower_norm<false>(s, n, info, cmds);
+          break;
+        case op_kind::rms_norm:
+          lower_norm<true>(s, n, info, cmds);
           break;
         case op_kind::reshape:
           lower_reshape(s, info, cmds);
@@ -872,6 +921,54 @@ class graph_compiler {
         lower_linear_recipe<f32>(s, n, info, cmds, "f32");
         break;
     }
+  }
+
+  void lower_softmax(const step& s, const node_desc& n, step_info& info,
+                     std::vector<plan_command>& cmds) {
+    const plan_tensor& x = T(s.x);
+    auto p = std::make_shared<graph_ops::softmax_params>();
+    const auto ms = memory_shape(x);
+    const int r = int(ms.size());
+    p->rank = r;
+    for (int i = 0; i < r; ++i) p->shape[i] = ms[std::size_t(i)];
+    p->axis = memory_axis(x.layout, n.axis < 0 ? n.axis + r : n.axis, r);
+    plan_command c;
+    c.in[0] = s.x;
+    c.out = s.out;
+    c.fn = x.type == dtype::bf16 ? &graph_ops::softmax_cmd<A, B, bf16_t>
+                                 : &graph_ops::softmax_cmd<A, B, float>;
+    info.bytes = 2.0 * double(x.bytes);
+    info.flops = 5.0 * double(shape_numel(x.shape));
+    c.threads = threads_for(info.bytes, info.flops);
+    c.params = own(p);
+    info.kernel = "softmax axis " + std::to_string(n.axis);
+    cmds.push_back(c);
+  }
+
+  template <bool Rms>
+  void lower_norm(const step& s, const node_desc& n, step_info& info,
+                  std::vector<plan_command>& cmds) {
+    const plan_tensor& x = T(s.x);
+    auto p = std::make_shared<graph_ops::norm_params>();
+    p->cols = x.shape.back();
+    p->rows = shape_numel(x.shape) / p->cols;
+    p->eps = n.eps;
+    if (n.inputs.size() > 1 && n.inputs[1].index >= 0) p->gamma = constant_f32(n.inputs[1].index);
+    if (!Rms && n.inputs.size() > 2 && n.inputs[2].index >= 0)
+      p->beta = constant_f32(n.inputs[2].index);
+    plan_command c;
+    c.in[0] = s.x;
+    c.out = s.out;
+    p->stages = make_chain(s.chain, c, 1);
+    c.fn = x.type == dtype::bf16 ? &graph_ops::norm_cmd<A, B, Rms, bf16_t>
+                                 : &graph_ops::norm_cmd<A, B, Rms, float>;
+    info.bytes = 2.0 * double(x.bytes) + double(operand_count(s.chain)) * double(x.bytes);
+    info.flops = 8.0 * double(shape_numel(x.shape));
+    c.threads = threads_for(info.bytes, info.flops);
+    c.params = own(p);
+    info.kernel = std::string(Rms ? "rms_norm" : "layer_norm") +
+                  (s.chain.empty() ? "" : " [" + chain_text(s.chain) + "]");
+    cmds.push_back(c);
   }
 
   void lower_reshape(const step& s, step_info& info, std::vector<plan_command>& cmds) {

@@ -1,0 +1,99 @@
+// Replay overhead per node: a chain of 1000 relu nodes on 64 floats (issue 5, point 9).
+//   direct      the 1000 kernel calls, kfuse::eltwise(in, out, 64, relu), in place after the first
+//   replay/T    the recorded plan (compiled unfused, T threads), replay()
+//   op_by_op/T  the same plan run without a replay buffer (plan::run: allocation + lookups)
+// Counter ns_per_node = time / 1000. Overhead per node = replay - direct (the kernels are the
+// same; replay skips the per-call argument checks, so it can come out below zero).
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "kfuse/graph/compile.hpp"
+
+namespace {
+
+constexpr int nodes = 1000;
+constexpr kfuse::index_t width = 64;
+
+kfuse::graph relu_chain() {
+  kfuse::graph g;
+  auto y = g.input("x", {width});
+  for (int i = 0; i < nodes; ++i) y = g.relu("relu" + std::to_string(i), y);
+  g.output(y);
+  return g;
+}
+
+std::vector<float> input() {
+  std::vector<float> x(width);
+  for (kfuse::index_t i = 0; i < width; ++i) x[std::size_t(i)] = float(i % 7) - 3.f;
+  return x;
+}
+
+void per_node(benchmark::State& state) {
+  state.counters["ns_per_node"] = benchmark::Counter(
+      double(nodes) * double(state.iterations()) * 1e-9,
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void direct(benchmark::State& state) {
+  const auto x = input();
+  std::vector<float> y(width);
+  const kfuse::epilogue<kfuse::relu> ep{};
+  for (auto _ : state) {
+    kfuse::eltwise(x.data(), y.data(), width, ep);
+    for (int i = 1; i < nodes; ++i) kfuse::eltwise(y.data(), y.data(), width, ep);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  per_node(state);
+}
+
+void replay(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  const kfuse::plan p = kfuse::compile(relu_chain(), {.threads = threads, .fuse = false});
+  const auto x = input();
+  std::vector<float> y(width);
+  auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y)});
+  for (auto _ : state) {
+    r.replay();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  per_node(state);
+  state.counters["arena_bytes"] = double(p.arena_bytes());
+}
+
+void op_by_op(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  const kfuse::plan p = kfuse::compile(relu_chain(), {.threads = threads, .fuse = false});
+  const auto x = input();
+  std::vector<float> y(width);
+  for (auto _ : state) {
+    p.run({kfuse::bind(x)}, {kfuse::bind(y)});
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  per_node(state);
+}
+
+// The 1000 relus fused (the default compile): one pass, for scale.
+void replay_fused(benchmark::State& state) {
+  const kfuse::plan p = kfuse::compile(relu_chain(), {.threads = 1});
+  const auto x = input();
+  std::vector<float> y(width);
+  auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y)});
+  for (auto _ : state) {
+    r.replay();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  per_node(state);
+}
+
+}  // namespace
+
+BENCHMARK(direct);
+BENCHMARK(replay)->Arg(1)->Arg(2);
+BENCHMARK(op_by_op)->Arg(1)->Arg(2);
+BENCHMARK(replay_fused);
+BENCHMARK_MAIN();
