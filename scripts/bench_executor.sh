@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Executor benchmarks from one command: the per-node replay overhead (replay_bench, when the
+# executor's benchmark is built) and the models (models_bench: MLP and ResNet basic block, kfuse
+# replay / kfuse eager op by op / libtorch frozen TorchScript / chained oneDNN primitives, at 1
+# and 2 threads, with ONNX Runtime's fixed targets). Prints markdown tables.
+#   scripts/bench_executor.sh [extra google-benchmark args, e.g. --benchmark_filter=mlp]
+# Needs the peers: scripts/setup.sh --peers. Runs are serialized with flock on
+# /tmp/kfuse_bench.lock (the machine is shared); medians of KFUSE_BENCH_REPS repetitions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${KFUSE_BENCH_BUILD:-build/bench}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF \
+  -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
+targets=(models_bench)
+if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^replay_bench:'; then targets+=(replay_bench); fi
+cmake --build "$build" --target "${targets[@]}" -j "${KFUSE_JOBS:-1}"
+out=$build/executor-results
+mkdir -p "$out"
+export OMP_WAIT_POLICY=passive  # OpenMP workers (oneDNN, libtorch) must not spin against kfuse's
+reps=(--benchmark_repetitions="${KFUSE_BENCH_REPS:-5}" --benchmark_report_aggregates_only=true
+      --benchmark_min_time="${KFUSE_BENCH_MIN_TIME:-0.2}")
+if [[ -x $build/bench/replay_bench ]]; then
+  flock /tmp/kfuse_bench.lock "$build/bench/replay_bench" "${reps[@]}" \
+    --benchmark_out="$out/replay.json" --benchmark_out_format=json "$@"
+fi
+flock /tmp/kfuse_bench.lock "$build/bench/models_bench" "${reps[@]}" \
+  --benchmark_out="$out/models.json" --benchmark_out_format=json "$@" >/dev/null
+python3 - "$out/models.json" <<'PY'
+import json, re, sys
+doc = json.load(open(sys.argv[1]))
+rows = {}   # (model, prec, batch, threads) -> {impl: (median_us, error)}
+ort = {}
+benches = doc["benchmarks"]
+if any(b.get("run_type") == "aggregate" for b in benches):  # repetitions: the medians
+    benches = [b for b in benches if b.get("aggregate_name") == "median"]
+for b in benches:
+    m = re.match(r"(\w+?)/(mlp|block)_(f32|bf16|int8)/batch:(\d+)/threads:(\d+)", b["name"])
+    if not m:
+        continue
+    impl, model, prec, batch, threads = m.group(1), m.group(2), m.group(3), int(m.group(4)), int(m.group(5))
+    key = (model, prec, batch, threads)
+    t = b.get("real_time", 0.0)
+    unit = b.get("time_unit", "us")
+    t = t * {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[unit]
+    rows.setdefault(key, {})[impl] = (t, b.get("error_message"))
+    if "ORT_us" in b:
+        ort[key] = b["ORT_us"]
+impls = [("kfuse_replay", "kfuse replay"), ("kfuse_eager", "kfuse eager op by op"),
+         ("torch_frozen", "libtorch frozen"), ("dnnl_chained", "oneDNN chained")]
+target = {("mlp", "f32", 1): 0.8, ("mlp", "bf16", 1): 0.5, ("mlp", "int8", 1): 0.3}
+def fmt(v):
+    if v is None: return "-"
+    t, err = v
+    if err: return "error"
+    return f"{t/1000:.2f} ms" if t >= 1000 else f"{t:.1f} us"
+print("| model | prec | batch | threads | " + " | ".join(n for _, n in impls) +
+      " | ORT target | replay / ORT | goal | met |")
+print("|---" * (len(impls) + 8) + "|")
+for key in sorted(rows, key=lambda k: (k[0] != "mlp", k[1] != "f32", k[2], k[3], k[1])):
+    model, prec, batch, threads = key
+    r = rows[key]
+    o = ort.get(("mlp", "f32", batch, threads) if model == "mlp" else key)
+    rep = r.get("kfuse_replay")
+    ratio = rep[0] / o if (rep and not rep[1] and o) else None
+    goal = target.get((model, prec, batch), 1.0)
+    print(f"| {model} | {prec} | {batch} | {threads} | " + " | ".join(fmt(r.get(i)) for i, _ in impls) +
+          f" | {fmt((o, None)) if o else '-'} | {f'{ratio:.2f}x' if ratio else '-'} | <= {goal}x | "
+          f"{('yes' if ratio <= goal else 'no') if ratio else '-'} |")
+PY
