@@ -83,13 +83,12 @@ void dw_check(const kfuse::conv_shape& s, const std::vector<T>& x, const std::ve
   CHECK(info.kernel == "depthwise_conv2d");
   CHECK(info.arch == test_arch::name);
   const std::string_view mk = info.micro_kernel;
-  if constexpr (std::is_same_v<L, kfuse::nhwc>) {
-    CHECK(mk.substr(0, 4) == "nhwc");
-  } else {
-    const bool fast = s.r == 3 && s.s == 3 && s.stride_h == 1 && s.stride_w == 1 &&
-                      s.dilation_h == 1 && s.dilation_w == 1;
+  const bool fast = s.r == 3 && s.s == 3 && s.stride_h == 1 && s.stride_w == 1 &&
+                    s.dilation_h == 1 && s.dilation_w == 1;
+  if constexpr (std::is_same_v<L, kfuse::nhwc>)
+    CHECK(mk.substr(0, 11) == (fast ? "nhwc 3x3s1 " : "nhwc direct"));
+  else
     CHECK(mk.substr(0, 11) == (fast ? "nchw 3x3s1 " : "nchw direct"));
-  }
   REQUIRE(y.guards_intact());
   const auto ref = ref_conv2d<L>(s, x.data(), w.data(), double(zp));
   std::vector<double> mag;

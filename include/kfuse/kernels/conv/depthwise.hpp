@@ -79,7 +79,9 @@ KFUSE_INLINE void dw_store(Out* p, V y, int n) {
 /// Register tile sizes per vector width: PW output pixels x CV channel vectors.
 template <int L>
 struct dw_nhwc_config {
-  static constexpr int pw = L >= 16 ? 8 : 4;
+  // 6 x 2 on AVX-512 (12 accumulators, 6 weights): a tile's inputs, the weights and its outputs
+  // stay within L1 for C = 256, where 8 x 2 measured ~15% slower.
+  static constexpr int pw = L >= 16 ? 6 : 4;
   static constexpr int cv = L == 1 ? 4 : 2;
 };
 
@@ -125,8 +127,61 @@ KFUSE_INLINE void dw_nhwc_tile(const T* KFUSE_RESTRICT img, const float* KFUSE_R
     }
 }
 
-/// One output row (n, oh), every channel.
-template <class V, class T, class Out, class Ep>
+/// The 3x3, stride 1, dilation 1 tile: for each tap row, the PW + 2 input pixels of the tile are
+/// loaded once and each feeds the (up to) three output pixels that use it. Edge tiles (some of
+/// those pixels in the left / right padding) skip the padded pixels; interior tiles have no
+/// branch at all.
+template <class V, int PW, int CV, bool Partial, bool Edge, class T, class Out, class Ep>
+KFUSE_INLINE void dw_nhwc_tile3x3(const T* KFUSE_RESTRICT img, const float* KFUSE_RESTRICT wp,
+                                  index_t cpad, const dw_geom& g, index_t oh, index_t ow0,
+                                  index_t c0, int cn, index_t r0, index_t r1, float zp,
+                                  Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
+  constexpr int L = V::lanes;
+  V acc[PW][CV];
+#pragma GCC unroll 16
+  for (int p = 0; p < PW; ++p)
+#pragma GCC unroll 8
+    for (int v = 0; v < CV; ++v) acc[p][v] = V(0.f);
+  const index_t C = g.c, ih0 = oh - g.pt, iw0 = ow0 - g.pl;
+  for (index_t r = r0; r < r1; ++r) {
+    const index_t row = ((ih0 + r) * g.w + iw0) * C + c0;
+    const float* wr = wp + r * 3 * cpad + c0;
+    V wv[3][CV];
+#pragma GCC unroll 3
+    for (int s = 0; s < 3; ++s)
+#pragma GCC unroll 8
+      for (int v = 0; v < CV; ++v) wv[s][v] = simd::load<V>(wr + s * cpad + v * L);
+#pragma GCC unroll 16
+    for (int j = 0; j < PW + 2; ++j) {
+      if (Edge && (iw0 + j < 0 || iw0 + j >= g.w)) continue;
+#pragma GCC unroll 8
+      for (int v = 0; v < CV; ++v) {
+        const V x = dw_load<V, Partial>(img + (row + j * C + v * L), cn, zp);
+#pragma GCC unroll 3
+        for (int s = 0; s < 3; ++s) {
+          const int p = j - s;
+          if (p >= 0 && p < PW) acc[p][v] = simd::fma(x, wv[s][v], acc[p][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int p = 0; p < PW; ++p)
+#pragma GCC unroll 8
+    for (int v = 0; v < CV; ++v) {
+      const index_t i = out_flat + p * C + v * L;
+      const lane_ctx<V, true> ctx{i, c0 + v * L, Partial ? cn : L};
+      dw_store<V, Partial>(out + i, apply(ep, acc[p][v], ctx), cn);
+    }
+}
+
+/// One output row (n, oh), every channel. For each pixel tile, every channel block (CV vectors,
+/// then single vectors, then the last vector placed to end at C, overlapping the one before
+/// with identical recomputed values, or a partial one when C is less than a vector): the tile's
+/// input pixels are contiguous runs of C values, so the channel loop streams through them (a
+/// channel block outside the pixel loop would stride by C floats and, for power-of-two C, hit
+/// only a few L1 sets). The last pixel tile likewise ends at the row's end.
+template <class V, bool Fast3x3, class T, class Out, class Ep>
 KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const dw_geom& g,
                               index_t n, index_t oh, float zp, Out* out, const Ep& ep) {
   using cfg = dw_nhwc_config<V::lanes>;
@@ -135,34 +190,62 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
   const T* img = in + n * g.h * g.w * C;
   index_t r0, r1;
   dw_valid_taps(oh * g.sh - g.pt, g.dh, g.r, g.h, r0, r1);
+  const index_t row_flat = ((n * g.oh + oh) * g.ow) * C;
+  // kernel(NV, Partial, c0, cn) runs one channel block of the current pixel tile.
+  auto channels = [&](auto&& kernel) {
+    index_t c0 = 0;
+    for (; c0 + CV * L <= C; c0 += CV * L) kernel.template operator()<CV, false>(c0, CV * L);
+    if constexpr (CV > 1)
+      for (; c0 + L <= C; c0 += L) kernel.template operator()<1, false>(c0, L);
+    if (c0 < C) {
+      if (C >= L)
+        kernel.template operator()<1, false>(C - L, L);
+      else
+        kernel.template operator()<1, true>(c0, int(C - c0));
+    }
+  };
+  auto single = [&](index_t ow) {
+    index_t s0, s1;
+    dw_valid_taps(ow * g.sw - g.pl, g.dw, g.s, g.w, s0, s1);
+    channels([&]<int NV, bool Partial>(index_t c0, int cn) {
+      dw_nhwc_tile<V, 1, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, s0, s1, zp, out,
+                                      row_flat + ow * C + c0, ep);
+    });
+  };
+  if (Fast3x3 && g.ow >= PW) {
+    for (index_t ow = 0;; ow += PW) {
+      const index_t at = std::min(ow, g.ow - PW);
+      const bool edge = at - g.pl < 0 || at - g.pl + PW + 1 >= g.w;
+      channels([&]<int NV, bool Partial>(index_t c0, int cn) {
+        if (edge)
+          dw_nhwc_tile3x3<V, PW, NV, Partial, true>(img, wp, cpad, g, oh, at, c0, cn, r0, r1, zp,
+                                                    out, row_flat + at * C + c0, ep);
+        else
+          dw_nhwc_tile3x3<V, PW, NV, Partial, false>(img, wp, cpad, g, oh, at, c0, cn, r0, r1, zp,
+                                                     out, row_flat + at * C + c0, ep);
+      });
+      if (at == g.ow - PW) break;
+    }
+    return;
+  }
   // Output columns whose every tap is inside the input: [ow_a, ow_b).
   const index_t ow_a = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
   const index_t reach = g.w - 1 + g.pl - (g.s - 1) * g.dw;  // ow * sw <= reach
   const index_t ow_b = std::max(ow_a, reach < 0 ? 0 : std::min(g.ow, reach / g.sw + 1));
-  const index_t row_flat = ((n * g.oh + oh) * g.ow) * C;
-  // One channel block (CV vectors, or 1, or a partial one) across the whole row.
-  auto block = [&]<int NV, bool Partial>(index_t c0, int cn) {
-    auto border = [&](index_t ow) {
-      index_t s0, s1;
-      dw_valid_taps(ow * g.sw - g.pl, g.dw, g.s, g.w, s0, s1);
-      dw_nhwc_tile<V, 1, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, s0, s1, zp, out,
-                                      row_flat + ow * C + c0, ep);
-    };
-    for (index_t ow = 0; ow < ow_a; ++ow) border(ow);
-    index_t ow = ow_a;
-    for (; ow + PW <= ow_b; ow += PW)
-      dw_nhwc_tile<V, PW, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, 0, g.s, zp, out,
-                                       row_flat + ow * C + c0, ep);
-    for (; ow < ow_b; ++ow)
-      dw_nhwc_tile<V, 1, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, 0, g.s, zp, out,
-                                      row_flat + ow * C + c0, ep);
-    for (ow = ow_b; ow < g.ow; ++ow) border(ow);
-  };
-  index_t c0 = 0;
-  for (; c0 + CV * L <= C; c0 += CV * L) block.template operator()<CV, false>(c0, CV * L);
-  if constexpr (CV > 1)
-    for (; c0 + L <= C; c0 += L) block.template operator()<1, false>(c0, L);
-  if (c0 < C) block.template operator()<1, true>(c0, int(C - c0));
+  for (index_t ow = 0; ow < ow_a; ++ow) single(ow);
+  if (ow_b - ow_a >= PW) {
+    for (index_t ow = ow_a;; ow += PW) {
+      const index_t at = std::min(ow, ow_b - PW);
+      channels([&]<int NV, bool Partial>(index_t c0, int cn) {
+        dw_nhwc_tile<V, PW, NV, Partial>(img, wp, cpad, g, oh, at, c0, cn, r0, r1, 0, g.s, zp, out,
+                                         row_flat + at * C + c0, ep);
+      });
+      if (at == ow_b - PW) break;
+    }
+  } else {
+    for (index_t ow = ow_a; ow < ow_b; ++ow) single(ow);
+  }
+  for (index_t ow = ow_b; ow < g.ow; ++ow) single(ow);
 }
 
 // ------------------------------------------------------------------------------------ NCHW
@@ -188,35 +271,36 @@ inline float* dw_thread_scratch(std::size_t floats) {
   return buf.data();
 }
 
+/// Converts the rows of sc from plane (n, c) into the scratch. Stride 1 uses whole vectors:
+/// zero the left padding, copy the row (a last vector that stays inside the input buffer is
+/// loaded whole, its extra values overwritten next), zero the right padding; stores may run up
+/// to one vector past the row into the next row (written after) or the slack at the end.
 template <class V, class T>
-KFUSE_INLINE void dw_fill_scratch(const T* plane, const dw_geom& g, const dw_scratch& sc,
-                                  float zp) {
+KFUSE_INLINE void dw_fill_scratch(const T* plane, const T* in_end, const dw_geom& g,
+                                  const dw_scratch& sc, float zp) {
   constexpr int L = V::lanes;
+  const V zero(0.f);
   for (index_t j = 0; j < sc.rows; ++j) {
     float* dst = sc.data + j * sc.row_stride;
     const index_t ih = sc.ih_lo + j;
     if (ih < 0 || ih >= g.h) {
-      std::memset(dst, 0, sizeof(float) * std::size_t(sc.row_stride));
+      for (index_t e = 0; e < sc.row_stride; e += L) simd::store(dst + e, zero);
       continue;
     }
     const T* src = plane + ih * g.w;
     if (g.sw == 1) {
-      // [pl zeros][W values][zeros], cut at the pitch (columns past it are never read).
       const index_t lead = std::min(g.pl, sc.pitch), len = std::min(g.w, sc.pitch - lead);
-      std::memset(dst, 0, sizeof(float) * std::size_t(lead));
+      for (index_t e = 0; e < lead; e += L) simd::store(dst + e, zero);
       float* d = dst + lead;
       index_t x = 0;
-      if constexpr (std::is_same_v<T, float>) {
-        std::memcpy(d, src, sizeof(float) * std::size_t(len));
-        x = len;
-      } else {
-        for (; x + L <= len; x += L) simd::store(d + x, dw_load<V, false>(src + x, L, zp));
-        if (x < len) {
-          simd::store_partial(d + x, dw_load<V, true>(src + x, int(len - x), zp), int(len - x));
-          x = len;
-        }
+      for (; x + L <= len; x += L) simd::store(d + x, dw_load<V, false>(src + x, L, zp));
+      if (x < len) {
+        if (src + x + L <= in_end)
+          simd::store(d + x, dw_load<V, false>(src + x, L, zp));
+        else
+          simd::store(d + x, dw_load<V, true>(src + x, int(len - x), zp));
       }
-      std::memset(d + x, 0, sizeof(float) * std::size_t(sc.pitch - lead - x));
+      for (index_t e = lead + len; e < sc.pitch; e += L) simd::store(dst + e, zero);
     } else {
       for (index_t k = 0; k < g.sw; ++k) {
         float* ph = dst + k * sc.pitch;
@@ -236,6 +320,13 @@ KFUSE_INLINE void dw_fill_scratch(const T* plane, const dw_geom& g, const dw_scr
   }
 }
 
+/// Column of vector v of a tile at ow0: the last vector of a row ends at the row's end
+/// (overlapping the one before it) when the row holds at least one vector.
+template <int L>
+KFUSE_INLINE index_t dw_col(const dw_geom& g, index_t ow0, int v) {
+  return g.ow >= L ? std::min<index_t>(ow0 + v * L, g.ow - L) : ow0;
+}
+
 /// Epilogue and store of one NCHW tile.
 template <class V, int RH, int WV, class Out, class Ep>
 KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, index_t oh0,
@@ -245,16 +336,16 @@ KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, i
   for (int i = 0; i < RH; ++i)
 #pragma GCC unroll 8
     for (int v = 0; v < WV; ++v) {
-      const index_t ow = ow0 + v * L;
-      if (ow >= g.ow) break;
-      const int n = int(std::min<index_t>(L, g.ow - ow));
+      const index_t ow = dw_col<L>(g, ow0, v);
       const index_t flat = plane_flat + (oh0 + i) * g.ow + ow;
-      const lane_ctx<V, false> ctx{flat, c, n};
-      const V y = apply(ep, acc[i][v], ctx);
-      if (n == L)
-        simd::store(out + flat, y);
-      else
-        simd::store_partial(out + flat, y, n);
+      if (g.ow >= L) {
+        const lane_ctx<V, false> ctx{flat, c, L};
+        simd::store(out + flat, apply(ep, acc[i][v], ctx));
+      } else {
+        const int n = int(g.ow);
+        const lane_ctx<V, false> ctx{flat, c, n};
+        simd::store_partial(out + flat, apply(ep, acc[i][v], ctx), n);
+      }
     }
 }
 
@@ -269,7 +360,7 @@ KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT
   for (int i = 0; i < RH; ++i)
 #pragma GCC unroll 8
     for (int v = 0; v < WV; ++v) acc[i][v] = V(0.f);
-  const float* base = sc.data + (oh0 * g.sh - g.pt - sc.ih_lo) * sc.row_stride + ow0;
+  const float* base = sc.data + (oh0 * g.sh - g.pt - sc.ih_lo) * sc.row_stride;
   const index_t row_step = g.sh * sc.row_stride;
   for (index_t r = 0; r < g.r; ++r) {
     const float* rowr = base + r * g.dh * sc.row_stride;
@@ -281,7 +372,8 @@ KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT
       for (int i = 0; i < RH; ++i)
 #pragma GCC unroll 8
         for (int v = 0; v < WV; ++v)
-          acc[i][v] = simd::fma(simd::load<V>(tap + i * row_step + v * L), w, acc[i][v]);
+          acc[i][v] =
+              simd::fma(simd::load<V>(tap + i * row_step + dw_col<L>(g, ow0, v)), w, acc[i][v]);
     }
   }
   dw_nchw_store<V, RH, WV>(acc, g, c, oh0, ow0, out, plane_flat, ep);
@@ -299,14 +391,14 @@ KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const d
   for (int i = 0; i < RH; ++i)
 #pragma GCC unroll 8
     for (int v = 0; v < WV; ++v) acc[i][v] = V(0.f);
-  const float* base = sc.data + (oh0 - g.pt - sc.ih_lo) * sc.row_stride + ow0;
+  const float* base = sc.data + (oh0 - g.pt - sc.ih_lo) * sc.row_stride;
 #pragma GCC unroll 8
   for (int j = 0; j < RH + 2; ++j) {
 #pragma GCC unroll 3
     for (int s = 0; s < 3; ++s) {
 #pragma GCC unroll 8
       for (int v = 0; v < WV; ++v) {
-        const V x = simd::load<V>(base + j * sc.row_stride + v * L + s);
+        const V x = simd::load<V>(base + j * sc.row_stride + dw_col<L>(g, ow0, v) + s);
 #pragma GCC unroll 8
         for (int i = 0; i < RH; ++i) {
           const int r = j - i;
@@ -320,9 +412,9 @@ KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const d
 
 /// Output rows [oh_a, oh_b) of plane (n, c).
 template <class V, bool Fast3x3, class T, class Out, class Ep>
-KFUSE_INLINE void dw_nchw_block(const T* in, const float* wpk, const dw_geom& g, index_t n,
-                                index_t c, index_t oh_a, index_t oh_b, float zp, Out* out,
-                                const Ep& ep) {
+KFUSE_INLINE void dw_nchw_block(const T* in, const T* in_end, const float* wpk, const dw_geom& g,
+                                index_t n, index_t c, index_t oh_a, index_t oh_b, float zp,
+                                Out* out, const Ep& ep) {
   using cfg = dw_nchw_config<V::lanes>;
   constexpr int L = V::lanes, RH = cfg::rh, WV = cfg::wv;
   dw_scratch sc;
@@ -330,8 +422,9 @@ KFUSE_INLINE void dw_nchw_block(const T* in, const float* wpk, const dw_geom& g,
   sc.row_stride = g.sw * sc.pitch;
   sc.ih_lo = oh_a * g.sh - g.pt;
   sc.rows = (oh_b - 1 - oh_a) * g.sh + (g.r - 1) * g.dh + 1;
-  sc.data = dw_thread_scratch(std::size_t(sc.rows * sc.row_stride));
-  dw_fill_scratch<V>(in + (n * g.c + c) * g.h * g.w, g, sc, zp);
+  // One vector of slack: whole-vector stores of the last row may run past it.
+  sc.data = dw_thread_scratch(std::size_t(sc.rows * sc.row_stride + L));
+  dw_fill_scratch<V>(in + (n * g.c + c) * g.h * g.w, in_end, g, sc, zp);
   const float* wc = wpk + c * g.r * g.s;
   const index_t plane_flat = (n * g.c + c) * g.oh * g.ow;
   V w9[9];
@@ -344,17 +437,17 @@ KFUSE_INLINE void dw_nchw_block(const T* in, const float* wpk, const dw_geom& g,
     else
       dw_nchw_tile<V, R, W>(sc, wc, g, c, oh, ow, out, plane_flat, ep);
   };
-  constexpr index_t tile_w = index_t(WV) * L;
+  const index_t nvec = (g.ow + L - 1) / L;
   index_t oh = oh_a;
   for (; oh + RH <= oh_b; oh += RH) {
-    index_t ow = 0;
-    for (; ow + tile_w <= g.ow; ow += tile_w) tile.template operator()<RH, WV>(oh, ow);
-    for (; ow < g.ow; ow += L) tile.template operator()<RH, 1>(oh, ow);
+    index_t q = 0;
+    for (; q + WV <= nvec; q += WV) tile.template operator()<RH, WV>(oh, q * L);
+    for (; q < nvec; ++q) tile.template operator()<RH, 1>(oh, q * L);
   }
   for (; oh < oh_b; ++oh) {
-    index_t ow = 0;
-    for (; ow + tile_w <= g.ow; ow += tile_w) tile.template operator()<1, WV>(oh, ow);
-    for (; ow < g.ow; ow += L) tile.template operator()<1, 1>(oh, ow);
+    index_t q = 0;
+    for (; q + WV <= nvec; q += WV) tile.template operator()<1, WV>(oh, q * L);
+    for (; q < nvec; ++q) tile.template operator()<1, 1>(oh, q * L);
   }
 }
 
@@ -475,25 +568,31 @@ struct depthwise_conv2d {
     const detail::dw_geom g = detail::dw_geom_of(s);
     const float zp = float(in_zero_point);
     const T* x = in.data;
+    const T* x_end = x + n_in;
     Out* y = out.data;
     const float* wp = p.w.data();
     const int threads = pool_threads(opt.threads);
     run_info info{k, A::name, simd::impl_name<A, B>(), "", 1};
     if constexpr (std::is_same_v<Layout, nhwc>) {
-      info.micro_kernel = nhwc_name();
       const index_t rows = g.n * g.oh;
       const index_t grain = std::max<index_t>(1, rows / (4 * threads));
       info.threads = int(std::min<index_t>(threads, (rows + grain - 1) / grain));
       const index_t cpad = p.cpad;
+      const bool fast = is_3x3s1(g);
+      info.micro_kernel = nhwc_name(fast);
       parallel_for(
           0, rows, grain,
           [&](range rg, int) {
-            for (index_t row = rg.begin; row < rg.end; ++row)
-              detail::dw_nhwc_row<vec>(x, wp, cpad, g, row / g.oh, row % g.oh, zp, y, ep);
+            for (index_t row = rg.begin; row < rg.end; ++row) {
+              if (fast)
+                detail::dw_nhwc_row<vec, true>(x, wp, cpad, g, row / g.oh, row % g.oh, zp, y, ep);
+              else
+                detail::dw_nhwc_row<vec, false>(x, wp, cpad, g, row / g.oh, row % g.oh, zp, y, ep);
+            }
           },
           threads);
     } else {
-      const bool fast = g.r == 3 && g.s == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
+      const bool fast = is_3x3s1(g);
       info.micro_kernel = nchw_name(fast);
       // Blocks of output rows: whole planes when there are enough of them to share out.
       const index_t planes = g.n * g.c;
@@ -513,9 +612,9 @@ struct depthwise_conv2d {
               if (oh_a >= oh_b) continue;
               const index_t n = plane / g.c, c = plane % g.c;
               if (fast)
-                detail::dw_nchw_block<vec, true>(x, wp, g, n, c, oh_a, oh_b, zp, y, ep);
+                detail::dw_nchw_block<vec, true>(x, x_end, wp, g, n, c, oh_a, oh_b, zp, y, ep);
               else
-                detail::dw_nchw_block<vec, false>(x, wp, g, n, c, oh_a, oh_b, zp, y, ep);
+                detail::dw_nchw_block<vec, false>(x, x_end, wp, g, n, c, oh_a, oh_b, zp, y, ep);
             }
           },
           threads);
@@ -523,12 +622,15 @@ struct depthwise_conv2d {
     return info;
   }
 
-  /// "nhwc 8x2v": the NHWC register tile (pixels x channel vectors).
-  static const char* nhwc_name() {
+  /// "nhwc 3x3s1 8x2v" (fast path) or "nhwc direct 8x2v": pixels x channel vectors.
+  static const char* nhwc_name(bool fast) {
     using cfg = detail::dw_nhwc_config<vec::lanes>;
-    static const std::string name =
-        "nhwc " + std::to_string(cfg::pw) + "x" + std::to_string(cfg::cv) + "v";
-    return name.c_str();
+    const std::string tile = std::to_string(cfg::pw) + "x" + std::to_string(cfg::cv) + "v";
+    static const std::string fast_name = "nhwc 3x3s1 " + tile, direct = "nhwc direct " + tile;
+    return fast ? fast_name.c_str() : direct.c_str();
+  }
+  static bool is_3x3s1(const detail::dw_geom& g) {
+    return g.r == 3 && g.s == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
   }
   /// "nchw 3x3s1 4x2v" (fast path) or "nchw direct 4x2v": rows x pixel vectors.
   static const char* nchw_name(bool fast) {

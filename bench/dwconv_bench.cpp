@@ -1,0 +1,320 @@
+// Depthwise 3x3 convolution benchmark (C = 256, 28x28, pad 1, stride 1; batch 1 and 8; bare and
+// with bias + ReLU; 1 and 2 threads): kfuse NHWC and NCHW vs XNNPACK (NHWC, grouped weights,
+// pthreadpool) vs oneDNN (NHWC and `any` formats, depthwise = grouped conv with groups = C,
+// bias + ReLU post-op), plus pooling rows (kfuse max / average 3x3 s2 on the same tensor vs
+// oneDNN). GFLOP/s counter: 2 * N * OH * OW * C * R * S (padded taps counted).
+// Every peer's output is compared with kfuse's once before timing; a mismatch is in the label.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kfuse/epilogue.hpp"
+#include "kfuse/kernels/conv/depthwise.hpp"
+#if __has_include("kfuse/kernels/pool2d.hpp")
+#include "kfuse/kernels/pool2d.hpp"
+#define KFUSE_BENCH_POOL 1
+#endif
+
+#if KFUSE_BENCH_HAVE_DNNL
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+#if KFUSE_BENCH_HAVE_XNNPACK
+#include <pthreadpool.h>
+#include <xnnpack.h>
+#endif
+
+namespace {
+
+using kfuse::index_t;
+
+constexpr index_t C = 256, H = 28, W = 28, R = 3;
+
+kfuse::conv_shape bench_shape(index_t n) {
+  kfuse::conv_shape s;
+  s.n = n;
+  s.c = s.k = s.groups = C;
+  s.h = H;
+  s.w = W;
+  s.r = s.s = R;
+  s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = 1;
+  return s;
+}
+
+std::vector<float> random_vector(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+void set_flops(benchmark::State& st, double flops_per_iter) {
+  st.counters["GFLOPs"] = benchmark::Counter(flops_per_iter * 1e-9 * double(st.iterations()),
+                                             benchmark::Counter::kIsRate);
+}
+
+/// The data of one benchmark case: NHWC input, OIHW weights, bias, and kfuse's NHWC result (the
+/// reference the peers are compared with).
+struct problem {
+  kfuse::conv_shape s;
+  std::vector<float> x, w, bias, expect;
+  problem(index_t n, bool fused) : s(bench_shape(n)) {
+    x = random_vector(std::size_t(kfuse::numel(s.in_dims())), 1);
+    w = random_vector(std::size_t(s.weight_count()), 2);
+    bias = random_vector(std::size_t(C), 3);
+    expect.resize(std::size_t(kfuse::numel(s.out_dims())));
+    using DW = kfuse::depthwise_conv2d<kfuse::f32, kfuse::nhwc, kfuse::arch::native,
+                                       kfuse::epilogue<kfuse::bias, kfuse::relu>>;
+    using DW0 = kfuse::depthwise_conv2d<kfuse::f32, kfuse::nhwc>;
+    const auto in = kfuse::view<kfuse::nhwc>(x.data(), s.in_dims());
+    const auto out = kfuse::view<kfuse::nhwc>(expect.data(), s.out_dims());
+    if (fused)
+      DW::run(in, DW::pack(w.data(), s), out, {{bias}, {}});
+    else
+      DW0::run(in, DW0::pack(w.data(), s), out);
+  }
+  /// "" when y (NHWC) matches kfuse, else "MISMATCH <max abs diff>".
+  std::string compare(const std::vector<float>& y) const {
+    double d = 0;
+    for (std::size_t i = 0; i < y.size(); ++i)
+      d = std::max(d, std::fabs(double(y[i]) - double(expect[i])));
+    return d <= 1e-4 ? std::string() : " MISMATCH " + std::to_string(d);
+  }
+};
+
+template <class L, bool Fused>
+void BM_kfuse(benchmark::State& st) {
+  const index_t n = st.range(0);
+  const int threads = int(st.range(1));
+  const problem p(n, Fused);
+  using Ep =
+      std::conditional_t<Fused, kfuse::epilogue<kfuse::bias, kfuse::relu>, kfuse::epilogue<>>;
+  using DW = kfuse::depthwise_conv2d<kfuse::f32, L, kfuse::arch::native, Ep>;
+  const auto packed = DW::pack(p.w.data(), p.s);
+  std::vector<float> x(p.x.size()), y(p.expect.size());
+  if constexpr (std::is_same_v<L, kfuse::nchw>) {  // the same tensor in NCHW
+    for (index_t b = 0; b < n; ++b)
+      for (index_t c = 0; c < C; ++c)
+        for (index_t i = 0; i < H * W; ++i)
+          x[std::size_t((b * C + c) * H * W + i)] = p.x[std::size_t((b * H * W + i) * C + c)];
+  } else {
+    x = p.x;
+  }
+  Ep ep{};
+  if constexpr (Fused) ep = Ep{{p.bias}, {}};
+  const auto in = kfuse::view<L>(static_cast<const float*>(x.data()), p.s.in_dims());
+  const auto out = kfuse::view<L>(y.data(), p.s.out_dims());
+  kfuse::run_info info{};
+  for (auto _ : st) {
+    info = DW::run(in, packed, out, ep, {threads});
+    benchmark::ClobberMemory();
+  }
+  std::vector<float> y_nhwc(y.size());
+  if constexpr (std::is_same_v<L, kfuse::nchw>) {
+    for (index_t b = 0; b < n; ++b)
+      for (index_t c = 0; c < C; ++c)
+        for (index_t i = 0; i < H * W; ++i)
+          y_nhwc[std::size_t((b * H * W + i) * C + c)] = y[std::size_t((b * C + c) * H * W + i)];
+  } else {
+    y_nhwc = y;
+  }
+  st.SetLabel(std::string(info.micro_kernel) + " " + info.impl + p.compare(y_nhwc));
+  set_flops(st, p.s.flops());
+}
+
+#if KFUSE_BENCH_HAVE_XNNPACK
+template <bool Fused>
+void BM_xnnpack(benchmark::State& st) {
+  const index_t n = st.range(0);
+  const int threads = int(st.range(1));
+  const problem p(n, Fused);
+  if (xnn_initialize(nullptr) != xnn_status_success) {
+    st.SkipWithError("xnn_initialize failed");
+    return;
+  }
+  pthreadpool_t pool = threads > 1 ? pthreadpool_create(std::size_t(threads)) : nullptr;
+  // Grouped layout: [groups][group_output_channels][R][S][group_input_channels] = [C][R][S] =
+  // OIHW with one input channel per group.
+  xnn_operator_t op = nullptr;
+  const float lo = Fused ? 0.f : -INFINITY;
+  if (xnn_create_convolution2d_nhwc_f32(1, 1, 1, 1, R, R, 1, 1, 1, 1, uint32_t(C), 1, 1, C, C,
+                                        p.w.data(), Fused ? p.bias.data() : nullptr, lo, INFINITY,
+                                        0, &op) != xnn_status_success) {
+    st.SkipWithError("xnn_create_convolution2d_nhwc_f32 failed");
+    return;
+  }
+  std::vector<float> y(p.expect.size());
+  xnn_setup_convolution2d_nhwc_f32(op, std::size_t(n), H, W, p.x.data(), y.data(), pool);
+  xnn_run_operator(op, pool);
+  const std::string check = p.compare(y);
+  for (auto _ : st) xnn_run_operator(op, pool);
+  xnn_delete_operator(op);
+  if (pool) pthreadpool_destroy(pool);
+  st.SetLabel("xnnpack" + check);
+  set_flops(st, p.s.flops());
+}
+#endif
+
+#if KFUSE_BENCH_HAVE_DNNL
+/// oneDNN grouped convolution (groups = C). Any: src/dst/weights in the primitive's preferred
+/// formats (the input is reordered once, outside the timed loop).
+template <bool Fused, bool Any>
+void BM_onednn(benchmark::State& st) {
+  using namespace dnnl;
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const index_t n = st.range(0);
+  omp_set_num_threads(int(st.range(1)));
+  const problem p(n, Fused);
+  engine eng(engine::kind::cpu, 0);
+  stream strm(eng);
+  const memory::dims src_dims{n, C, H, W}, dst_dims{n, C, H, W}, w_dims{C, 1, 1, R, R};
+  const tag act = Any ? tag::any : tag::nhwc;
+  memory::desc src_md(src_dims, dt::f32, act), dst_md(dst_dims, dt::f32, act),
+      w_md(w_dims, dt::f32, tag::any), b_md({C}, dt::f32, tag::a);
+  primitive_attr attr;
+  if (Fused) {
+    post_ops po;
+    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  const auto d =
+      Fused ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                        src_md, w_md, b_md, dst_md, {1, 1}, {1, 1}, {1, 1})
+            : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                        src_md, w_md, dst_md, {1, 1}, {1, 1}, {1, 1});
+  convolution_forward::primitive_desc pd(d, attr, eng);
+  std::vector<float> wv = p.w, bv = p.bias, yv(p.expect.size());
+  memory w_user({w_dims, dt::f32, tag::goihw}, eng, wv.data()), w_mem(pd.weights_desc(), eng);
+  reorder(w_user, w_mem).execute(strm, w_user, w_mem);
+  std::vector<float> xv = p.x;
+  memory x_user({src_dims, dt::f32, tag::nhwc}, eng, xv.data()), x_mem(pd.src_desc(), eng);
+  reorder(x_user, x_mem).execute(strm, x_user, x_mem);
+  memory y_mem(pd.dst_desc(), eng), y_user({dst_dims, dt::f32, tag::nhwc}, eng, yv.data());
+  memory b_mem(b_md, eng, bv.data());
+  convolution_forward conv(pd);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, y_mem}};
+  if (Fused) args.insert({DNNL_ARG_BIAS, b_mem});
+  conv.execute(strm, args);
+  reorder(y_mem, y_user).execute(strm, y_mem, y_user);
+  strm.wait();
+  const std::string check = p.compare(yv);
+  for (auto _ : st) {
+    conv.execute(strm, args);
+    strm.wait();
+  }
+  st.SetLabel(std::string(pd.impl_info_str()) + check);
+  set_flops(st, p.s.flops());
+}
+#endif
+
+// ------------------------------------------------------------------------------------ pooling
+#if KFUSE_BENCH_POOL
+/// kfuse max / average pooling 3x3 stride 2 pad 1 on the benchmark tensor; GB/s counter (one
+/// read of the input, one write of the output).
+template <class L, kfuse::pool_kind Kind>
+void BM_kfuse_pool(benchmark::State& st) {
+  const index_t n = st.range(0);
+  const int threads = int(st.range(1));
+  kfuse::pool_shape ps;
+  ps.n = n;
+  ps.c = C;
+  ps.h = H;
+  ps.w = W;
+  ps.kind = Kind;
+  ps.r = ps.s = 3;
+  ps.stride_h = ps.stride_w = 2;
+  ps.pad_top = ps.pad_left = ps.pad_bottom = ps.pad_right = 1;
+  const auto x = random_vector(std::size_t(kfuse::numel(ps.in_dims())), 4);
+  std::vector<float> y(std::size_t(kfuse::numel(ps.out_dims())));
+  using P = kfuse::pool2d<kfuse::f32, L>;
+  kfuse::run_info info{};
+  for (auto _ : st) {
+    info = P::run(kfuse::view<L>(x.data(), ps.in_dims()), ps,
+                  kfuse::view<L>(y.data(), ps.out_dims()), {}, {threads});
+    benchmark::ClobberMemory();
+  }
+  st.SetLabel(std::string(info.micro_kernel) + " " + info.impl);
+  st.counters["GBs"] = benchmark::Counter(
+      double(x.size() + y.size()) * 4e-9 * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+
+#if KFUSE_BENCH_HAVE_DNNL
+template <bool Max>
+void BM_onednn_pool(benchmark::State& st) {
+  using namespace dnnl;
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const index_t n = st.range(0);
+  omp_set_num_threads(int(st.range(1)));
+  engine eng(engine::kind::cpu, 0);
+  stream strm(eng);
+  const index_t oh = (H + 2 - 3) / 2 + 1;
+  memory::desc src_md({n, C, H, W}, dt::f32, tag::nhwc), dst_md({n, C, oh, oh}, dt::f32, tag::nhwc);
+  pooling_forward::desc d(prop_kind::forward_inference,
+                          Max ? algorithm::pooling_max : algorithm::pooling_avg_include_padding,
+                          src_md, dst_md, {2, 2}, {3, 3}, {1, 1}, {1, 1});
+  pooling_forward::primitive_desc pd(d, eng);
+  auto x = random_vector(std::size_t(n * C * H * W), 4);
+  std::vector<float> y(std::size_t(n * C * oh * oh));
+  memory xm(src_md, eng, x.data()), ym(dst_md, eng, y.data());
+  pooling_forward pool(pd);
+  for (auto _ : st) {
+    pool.execute(strm, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}});
+    strm.wait();
+  }
+  st.SetLabel(pd.impl_info_str());
+  st.counters["GBs"] = benchmark::Counter(
+      double(x.size() + y.size()) * 4e-9 * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+#endif
+#endif  // KFUSE_BENCH_POOL
+
+void reg(const std::string& name, void (*f)(benchmark::State&)) {
+  for (int t : {1, 2})
+    for (index_t n : {1, 8})
+      benchmark::RegisterBenchmark(name.c_str(), f)
+          ->Args({n, t})
+          ->ArgNames({"N", "T"})
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+}
+
+int register_all() {
+  reg("dw3x3/kfuse_nhwc/bare", BM_kfuse<kfuse::nhwc, false>);
+  reg("dw3x3/kfuse_nhwc/bias_relu", BM_kfuse<kfuse::nhwc, true>);
+  reg("dw3x3/kfuse_nchw/bare", BM_kfuse<kfuse::nchw, false>);
+  reg("dw3x3/kfuse_nchw/bias_relu", BM_kfuse<kfuse::nchw, true>);
+#if KFUSE_BENCH_HAVE_XNNPACK
+  reg("dw3x3/xnnpack_nhwc/bare", BM_xnnpack<false>);
+  reg("dw3x3/xnnpack_nhwc/bias_relu", BM_xnnpack<true>);
+#endif
+#if KFUSE_BENCH_HAVE_DNNL
+  reg("dw3x3/onednn_nhwc/bare", BM_onednn<false, false>);
+  reg("dw3x3/onednn_nhwc/bias_relu", BM_onednn<true, false>);
+  reg("dw3x3/onednn_any/bare", BM_onednn<false, true>);
+  reg("dw3x3/onednn_any/bias_relu", BM_onednn<true, true>);
+#endif
+#if KFUSE_BENCH_POOL
+  reg("pool3x3s2/kfuse_nhwc/max", BM_kfuse_pool<kfuse::nhwc, kfuse::pool_kind::max>);
+  reg("pool3x3s2/kfuse_nchw/max", BM_kfuse_pool<kfuse::nchw, kfuse::pool_kind::max>);
+  reg("pool3x3s2/kfuse_nhwc/avg", BM_kfuse_pool<kfuse::nhwc, kfuse::pool_kind::avg>);
+  reg("pool3x3s2/kfuse_nchw/avg", BM_kfuse_pool<kfuse::nchw, kfuse::pool_kind::avg>);
+#if KFUSE_BENCH_HAVE_DNNL
+  reg("pool3x3s2/onednn_nhwc/max", BM_onednn_pool<true>);
+  reg("pool3x3s2/onednn_nhwc/avg", BM_onednn_pool<false>);
+#endif
+#endif
+  return 0;
+}
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();
