@@ -140,3 +140,26 @@ TEST_CASE("graph errors: bindings", "[graph]") {
                     Contains("input 0 ('x') is bound to 28 bytes"));
   CHECK_THROWS_WITH(plan{}.record({}, {}), Contains("empty plan"));
 }
+
+TEST_CASE("graph errors: conv2d geometry", "[graph]") {
+  graph g;
+  auto x = g.input("x", {1, 4, 5, 5}, dtype::f32, tensor_layout::nhwc);
+  conv2d_params cp;
+  cp.groups = 4;
+  auto w = g.constant("w", {4, 2, 3, 3}, zeros(72).data());
+  g.output(g.conv2d("c1", x, w, {}, cp));
+  CHECK_THROWS_WITH(
+      compile(g),
+      "graph: node 'c1' (conv2d): input has 4 channels, weights expect 8 (2 per group x 4 groups)");
+  graph g2;
+  auto x2 = g2.input("x", {1, 4, 2, 2}, dtype::f32, tensor_layout::nchw);
+  cp.groups = 4;
+  g2.output(g2.conv2d("c2", x2, g2.constant("w", {4, 1, 3, 3}, zeros(36).data()), {}, cp));
+  CHECK_THROWS_WITH(compile(g2), Contains("node 'c2' (conv2d): output size is not positive"));
+  graph g3;
+  auto x3 = g3.input("x", {1, 4, 5, 5});
+  g3.output(g3.conv2d("c3", x3, g3.constant("w", {4, 1, 3, 3}, zeros(36).data()), {}, cp));
+  CHECK_THROWS_WITH(
+      compile(g3),
+      Contains("node 'c3' (conv2d): input 'x' must be 4-D (N, C, H, W) with layout nchw or nhwc"));
+}

@@ -392,3 +392,59 @@ TEST_CASE("graph: softmax and norms, with chains fused into the norm", "[graph]"
   CHECK(gt::bitwise_equal(e, y));
   CHECK(gt::bitwise_equal(e4, y4));
 }
+
+TEST_CASE("graph: depthwise conv with batch norm folded, relu and residual fused", "[graph]") {
+  const index_t N = 2, C = 13, H = 7, W = 6;
+  const auto wv = gt::random_vec(std::size_t(C * 9), 1), bv = gt::random_vec(std::size_t(C), 2);
+  const auto mean = gt::random_vec(std::size_t(C), 3),
+             var = gt::random_vec(std::size_t(C), 4, 0.5f, 2.f),
+             gamma = gt::random_vec(std::size_t(C), 5), beta = gt::random_vec(std::size_t(C), 6);
+  for (tensor_layout L : {tensor_layout::nchw, tensor_layout::nhwc}) {
+    graph g;
+    auto x = g.input("x", {N, C, H, W}, dtype::f32, L);
+    conv2d_params cp;
+    cp.pad_top = cp.pad_left = cp.pad_bottom = cp.pad_right = 1;
+    cp.groups = int(C);
+    auto conv = g.conv2d("dw", x, g.constant("w", {C, 1, 3, 3}, wv.data()),
+                         g.constant("b", {C}, bv.data()), cp);
+    auto bn = g.batch_norm(
+        "bn", conv, g.constant("mean", {C}, mean.data()), g.constant("var", {C}, var.data()),
+        g.constant("gamma", {C}, gamma.data()), g.constant("beta", {C}, beta.data()));
+    auto y = g.relu("relu", g.add("res", bn, x));
+    g.output(y);
+    const plan p = compile(g, {.threads = 1});
+    INFO(p.report().text());
+    CHECK(p.steps().size() == 1);
+    CHECK(p.report().text().find("folded bn (batch_norm) into dw (conv2d)") != std::string::npos);
+    CHECK(p.steps()[0].kernel.find("depthwise_conv2d f32") != std::string::npos);
+    const auto xv = gt::random_vec(std::size_t(N * C * H * W), 7, -2, 2);
+    std::vector<float> yv(xv.size(), std::nanf(""));
+    auto r = p.record({bind(xv)}, {bind(yv)});
+    r.replay();
+    const plan q = compile(g, {.threads = 1, .fuse = false});
+    std::vector<float> yq(xv.size(), std::nanf(""));
+    auto rq = q.record({bind(xv)}, {bind(yq)});
+    rq.replay();
+    const bool cl = L == tensor_layout::nhwc;
+    auto at = [&](index_t n, index_t c, index_t h, index_t w) {
+      return std::size_t(cl ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w);
+    };
+    for (index_t n = 0; n < N; ++n)
+      for (index_t c = 0; c < C; ++c)
+        for (index_t h = 0; h < H; ++h)
+          for (index_t w = 0; w < W; ++w) {
+            double acc = bv[std::size_t(c)];
+            for (index_t r2 = 0; r2 < 3; ++r2)
+              for (index_t s2 = 0; s2 < 3; ++s2) {
+                const index_t ih = h + r2 - 1, iw = w + s2 - 1;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc += double(wv[std::size_t(c * 9 + r2 * 3 + s2)]) * xv[at(n, c, ih, iw)];
+              }
+            const double sc = gamma[std::size_t(c)] / std::sqrt(double(var[std::size_t(c)]) + 1e-5);
+            const double v = std::max(
+                0.0, (acc - mean[std::size_t(c)]) * sc + beta[std::size_t(c)] + xv[at(n, c, h, w)]);
+            REQUIRE(std::fabs(yv[at(n, c, h, w)] - v) <= 1e-5 * (1 + std::fabs(v)));
+            REQUIRE(std::fabs(yq[at(n, c, h, w)] - v) <= 1e-5 * (1 + std::fabs(v)));
+          }
+  }
+}

@@ -213,3 +213,75 @@ TEST_CASE("thread_pool: construction and destruction are clean", "[threads]") {
   CHECK(kfuse::default_pool().size() >= 1);
   CHECK(kfuse::default_thread_count() >= 1);
 }
+
+TEST_CASE("thread_pool: default size is the physical core count", "[threads]") {
+  const int cores = kfuse::physical_core_count();
+  CHECK(cores >= 1);
+  CHECK(cores <= int(std::max(1u, std::thread::hardware_concurrency())));
+  if (std::getenv("KFUSE_NUM_THREADS") == nullptr) CHECK(kfuse::default_thread_count() == cores);
+}
+
+namespace {
+/// An executor that runs task i on a fresh std::thread (task 0 on the caller) and counts calls.
+struct spawning {
+  std::atomic<int> calls{0};
+  std::atomic<int> tasks{0};
+  kfuse::executor ex() {
+    kfuse::executor e;
+    e.context = this;
+    e.concurrency = 3;
+    e.run = [](void* ctx, int n, void (*task)(void*, int), void* arg) {
+      auto& self = *static_cast<spawning*>(ctx);
+      self.calls++;
+      self.tasks += n;
+      std::vector<std::thread> ts;
+      for (int i = 1; i < n; ++i) ts.emplace_back(task, arg, i);
+      task(arg, 0);
+      for (auto& t : ts) t.join();
+    };
+    return e;
+  }
+};
+}  // namespace
+
+TEST_CASE("parallel_for: a user executor takes the pool's place", "[threads]") {
+  spawning s;
+  const kfuse::executor ex = s.ex();
+  const int limit = kfuse::pool_threads(0);
+  for (const combo& k : combos) {
+    const index_t n = std::max<index_t>(0, k.end - k.begin);
+    std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+    std::atomic<bool> bad_worker{false};
+    {
+      const kfuse::scoped_executor use(&ex);
+      kfuse::parallel_for(k.begin, k.end, k.grain, [&](range r, int w) {
+        if (w < 0 || w >= limit) bad_worker = true;
+        for (index_t i = r.begin; i < r.end; ++i) hits[std::size_t(i - k.begin)]++;
+        // nested: inline, on this task's worker index
+        kfuse::parallel_for(0, 4, 1, [&](range, int inner) {
+          if (inner != w) bad_worker = true;
+        });
+      });
+    }
+    CHECK_FALSE(bad_worker);
+    for (index_t i = 0; i < n; ++i) REQUIRE(hits[std::size_t(i)].load() == 1);
+  }
+  if (limit >= 2) CHECK(s.calls > 0);
+  // Outside the scope the pool runs the work again.
+  const int before = s.calls;
+  kfuse::parallel_for(0, 1000, 1, [](range, int) {});
+  CHECK(s.calls == before);
+  // Process-wide, and exceptions come back through it.
+  kfuse::set_default_executor(&ex);
+  CHECK_THROWS_AS(kfuse::parallel_for(0, 100, 1,
+                                      [](range r, int) {
+                                        if (r.begin == 50) throw std::runtime_error("boom");
+                                      }),
+                  std::runtime_error);
+  std::atomic<index_t> sum{0};
+  kfuse::parallel_for(0, 100, 7, [&](range r, int) {
+    for (index_t i = r.begin; i < r.end; ++i) sum += i;
+  });
+  kfuse::set_default_executor(nullptr);
+  CHECK(sum == 4950);
+}

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kfuse/graph/graph.hpp"
+#include "kfuse/graph/ops/conv.hpp"
 #include "kfuse/graph/ops/eltwise.hpp"
 #include "kfuse/graph/ops/linear.hpp"
 #include "kfuse/graph/ops/norm.hpp"
@@ -118,6 +119,28 @@ class graph_compiler {
   static index_t channels_of(const plan_tensor& t) {
     if (t.layout != tensor_layout::plain && t.shape.size() == 4) return t.shape[1];
     return t.shape.empty() ? 1 : t.shape.back();
+  }
+
+  static conv_shape conv_shape_of(const plan_tensor& x, const plan_tensor& w,
+                                  const conv2d_params& p) {
+    conv_shape cs;
+    cs.n = x.shape[0];
+    cs.c = x.shape[1];
+    cs.h = x.shape[2];
+    cs.w = x.shape[3];
+    cs.k = w.shape[0];
+    cs.r = w.shape[2];
+    cs.s = w.shape[3];
+    cs.stride_h = p.stride_h;
+    cs.stride_w = p.stride_w;
+    cs.pad_top = p.pad_top;
+    cs.pad_left = p.pad_left;
+    cs.pad_bottom = p.pad_bottom;
+    cs.pad_right = p.pad_right;
+    cs.dilation_h = p.dilation_h;
+    cs.dilation_w = p.dilation_w;
+    cs.groups = p.groups;
+    return cs;
   }
 
   // ---- tensors, ids, order -------------------------------------------------------------------
@@ -302,6 +325,39 @@ class graph_compiler {
         for (const eltwise_stage& s : n.stages)
           if (s.kind == stage_kind::clamp && !(s.p0 <= s.p1)) fail_node(n, "clamp: lo exceeds hi");
         set_out(n, x.shape, x.type, x.layout);
+        break;
+      }
+      case op_kind::conv2d: {
+        const plan_tensor& x = T(n.inputs[0]);
+        need_float(n, x);
+        if (x.shape.size() != 4 || x.layout == tensor_layout::plain)
+          fail_node(n, "input '" + x.name + "' must be 4-D (N, C, H, W) with layout nchw or nhwc");
+        const plan_tensor& w = need_constant(n, 1, "weight");
+        if (w.shape.size() != 4)
+          fail_node(n, "weight '" + w.name + "' has shape " + shape_str(w.shape) +
+                           "; conv2d weights are OIHW [K, C / groups, R, S]");
+        if (!is_float(w.type))
+          fail_node(n, "weight '" + w.name + "' is " + std::string(dtype_name(w.type)) +
+                           "; give float weights");
+        const conv2d_params& cp = n.conv;
+        const conv_shape cs = conv_shape_of(x, w, cp);
+        if (cp.groups >= 1 && x.shape[1] % cp.groups == 0 && w.shape[1] * cp.groups != x.shape[1])
+          fail_node(n, "input has " + std::to_string(x.shape[1]) + " channels, weights expect " +
+                           std::to_string(w.shape[1] * cp.groups) + " (" +
+                           std::to_string(w.shape[1]) + " per group x " +
+                           std::to_string(cp.groups) + " groups)");
+        try {
+          check_conv_shape("conv2d", cs);
+        } catch (const error& e) {
+          fail_node(n, std::string(e.what()).substr(8));  // drop "conv2d: "
+        }
+        if (n.inputs.size() > 2) {
+          const plan_tensor& b = need_constant(n, 2, "bias");
+          if (shape_numel(b.shape) != cs.k)
+            fail_node(n, "bias '" + b.name + "' has " + std::to_string(shape_numel(b.shape)) +
+                             " values for " + std::to_string(cs.k) + " output channels");
+        }
+        set_out(n, {cs.n, cs.k, cs.out_h(), cs.out_w()}, dtype::f32, x.layout);
         break;
       }
       case op_kind::linear: {
@@ -544,7 +600,8 @@ class graph_compiler {
     std::vector<op_stage> chain;       // stages fused after the op (eltwise: the op itself)
     std::int32_t out = -1;
     bool alive = true;
-    std::string lowered_from;  // batch_norm lowered to a chain, ...
+    std::string lowered_from;                   // batch_norm lowered to a chain, ...
+    std::int32_t bn_scale = -1, bn_shift = -1;  // conv2d: a batch norm folded into the weights
   };
 
   void build_steps() {
@@ -582,7 +639,7 @@ class graph_compiler {
       } else {
         for (std::size_t i = 1; i < n.inputs.size(); ++i)
           if (n.inputs[i].index >= 0) s.others.push_back(n.inputs[i].index);
-        if (n.op == op_kind::linear && n.inputs.size() > 2) {
+        if ((n.op == op_kind::linear || n.op == op_kind::conv2d) && n.inputs.size() > 2) {
           s.others.pop_back();  // the bias becomes the first stage of the epilogue
           s.chain.push_back({stage_kind::bias, 0, 0, n.inputs[2].index, true});
         }
@@ -633,11 +690,22 @@ class graph_compiler {
       }
       if (!fusable_into(e.x, e, uses, step_of)) continue;
       step& p = steps_[std::size_t(step_of[std::size_t(e.x)])];
-      p.chain.insert(p.chain.end(), e.chain.begin(), e.chain.end());
+      // Batch norm right after a conv (nothing but its bias in between): fold it into the
+      // weights and bias at lowering instead of running the per-channel affine.
+      const bool fold =
+          p.op == op_kind::conv2d && e.lowered_from == "batch_norm" && p.bn_scale < 0 &&
+          (p.chain.empty() || (p.chain.size() == 1 && p.chain[0].kind == stage_kind::bias));
+      if (fold) {
+        p.bn_scale = e.chain[0].operand;
+        p.bn_shift = e.chain[1].operand;
+        p.chain.insert(p.chain.end(), e.chain.begin() + 2, e.chain.end());
+      } else {
+        p.chain.insert(p.chain.end(), e.chain.begin(), e.chain.end());
+      }
       p.fused.push_back(g_.nodes()[std::size_t(e.node)].name);
       p.fused.insert(p.fused.end(), e.fused.begin(), e.fused.end());
       d_->report.fused.push_back(
-          "fused " + g_.nodes()[std::size_t(e.node)].name + " (" +
+          std::string(fold ? "folded " : "fused ") + g_.nodes()[std::size_t(e.node)].name + " (" +
           (e.lowered_from.empty() ? std::string("eltwise") : e.lowered_from) + ") into " +
           g_.nodes()[std::size_t(p.node)].name + " (" + std::string(op_name(p.op)) + ")");
       p.out = e.out;
@@ -652,8 +720,8 @@ class graph_compiler {
     if (x < 0 || step_of[std::size_t(x)] < 0) return false;
     const step& p = steps_[std::size_t(step_of[std::size_t(x)])];
     if (!p.alive || p.out != x) return false;
-    if (p.op != op_kind::eltwise && p.op != op_kind::linear && p.op != op_kind::layer_norm &&
-        p.op != op_kind::rms_norm)
+    if (p.op != op_kind::eltwise && p.op != op_kind::linear && p.op != op_kind::conv2d &&
+        p.op != op_kind::layer_norm && p.op != op_kind::rms_norm)
       return false;
     if (uses[std::size_t(x)] != 1 || is_graph_output(x)) return false;
     if (T(x).type != dtype::f32 || T(e.out).type != dtype::f32) return false;
@@ -741,6 +809,9 @@ class graph_compiler {
           break;
         case op_kind::linear:
           lower_linear(s, n, info, cmds);
+          break;
+        case op_kind::conv2d:
+          lower_conv(s, n, info, cmds);
           break;
         case op_kind::softmax:
           lower_softmax(s, n, info, cmds);
@@ -921,6 +992,84 @@ class graph_compiler {
         lower_linear_recipe<f32>(s, n, info, cmds, "f32");
         break;
     }
+  }
+
+  /// f32 OIHW weights and bias of a conv step, with a folded batch norm applied; the chain's
+  /// leading bias stage (if any) is replaced by the folded bias.
+  void conv_weights(const step& s, std::vector<float>& w, std::vector<op_stage>& chain, index_t K,
+                    const std::string& name) {
+    w = constant_f32(s.others[0]);
+    chain = s.chain;
+    if (s.bn_scale < 0) return;
+    const auto sc = constant_f32(s.bn_scale), sh = constant_f32(s.bn_shift);
+    const index_t per = index_t(w.size()) / K;
+    for (index_t k = 0; k < K; ++k)
+      for (index_t i = 0; i < per; ++i) w[std::size_t(k * per + i)] *= sc[std::size_t(k)];
+    std::vector<float> b(static_cast<std::size_t>(K), 0.f);
+    const bool had_bias = !chain.empty() && chain[0].kind == stage_kind::bias;
+    if (had_bias) b = constant_f32(chain[0].operand);
+    for (index_t k = 0; k < K; ++k)
+      b[std::size_t(k)] = b[std::size_t(k)] * sc[std::size_t(k)] + sh[std::size_t(k)];
+    const op_stage folded{stage_kind::bias, 0, 0, new_constant(name + ".folded_bias", {K}, b),
+                          true};
+    if (had_bias)
+      chain[0] = folded;
+    else
+      chain.insert(chain.begin(), folded);
+  }
+
+  template <class Recipe, class L>
+  void lower_depthwise(const step& s, const node_desc& n, step_info& info,
+                       std::vector<plan_command>& cmds, const conv_shape& cs) {
+    using P = graph_ops::depthwise_params<Recipe, L, A, B>;
+    auto p = std::make_shared<P>();
+    std::vector<float> w;
+    std::vector<op_stage> chain;
+    conv_weights(s, w, chain, cs.k, n.name);
+    p->w = P::kernel::pack(w.data(), cs);
+    p->in = cs.in_dims();
+    p->out = cs.out_dims();
+    plan_command c;
+    c.in[0] = s.x;
+    if constexpr (std::is_same_v<Recipe, bf16>)
+      if (T(s.x).type != dtype::bf16) c.in[0] = convert_input(s, n, dtype::bf16, {}, cmds);
+    c.out = s.out;
+    if (operand_count(chain) > graph_ops::chain_max_operands)
+      fail_node(n, "too many fused operands");
+    p->stages = make_chain(chain, c, 1);
+    c.fn = &graph_ops::depthwise_cmd<Recipe, L, A, B>;
+    info.flops = cs.flops();
+    info.bytes = double(T(s.x).bytes) + double(T(s.out).bytes) + 4.0 * double(w.size());
+    c.threads = threads_for(info.bytes, info.flops);
+    c.params = own(p);
+    info.kernel = std::string("depthwise_conv2d ") +
+                  (std::is_same_v<Recipe, bf16> ? "bf16 " : "f32 ") + std::string(L::name) +
+                  (chain.empty() ? "" : " [" + chain_text(chain) + "]");
+    cmds.push_back(c);
+  }
+
+  void lower_conv(const step& s, const node_desc& n, step_info& info,
+                  std::vector<plan_command>& cmds) {
+    const plan_tensor& x = T(s.x);
+    const conv_shape cs = conv_shape_of(x, T(s.others[0]), n.conv);
+    precision pr = n.conv.prec == precision::inherit ? opt_.prec : n.conv.prec;
+    if (cs.is_depthwise()) {
+      const bool nhwc_ = x.layout == tensor_layout::nhwc;
+      if (pr == precision::bf16) {
+        if (nhwc_)
+          lower_depthwise<bf16, nhwc>(s, n, info, cmds, cs);
+        else
+          lower_depthwise<bf16, nchw>(s, n, info, cmds, cs);
+      } else {
+        // int8 depthwise runs in f32 here (its cost is memory, not arithmetic).
+        if (nhwc_)
+          lower_depthwise<f32, nhwc>(s, n, info, cmds, cs);
+        else
+          lower_depthwise<f32, nchw>(s, n, info, cmds, cs);
+      }
+      return;
+    }
+    fail_node(n, "dense / grouped conv2d has no kernel in this build yet (depthwise only)");
   }
 
   void lower_softmax(const step& s, const node_desc& n, step_info& info,
