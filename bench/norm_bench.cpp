@@ -1,7 +1,8 @@
 // Normalization benchmark: softmax, layer norm and RMS norm over the last axis of a 4096 x 1024
 // f32 matrix (and bf16 rows), kfuse vs oneDNN (softmax_forward / layer_normalization_forward
 // with scale + shift) vs a plain hand-written AVX-512 loop (intrinsics, two passes over memory,
-// OpenMP for 2 threads), 1 and 2 threads, side by side in one run.
+// OpenMP for 2 threads; also a variant with streaming stores, loop_nt), 1 and 2 threads, side by
+// side in one run.
 //
 //   name: <op>_<dtype>/<impl>/<threads>     counters: GB/s (one read of the input + one write
 //   of the output: 8 B per f32 element, 4 B per bf16 element), label: the path that ran.
@@ -239,6 +240,88 @@ inline void loop_norm_row(const float* x, float* y, const float* g, const float*
   }
 }
 
+// The same loops with non-temporal stores (what kfuse does for outputs of 8 MiB and more):
+// softmax keeps exp(x - max) in an L1 buffer and streams the scaled row out.
+inline void loop_softmax_row_nt(const float* x, float* y) {
+  alignas(64) float buf[cols];
+  __m512 m0 = _mm512_loadu_ps(x), m1 = m0, m2 = m0, m3 = m0;
+  for (index_t j = 0; j < cols; j += 64) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + j));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + j + 16));
+    m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + j + 32));
+    m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + j + 48));
+  }
+  const __m512 vm = _mm512_set1_ps(
+      _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (index_t j = 0; j < cols; j += 64) {
+    const __m512 e0 = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
+    const __m512 e1 = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), vm));
+    const __m512 e2 = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j + 32), vm));
+    const __m512 e3 = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j + 48), vm));
+    _mm512_store_ps(buf + j, e0);
+    _mm512_store_ps(buf + j + 16, e1);
+    _mm512_store_ps(buf + j + 32, e2);
+    _mm512_store_ps(buf + j + 48, e3);
+    s0 = _mm512_add_ps(s0, e0);
+    s1 = _mm512_add_ps(s1, e1);
+    s2 = _mm512_add_ps(s2, e2);
+    s3 = _mm512_add_ps(s3, e3);
+  }
+  const __m512 r = _mm512_set1_ps(
+      1.f / _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3))));
+  for (index_t j = 0; j < cols; j += 32) {
+    _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_load_ps(buf + j), r));
+    _mm512_stream_ps(y + j + 16, _mm512_mul_ps(_mm512_load_ps(buf + j + 16), r));
+  }
+}
+
+inline void loop_layer_norm_row_nt(const float* x, float* y, const float* g, const float* b) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, q0 = s0, q1 = s0;
+  for (index_t j = 0; j < cols; j += 32) {
+    const __m512 a = _mm512_loadu_ps(x + j), c = _mm512_loadu_ps(x + j + 16);
+    s0 = _mm512_add_ps(s0, a);
+    s1 = _mm512_add_ps(s1, c);
+    q0 = _mm512_fmadd_ps(a, a, q0);
+    q1 = _mm512_fmadd_ps(c, c, q1);
+  }
+  const float mean = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / float(cols);
+  const float var = _mm512_reduce_add_ps(_mm512_add_ps(q0, q1)) / float(cols) - mean * mean;
+  const __m512 vm = _mm512_set1_ps(mean), r = _mm512_set1_ps(1.f / std::sqrt(var + eps));
+  for (index_t j = 0; j < cols; j += 32) {
+    const __m512 a = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm), r);
+    const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), vm), r);
+    _mm512_stream_ps(y + j, _mm512_fmadd_ps(a, _mm512_loadu_ps(g + j), _mm512_loadu_ps(b + j)));
+    _mm512_stream_ps(y + j + 16,
+                     _mm512_fmadd_ps(c, _mm512_loadu_ps(g + j + 16), _mm512_loadu_ps(b + j + 16)));
+  }
+}
+
+template <op O>
+void BM_loop_nt(benchmark::State& st) {
+  auto& d = data();
+  const int threads = int(st.range(0));
+  const float *x = d.x.p, *g = d.gamma.data(), *b = d.beta.data();
+  float* y = d.y.p;
+  for (auto _ : st) {
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for schedule(static)
+      for (index_t r = 0; r < rows; ++r) {
+        if constexpr (O == op::softmax)
+          loop_softmax_row_nt(x + r * cols, y + r * cols);
+        else
+          loop_layer_norm_row_nt(x + r * cols, y + r * cols, g, b);
+      }
+      _mm_sfence();
+    }
+    benchmark::ClobberMemory();
+  }
+  st.SetLabel("AVX-512 intrinsics, streaming stores, OpenMP " + std::to_string(threads) + "T");
+  set_bytes(st, 8.0);
+  verify(st, O, x, y);
+}
+
 template <op O>
 void BM_loop(benchmark::State& st) {
   auto& d = data();
@@ -322,12 +405,14 @@ int main(int argc, char** argv) {
   add("softmax_f32/onednn", BM_onednn<op::softmax>);
 #endif
   add("softmax_f32/loop", BM_loop<op::softmax>);
+  add("softmax_f32/loop_nt", BM_loop_nt<op::softmax>);
   add("layer_norm_f32/kfuse",
       [](benchmark::State& s) { BM_kfuse<op::layer_norm, float>(s, softmax_method::automatic); });
 #if KFUSE_BENCH_HAVE_DNNL
   add("layer_norm_f32/onednn", BM_onednn<op::layer_norm>);
 #endif
   add("layer_norm_f32/loop", BM_loop<op::layer_norm>);
+  add("layer_norm_f32/loop_nt", BM_loop_nt<op::layer_norm>);
   add("rms_norm_f32/kfuse",
       [](benchmark::State& s) { BM_kfuse<op::rms_norm, float>(s, softmax_method::automatic); });
   add("rms_norm_f32/loop", BM_loop<op::rms_norm>);

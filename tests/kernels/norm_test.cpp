@@ -293,3 +293,39 @@ TEST_CASE("layer_norm / rms_norm: bad inputs throw naming the problem", "[norm]"
       },
       "layer_norm", "stage 'bias': 5 bias values for 6 channels");
 }
+
+TEST_CASE("layer_norm / rms_norm: large aligned f32 outputs use streaming stores", "[norm]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(27);
+  const index_t rows = 2048, cols = 1024, n = rows * cols;  // 8 MiB of output
+  const auto x = random_values<float>(n, rng, -3.f, 5.f);
+  const bool streams = !std::is_same_v<test_arch, kfuse::arch::generic>;
+  const kfuse::layer_norm_params p{{gammas.data(), std::size_t(cols)},
+                                   {betas.data(), std::size_t(cols)}};
+  for_each_backend([&](auto bk) {
+    using B = decltype(bk);
+    guarded<float> aligned(n, 0xff, 0), unaligned(n, 0xff, 1);
+    const epilogue<kfuse::relu> relu{{}};
+    const auto s = kfuse::layer_norm<test_arch, B>(x.data(), aligned.data, rows, cols, p, relu);
+    const auto u = kfuse::layer_norm<test_arch, B>(x.data(), unaligned.data, rows, cols, p, relu);
+    CHECK(u.micro_kernel == "rows (shifted sums)");
+    CHECK(s.micro_kernel ==
+          (streams ? "rows (shifted sums), streaming stores" : "rows (shifted sums)"));
+    REQUIRE(aligned.guards_intact());
+    CHECK(std::memcmp(aligned.data, unaligned.data, sizeof(float) * std::size_t(n)) == 0);
+    const auto rs = kfuse::rms_norm<test_arch, B>(x.data(), aligned.data, rows, cols);
+    const auto ru = kfuse::rms_norm<test_arch, B>(x.data(), unaligned.data, rows, cols);
+    CHECK(ru.micro_kernel == "rms rows");
+    CHECK(rs.micro_kernel == (streams ? "rms rows, streaming stores" : "rms rows"));
+    CHECK(std::memcmp(aligned.data, unaligned.data, sizeof(float) * std::size_t(n)) == 0);
+  });
+  // One full check against the reference (the streaming path).
+  std::vector<float> xs(x.begin(), x.begin() + 4 * cols);
+  guarded<float> y(n, 0xff, 0);
+  kfuse::layer_norm<test_arch>(x.data(), y.data, rows, cols, p);
+  const auto ref = ref_norm<false>(xs, 4, cols, {true, true}, 1e-5f, epilogue<>{});
+  int bad = 0;
+  for (index_t i = 0; i < 4 * cols; ++i)
+    bad += !(std::fabs(y.data[i] - ref[std::size_t(i)]) <= tolerance<float>(ref[std::size_t(i)]));
+  CHECK(bad == 0);
+}

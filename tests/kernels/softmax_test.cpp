@@ -306,3 +306,34 @@ TEST_CASE("softmax: bad inputs throw naming the problem", "[softmax]") {
       },
       "axis 4 is out of range");
 }
+
+TEST_CASE("softmax: large aligned f32 outputs use streaming stores, same results", "[softmax]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(17);
+  const index_t rows = 2048, cols = 1024, n = rows * cols;  // 8 MiB of output
+  const auto x = random_values<float>(n, rng, -8.f, 8.f);
+  const bool streams = !std::is_same_v<test_arch, kfuse::arch::generic>;
+  for_each_backend([&](auto b) {
+    using B = decltype(b);
+    for (auto so : {cached, online, kfuse::softmax_options{true}}) {
+      guarded<float> aligned(n, 0xff, 0), unaligned(n, 0xff, 1);
+      const auto s = kfuse::softmax<test_arch, B>(x.data(), aligned.data, rows, cols, so);
+      const auto u = kfuse::softmax<test_arch, B>(x.data(), unaligned.data, rows, cols, so);
+      const std::string_view method =
+          so.method == kfuse::softmax_method::online ? "online rows" : "cached rows";
+      CHECK(u.micro_kernel == method);
+      CHECK(s.micro_kernel ==
+            (streams ? std::string(method) + ", streaming stores" : std::string(method)));
+      REQUIRE(aligned.guards_intact());
+      CHECK(std::memcmp(aligned.data, unaligned.data, sizeof(float) * std::size_t(n)) == 0);
+    }
+  });
+  // One full check against the reference.
+  guarded<float> y(n, 0xff, 0);
+  kfuse::softmax<test_arch>(x.data(), y.data, rows, cols);
+  const auto ref = ref_softmax(x.data(), {rows, cols}, 1, false);
+  int bad = 0;
+  for (index_t i = 0; i < n; ++i)
+    bad += !(std::fabs(y.data[i] - ref[std::size_t(i)]) <= tolerance<float>(ref[std::size_t(i)]));
+  CHECK(bad == 0);
+}

@@ -25,6 +25,7 @@
 //  - rms_norm sums squares the same way (no cancellation to guard against).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
@@ -101,6 +102,73 @@ KFUSE_INLINE float lane_sum(V v) {
 template <class V>
 KFUSE_INLINE float lane_max(V v) {
   return lane_reduce<typename V::impl>::max(v.r);
+}
+
+// Non-temporal (streaming) f32 stores: a large output that will not stay in cache is written
+// without reading its lines first (a normal store reads each line for ownership: 3 memory
+// transfers per element instead of 2). xsimd 8 does not wrap vmovntps, so x86 intrinsics;
+// Highway has Stream. Shared with softmax.hpp.
+template <class I>
+struct stream_ops {
+  static constexpr bool available = false;
+};
+#if KFUSE_X86
+template <class XA>
+struct stream_ops<simd::xsimd_impl<XA>> {
+  using reg = typename simd::xsimd_impl<XA>::reg;
+  static constexpr bool available = true;
+  static KFUSE_INLINE void store(float* p, reg v) {  // p aligned to the vector size
+#if KFUSE_TIER >= KFUSE_TIER_AVX512
+    if constexpr (reg::size == 16) return _mm512_stream_ps(p, v);
+#endif
+#if KFUSE_TIER >= KFUSE_TIER_AVX2
+    if constexpr (reg::size == 8) return _mm256_stream_ps(p, v);
+#endif
+    if constexpr (reg::size == 4) return _mm_stream_ps(p, v);
+  }
+};
+#if KFUSE_WITH_HWY
+template <>
+struct stream_ops<simd::hwy_impl> {
+  static constexpr bool available = true;
+  static KFUSE_INLINE void store(float* p, simd::hwy_impl::reg v) {
+    simd::hn::Stream(v, simd::hwy_impl::D(), p);
+  }
+};
+#endif
+#endif
+
+/// Outputs of at least this many bytes are written with streaming stores (where the output is
+/// f32, vector-aligned and its rows are whole vectors): a quarter of the L3 of the machine this
+/// was tuned on; smaller outputs stay in cache for the next operation.
+inline constexpr index_t stream_min_bytes = index_t(8) << 20;
+
+template <class V, class Out>
+bool use_streaming_stores(const Out* out, index_t rows, index_t cols) {
+  if constexpr (!std::is_same_v<Out, float> || !stream_ops<typename V::impl>::available) {
+    return false;
+  } else {
+    constexpr index_t vbytes = index_t(sizeof(float)) * V::lanes;
+    return rows * cols * index_t(sizeof(float)) >= stream_min_bytes &&
+           reinterpret_cast<std::uintptr_t>(out) % std::uintptr_t(vbytes) == 0 &&
+           (cols * index_t(sizeof(float))) % vbytes == 0;
+  }
+}
+
+template <bool Stream, class T, class V>
+KFUSE_INLINE void store_row(T* p, V v) {
+  if constexpr (Stream)
+    stream_ops<typename V::impl>::store(p, v.r);
+  else
+    simd::store(p, v);
+}
+
+/// Orders this thread's streaming stores before the parallel_for hand-back (release/acquire
+/// does not order them).
+inline void stream_fence() {
+#if KFUSE_X86
+  _mm_sfence();
+#endif
 }
 
 enum : int { norm_gamma = 1, norm_beta = 2 };
@@ -217,7 +285,7 @@ KFUSE_INLINE row_stats rms_norm_stats(const In* x, index_t n, float eps) {
 }
 
 // y = epilogue(affine((x - mean) * rstd)) over one row whose first element has flat index i0.
-template <class V, int Affine, bool Centered, class In, class Out, class Ep>
+template <class V, int Affine, bool Centered, bool Stream, class In, class Out, class Ep>
 KFUSE_INLINE void norm_apply_row(const In* KFUSE_RESTRICT x, Out* KFUSE_RESTRICT y, index_t n,
                                  index_t i0, row_stats st, const float* gamma, const float* beta,
                                  const Ep& ep) {
@@ -241,11 +309,11 @@ KFUSE_INLINE void norm_apply_row(const In* KFUSE_RESTRICT x, Out* KFUSE_RESTRICT
   for (; j + 2 * L <= n; j += 2 * L) {
     const V a = one(simd::load<V>(x + j), j, L);
     const V b = one(simd::load<V>(x + j + L), j + L, L);
-    simd::store(y + j, a);
-    simd::store(y + j + L, b);
+    store_row<Stream>(y + j, a);
+    store_row<Stream>(y + j + L, b);
   }
-  for (; j + L <= n; j += L) simd::store(y + j, one(simd::load<V>(x + j), j, L));
-  if (j < n) {
+  for (; j + L <= n; j += L) store_row<Stream>(y + j, one(simd::load<V>(x + j), j, L));
+  if (j < n) {  // never with Stream: streamed rows are whole vectors
     const int rest = int(n - j);
     simd::store_partial(y + j, one(simd::load_partial<V>(x + j, rest), j, rest), rest);
   }
@@ -287,7 +355,8 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
   constexpr index_t target = index_t(1) << 14;  // ~64 KiB of f32 input per chunk
   const index_t grain = std::max<index_t>(1, target / cols);
   const int affine = (gamma.empty() ? 0 : norm_gamma) | (beta.empty() ? 0 : norm_beta);
-  auto run = [&]<int Affine>() {
+  const bool stream = use_streaming_stores<V>(out, rows, cols);
+  auto rows_with = [&]<int Affine, bool Stream>() {
     parallel_for(
         0, rows, grain,
         [&](range r, int) {
@@ -295,11 +364,18 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
             const In* x = in + row * cols;
             const row_stats st =
                 Rms ? rms_norm_stats<V>(x, cols, eps) : layer_norm_stats<V>(x, cols, eps);
-            norm_apply_row<V, Affine, !Rms>(x, out + row * cols, cols, row * cols, st, gamma.data(),
-                                            beta.data(), ep);
+            norm_apply_row<V, Affine, !Rms, Stream>(x, out + row * cols, cols, row * cols, st,
+                                                    gamma.data(), beta.data(), ep);
           }
+          if constexpr (Stream) stream_fence();
         },
         opt.threads);
+  };
+  auto run = [&]<int Affine>() {
+    if constexpr (std::is_same_v<Out, float> && stream_ops<typename V::impl>::available) {
+      if (stream) return rows_with.template operator()<Affine, true>();
+    }
+    rows_with.template operator()<Affine, false>();
   };
   switch (affine) {
     case norm_gamma | norm_beta:
@@ -316,8 +392,9 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
       break;
   }
   const int used = int(std::min<index_t>(pool_threads(opt.threads), (rows + grain - 1) / grain));
-  return run_info{k, A::name, simd::impl_name<A, B>(), Rms ? "rms rows" : "rows (shifted sums)",
-                  used};
+  const char* mk = Rms ? (stream ? "rms rows, streaming stores" : "rms rows")
+                       : (stream ? "rows (shifted sums), streaming stores" : "rows (shifted sums)");
+  return run_info{k, A::name, simd::impl_name<A, B>(), mk, used};
 }
 
 template <class In, class Out>

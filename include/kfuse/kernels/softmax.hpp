@@ -52,6 +52,10 @@ enum class softmax_method {
 /// 32 Ki f32 = 128 KiB, well inside the L2 share of a core.
 inline constexpr index_t softmax_cached_row_limit = index_t(1) << 15;
 
+/// Cached rows up to this length (elements) keep exp(x - max) in a 32 KiB stack buffer when the
+/// output is written with streaming stores (kfuse::detail::stream_min_bytes and up).
+inline constexpr index_t softmax_stream_row_limit = index_t(1) << 13;
+
 struct softmax_options {
   bool log = false;  // log_softmax
   softmax_method method = softmax_method::automatic;
@@ -134,31 +138,37 @@ KFUSE_INLINE float row_exp_sum(const In* x, float* y, index_t n, float m) {
 }
 
 // y = f(x) over the row, with f a V -> V map (the last pass).
-template <class V, class In, class Out, class F>
+// With Stream, y is vector-aligned, n a whole number of vectors, and the stores non-temporal.
+template <class V, bool Stream = false, class In, class Out, class F>
 KFUSE_INLINE void row_map(const In* x, Out* y, index_t n, F f) {
   constexpr int L = V::lanes;
   index_t j = 0;
   for (; j + 2 * L <= n; j += 2 * L) {
     const V a = f(simd::load<V>(x + j));
     const V b = f(simd::load<V>(x + j + L));
-    simd::store(y + j, a);
-    simd::store(y + j + L, b);
+    store_row<Stream>(y + j, a);
+    store_row<Stream>(y + j + L, b);
   }
-  for (; j + L <= n; j += L) simd::store(y + j, f(simd::load<V>(x + j)));
+  for (; j + L <= n; j += L) store_row<Stream>(y + j, f(simd::load<V>(x + j)));
   if (j < n) {
     const int r = int(n - j);
     simd::store_partial(y + j, f(simd::load_partial<V>(x + j, r)), r);
   }
 }
 
-template <class V, class In, class Out>
-void softmax_row_cached(const In* x, Out* y, index_t n, bool log) {
+// With Stream, exp(x - m) goes to `scratch` (n <= softmax_stream_row_limit, in L1) and the
+// last pass writes y with streaming stores.
+template <class V, bool Stream, class In, class Out>
+void softmax_row_cached(const In* x, Out* y, index_t n, bool log, float* scratch) {
   const float m = row_max<V>(x, n);
   const V vm(m);
   if (log) {
     // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round at the scale of m.
     const V ls(std::log(row_exp_sum<V, false>(x, nullptr, n, m)));
-    row_map<V>(x, y, n, [&](V v) { return (v - vm) - ls; });
+    row_map<V, Stream>(x, y, n, [&](V v) { return (v - vm) - ls; });
+  } else if constexpr (Stream) {
+    const V r(1.f / row_exp_sum<V, true>(x, scratch, n, m));
+    row_map<V, true>(static_cast<const float*>(scratch), y, n, [&](V v) { return v * r; });
   } else if constexpr (std::is_same_v<Out, float>) {
     const V r(1.f / row_exp_sum<V, true>(x, y, n, m));
     row_map<V>(static_cast<const float*>(y), y, n, [&](V v) { return v * r; });
@@ -169,7 +179,7 @@ void softmax_row_cached(const In* x, Out* y, index_t n, bool log) {
 }
 
 // ------------------------------------------------------------------------- last axis, online
-template <class V, class In, class Out>
+template <class V, bool Stream, class In, class Out>
 void softmax_row_online(const In* x, Out* y, index_t n, bool log) {
   constexpr int L = V::lanes;
   // Per lane: running max m and sum s of exp(x - m). -FLT_MAX, not -inf, so that a lane that
@@ -209,10 +219,10 @@ void softmax_row_online(const In* x, Out* y, index_t n, bool log) {
   const V vm(mx);
   if (log) {
     const V ls(float(std::log(sum)));
-    row_map<V>(x, y, n, [&](V v) { return (v - vm) - ls; });
+    row_map<V, Stream>(x, y, n, [&](V v) { return (v - vm) - ls; });
   } else {
     const V r(float(1.0 / sum));
-    row_map<V>(x, y, n, [&](V v) { return softmax_exp(v - vm) * r; });
+    row_map<V, Stream>(x, y, n, [&](V v) { return softmax_exp(v - vm) * r; });
   }
 }
 
@@ -326,20 +336,36 @@ run_info softmax_impl(const In* in, Out* out, index_t outer, index_t axis, index
     const bool online = so.method == softmax_method::online ||
                         (so.method == softmax_method::automatic && axis > softmax_cached_row_limit);
     const index_t grain = std::max<index_t>(1, target / axis);
-    parallel_for(
-        0, outer, grain,
-        [&](range r, int) {
-          for (index_t row = r.begin; row < r.end; ++row) {
-            if (online)
-              softmax_row_online<V>(in + row * axis, out + row * axis, axis, so.log);
-            else
-              softmax_row_cached<V>(in + row * axis, out + row * axis, axis, so.log);
-          }
-        },
-        opt.threads);
+    const bool stream =
+        use_streaming_stores<V>(out, outer, axis) && (online || axis <= softmax_stream_row_limit);
+    auto rows_with = [&]<bool Stream>() {
+      parallel_for(
+          0, outer, grain,
+          [&](range r, int) {
+            alignas(64) float scratch[Stream ? softmax_stream_row_limit : 1];
+            for (index_t row = r.begin; row < r.end; ++row) {
+              if (online)
+                softmax_row_online<V, Stream>(in + row * axis, out + row * axis, axis, so.log);
+              else
+                softmax_row_cached<V, Stream>(in + row * axis, out + row * axis, axis, so.log,
+                                              scratch);
+            }
+            if constexpr (Stream) stream_fence();
+          },
+          opt.threads);
+    };
+    if constexpr (std::is_same_v<Out, float> && stream_ops<typename V::impl>::available) {
+      if (stream)
+        rows_with.template operator()<true>();
+      else
+        rows_with.template operator()<false>();
+    } else {
+      rows_with.template operator()<false>();
+    }
     const int used = int(std::min<index_t>(pool, (outer + grain - 1) / grain));
-    return run_info{k, A::name, simd::impl_name<A, B>(), online ? "online rows" : "cached rows",
-                    used};
+    const char* mk = online ? (stream ? "online rows, streaming stores" : "online rows")
+                            : (stream ? "cached rows, streaming stores" : "cached rows");
+    return run_info{k, A::name, simd::impl_name<A, B>(), mk, used};
   }
   const index_t group = 4 * L;
   const index_t groups = (inner + group - 1) / group;
