@@ -1,0 +1,503 @@
+#pragma once
+// pool2d<Elem, Layout, Arch, Epilogue, Backend>: max, average (count_include_pad either way,
+// ceil mode) and global max / average pooling, with optional epilogue stages fused before the
+// store.
+//
+//   kfuse::pool_shape ps{.n = 1, .c = 64, .h = 56, .w = 56, .kind = kfuse::pool_kind::max,
+//                        .r = 3, .s = 3, .stride_h = 2, .stride_w = 2,
+//                        .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1};
+//   kfuse::pool2d<kfuse::f32, kfuse::nhwc>::run(kfuse::view<kfuse::nhwc>(x, ps.in_dims()), ps,
+//                                               kfuse::view<kfuse::nhwc>(y, ps.out_dims()));
+//
+// Elem is the storage tag: f32, bf16 (f32 compute), i8 / u8 (the same quantization in and out,
+// zero point given to run()): max is exact; the average is the mean of the real values (padding
+// counts as real zero when count_include_pad) rounded half to even, exact for windows of up to
+// 16384 elements (global pooling: any size, summed in double). Max propagates NaN like PyTorch.
+// NHWC: lanes are channels, each output pixel reads its valid window taps (loop bounds, no
+// per-tap branch). NCHW: lanes are output pixels of a row; the input rows a block of output rows
+// reads are copied once into a padded f32 scratch (padding -inf for max, 0 for average) split
+// into stride phases, so every tap is a contiguous load.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kfuse/config/macros.hpp"
+#include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/checks.hpp"
+#include "kfuse/kernels/pool_shape.hpp"
+#include "kfuse/kernels/run_info.hpp"
+#include "kfuse/layout/tensor_view.hpp"
+#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/types/convert.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+struct pool_geom {
+  index_t n, c, h, w, oh, ow, r, s, sh, sw, pt, pl;
+  bool is_max;
+  float zp;           // average over integers: values enter as q - zp, the result gets + zp
+  const float* hcnt;  // average: divisor factor of each output row
+  const float* wcnt;  // ... and of each output column (the divisor is their product)
+};
+
+/// Max that keeps a NaN once seen (PyTorch's max pooling propagates NaN).
+template <class V>
+KFUSE_INLINE V pool_max(V acc, V x) {
+  return simd::select(acc <= acc, simd::max(acc, x), acc);
+}
+
+template <class V, bool Partial, class T>
+KFUSE_INLINE V pool_load(const T* p, int n, const pool_geom& g) {
+  V x = Partial ? simd::load_partial<V>(p, n) : simd::load<V>(p);
+  if constexpr (std::is_integral_v<T>)
+    if (!g.is_max) x = x - V(g.zp);
+  return x;
+}
+
+/// First tap t in [0, taps) with start + t >= 0, and one past the last with start + t < extent.
+inline void pool_valid_taps(index_t start, index_t taps, index_t extent, index_t& t0, index_t& t1) {
+  t0 = std::max<index_t>(0, -start);
+  t1 = std::max(t0, std::min(taps, extent - start));
+}
+
+// ------------------------------------------------------------------------------------ NHWC
+/// One output pixel, NV channel vectors from c0 (one vector of cn lanes when Partial).
+template <class V, bool IsMax, int NV, bool Partial, class T, class Out, class Ep>
+KFUSE_INLINE void pool_nhwc_px(const T* img, const pool_geom& g, index_t r0, index_t r1, index_t s0,
+                               index_t s1, index_t ih0, index_t iw0, index_t c0, int cn,
+                               float count, Out* out, index_t flat, const Ep& ep) {
+  constexpr int L = V::lanes;
+  V acc[NV];
+  const V init(IsMax ? -std::numeric_limits<float>::infinity() : 0.f);
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc[v] = init;
+  for (index_t r = r0; r < r1; ++r) {
+    const T* row = img + ((ih0 + r) * g.w) * g.c + c0;
+    for (index_t s = s0; s < s1; ++s) {
+      const T* px = row + (iw0 + s) * g.c;
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const V x = pool_load<V, Partial>(px + v * L, cn, g);
+        acc[v] = IsMax ? pool_max(acc[v], x) : acc[v] + x;
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    V y = acc[v];
+    if constexpr (!IsMax) y = y / V(count) + V(g.zp);
+    const lane_ctx<V, true> ctx{flat + v * L, c0 + v * L, Partial ? cn : L};
+    y = apply(ep, y, ctx);
+    if constexpr (Partial)
+      simd::store_partial(out + flat + v * L, y, cn);
+    else
+      simd::store(out + flat + v * L, y);
+  }
+}
+
+template <class V, bool IsMax, class T, class Out, class Ep>
+KFUSE_INLINE void pool_nhwc_row(const T* in, const pool_geom& g, index_t n, index_t oh, Out* out,
+                                const Ep& ep) {
+  constexpr int L = V::lanes, CV = 4;
+  const index_t C = g.c;
+  const T* img = in + n * g.h * g.w * C;
+  const index_t ih0 = oh * g.sh - g.pt;
+  index_t r0, r1;
+  pool_valid_taps(ih0, g.r, g.h, r0, r1);
+  for (index_t ow = 0; ow < g.ow; ++ow) {
+    const index_t iw0 = ow * g.sw - g.pl;
+    index_t s0, s1;
+    pool_valid_taps(iw0, g.s, g.w, s0, s1);
+    const float count = IsMax ? 1.f : g.hcnt[oh] * g.wcnt[ow];
+    const index_t flat = ((n * g.oh + oh) * g.ow + ow) * C;
+    index_t c0 = 0;
+    for (; c0 + CV * L <= C; c0 += CV * L)
+      pool_nhwc_px<V, IsMax, CV, false>(img, g, r0, r1, s0, s1, ih0, iw0, c0, L, count, out,
+                                        flat + c0, ep);
+    for (; c0 + L <= C; c0 += L)
+      pool_nhwc_px<V, IsMax, 1, false>(img, g, r0, r1, s0, s1, ih0, iw0, c0, L, count, out,
+                                       flat + c0, ep);
+    if (c0 < C) {
+      if (C >= L)  // the last vector ends at C, overlapping the one before (same values)
+        pool_nhwc_px<V, IsMax, 1, false>(img, g, r0, r1, s0, s1, ih0, iw0, C - L, L, count, out,
+                                         flat + C - L, ep);
+      else
+        pool_nhwc_px<V, IsMax, 1, true>(img, g, r0, r1, s0, s1, ih0, iw0, c0, int(C - c0), count,
+                                        out, flat + c0, ep);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------ NCHW
+/// Per-thread scratch that persists across calls (no per-call page faults).
+inline float* pool_thread_scratch(std::size_t floats) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < floats) buf.resize(floats);
+  return buf.data();
+}
+
+/// Rows [ih_lo, ih_lo + rows) of one plane as `sw` phases of `pitch` floats per row: phase k,
+/// element e = padded column e * sw + k; padding and rows outside the input hold `pad`.
+template <class V, class T>
+KFUSE_INLINE void pool_fill_rows(const T* plane, const pool_geom& g, float* dst, index_t ih_lo,
+                                 index_t rows, index_t pitch, float pad) {
+  constexpr int L = V::lanes;
+  const index_t row_stride = g.sw * pitch;
+  const V padv(pad);
+  for (index_t j = 0; j < rows; ++j, dst += row_stride) {
+    const index_t ih = ih_lo + j;
+    if (ih < 0 || ih >= g.h) {
+      for (index_t e = 0; e < row_stride; ++e) dst[e] = pad;
+      continue;
+    }
+    const T* src = plane + ih * g.w;
+    if (g.sw == 1) {
+      const index_t lead = std::min(g.pl, pitch), len = std::min(g.w, pitch - lead);
+      for (index_t e = 0; e < lead; ++e) dst[e] = pad;
+      index_t x = 0;
+      for (; x + L <= len; x += L) simd::store(dst + lead + x, pool_load<V, false>(src + x, L, g));
+      if (x < len)
+        simd::store_partial(dst + lead + x, pool_load<V, true>(src + x, int(len - x), g),
+                            int(len - x));
+      for (index_t e = lead + len; e < pitch; ++e) dst[e] = pad;
+    } else {
+      for (index_t k = 0; k < g.sw; ++k)
+        for (index_t e = 0; e < pitch; ++e) {
+          const index_t iw = e * g.sw + k - g.pl;
+          float v = pad;
+          if (iw >= 0 && iw < g.w) {
+            v = to_float(src[iw]);
+            if constexpr (std::is_integral_v<T>)
+              if (!g.is_max) v -= g.zp;
+          }
+          dst[k * pitch + e] = v;
+        }
+    }
+  }
+}
+
+/// Output rows [oh_a, oh_b) of plane (n, c).
+template <class V, bool IsMax, class T, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_block(const T* in, const pool_geom& g, index_t n, index_t c,
+                                  index_t oh_a, index_t oh_b, Out* out, const Ep& ep) {
+  constexpr int L = V::lanes;
+  const index_t nvec = (g.ow + L - 1) / L;
+  const index_t pitch = nvec * L + (g.s - 1) / g.sw + 1, row_stride = g.sw * pitch;
+  const index_t ih_lo = oh_a * g.sh - g.pt, rows = (oh_b - 1 - oh_a) * g.sh + g.r;
+  float* sc = pool_thread_scratch(std::size_t(rows * row_stride));
+  const float pad = IsMax ? -std::numeric_limits<float>::infinity() : 0.f;
+  pool_fill_rows<V>(in + (n * g.c + c) * g.h * g.w, g, sc, ih_lo, rows, pitch, pad);
+  const index_t plane_flat = (n * g.c + c) * g.oh * g.ow;
+  for (index_t oh = oh_a; oh < oh_b; ++oh) {
+    const float* base = sc + (oh - oh_a) * g.sh * row_stride;
+    for (index_t q = 0; q < nvec; ++q) {
+      // The last vector of a row ends at the row's end (overlapping the one before).
+      const index_t col = g.ow >= L ? std::min<index_t>(q * L, g.ow - L) : 0;
+      V acc(pad);
+      for (index_t r = 0; r < g.r; ++r) {
+        const float* rowp = base + r * row_stride + col;
+        for (index_t s = 0; s < g.s; ++s) {
+          const V x = simd::load<V>(rowp + (s % g.sw) * pitch + s / g.sw);
+          acc = IsMax ? pool_max(acc, x) : acc + x;
+        }
+      }
+      if constexpr (!IsMax) {
+        const int nc = int(std::min<index_t>(L, g.ow - col));
+        const V wc =
+            nc == L ? simd::load<V>(g.wcnt + col) : simd::load_partial<V>(g.wcnt + col, nc);
+        // Lanes past the row (only when the row is shorter than a vector) divide by 0 harmlessly
+        // and are never stored.
+        acc = acc / (wc * V(g.hcnt[oh])) + V(g.zp);
+      }
+      const index_t flat = plane_flat + oh * g.ow + col;
+      if (g.ow >= L) {
+        const lane_ctx<V, false> ctx{flat, c, L};
+        simd::store(out + flat, apply(ep, acc, ctx));
+      } else {
+        const int nc = int(g.ow);
+        const lane_ctx<V, false> ctx{flat, c, nc};
+        simd::store_partial(out + flat, apply(ep, acc, ctx), nc);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------- global
+/// Channels [c_lo, c_hi) of image n: each channel's max or mean (sums in f32 chunks of at most
+/// 32768 values, exact for integers, added up in double), then the epilogue over channel
+/// vectors and the store (the 1x1 output is N x C in either layout).
+template <class V, class L, class T, class Out, class Ep>
+KFUSE_INLINE void pool_global(const T* in, const pool_geom& g, index_t n, index_t c_lo,
+                              index_t c_hi, bool integer_round, Out* out, const Ep& ep) {
+  constexpr int Lanes = V::lanes;
+  constexpr index_t chunk = 32768;
+  const index_t hw = g.h * g.w;
+  alignas(64) float res[64];
+  alignas(64) float lanes[Lanes];
+  const double count = double(hw);
+  auto finish = [&](double v) {
+    if (g.is_max) return float(v);
+    const double mean = v / count;
+    return float(integer_round ? std::nearbyint(mean) : mean);
+  };
+  if constexpr (std::is_same_v<L, nchw>) {
+    for (index_t c = c_lo; c < c_hi; ++c) {
+      const T* p = in + (n * g.c + c) * hw;
+      const float init = g.is_max ? -std::numeric_limits<float>::infinity() : 0.f;
+      double total = init;
+      bool nan = false;
+      for (index_t b = 0; b < hw; b += chunk * Lanes) {
+        const index_t e = std::min(hw, b + chunk * Lanes);
+        V acc(init);
+        index_t i = b;
+        for (; i + Lanes <= e; i += Lanes) {
+          const V x = simd::load<V>(p + i);
+          acc = g.is_max ? pool_max(acc, x) : acc + x;
+        }
+        if (i < e) {  // the tail: only its first e - i lanes are values
+          const V x = simd::load_partial<V>(p + i, int(e - i));
+          if (g.is_max) {
+            simd::store(lanes, x);
+            for (index_t k = 0; k < e - i; ++k) {
+              nan = nan || lanes[k] != lanes[k];
+              total = std::max(total, double(lanes[k]));
+            }
+          } else {
+            acc = acc + x;  // the zero fill adds nothing
+          }
+        }
+        simd::store(lanes, acc);
+        for (int k = 0; k < Lanes; ++k) {
+          if (g.is_max) {
+            nan = nan || lanes[k] != lanes[k];
+            total = std::max(total, double(lanes[k]));
+          } else {
+            total += double(lanes[k]);
+          }
+        }
+      }
+      res[c - c_lo] = nan ? std::numeric_limits<float>::quiet_NaN() : finish(total);
+    }
+  } else {
+    // NHWC: channel vectors over the pixels.
+    for (index_t c0 = c_lo; c0 < c_hi; c0 += Lanes) {
+      const int nc = int(std::min<index_t>(Lanes, c_hi - c0));
+      const T* p = in + n * hw * g.c + c0;
+      const float init = g.is_max ? -std::numeric_limits<float>::infinity() : 0.f;
+      double total[Lanes];
+      for (int k = 0; k < Lanes; ++k) total[k] = init;
+      for (index_t b = 0; b < hw; b += chunk) {
+        const index_t e = std::min(hw, b + chunk);
+        V acc(init);
+        for (index_t i = b; i < e; ++i) {
+          V x;
+          if (Lanes == 1 || nc == Lanes)
+            x = simd::load<V>(p + i * g.c);
+          else if constexpr (Lanes > 1)
+            x = simd::load_partial<V>(p + i * g.c, nc);
+          acc = g.is_max ? pool_max(acc, x) : acc + x;
+        }
+        simd::store(lanes, acc);
+        for (int k = 0; k < Lanes; ++k) {
+          if (!g.is_max)
+            total[k] += double(lanes[k]);
+          else if (lanes[k] != lanes[k] || total[k] != total[k])
+            total[k] = std::numeric_limits<double>::quiet_NaN();
+          else
+            total[k] = std::max(total[k], double(lanes[k]));
+        }
+      }
+      for (int k = 0; k < nc; ++k)
+        res[c0 - c_lo + k] =
+            total[k] != total[k] ? std::numeric_limits<float>::quiet_NaN() : finish(total[k]);
+    }
+  }
+  for (index_t c0 = c_lo; c0 < c_hi; c0 += Lanes) {
+    const int nc = int(std::min<index_t>(Lanes, c_hi - c0));
+    const index_t flat = n * g.c + c0;
+    const lane_ctx<V, true> ctx{flat, c0, nc};
+    if (Lanes == 1 || nc == Lanes) {
+      simd::store(out + flat, apply(ep, simd::load<V>(res + (c0 - c_lo)), ctx));
+    } else if constexpr (Lanes > 1) {
+      const V x = simd::load_partial<V>(res + (c0 - c_lo), nc);
+      simd::store_partial(out + flat, apply(ep, x, ctx), nc);
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class Elem, layout_tag Layout, class A = arch::native, class Ep = epilogue<>,
+          class B = backend::xsimd>
+struct pool2d {
+  static_assert(std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16> ||
+                    std::is_same_v<Elem, i8> || std::is_same_v<Elem, u8>,
+                "kfuse::pool2d: element type must be f32, bf16, i8 or u8");
+  using vec = simd::vec_for<A, B>;
+  using storage = storage_t<Elem>;
+  static constexpr bool integer = elem_traits<Elem>::is_quantized;
+  /// Integer averages are exact for windows of at most this many elements (global: any size).
+  static constexpr index_t max_int_window = 16384;
+
+  /// out = epilogue(pool(in)). In: Elem's storage type; integers with zero point `zero_point`
+  /// (the output uses the same quantization). Out: In's type, a float type, or what the
+  /// epilogue produces.
+  template <class In, class Out>
+  static run_info run(tensor_view<In, Layout> in, const pool_shape& s, tensor_view<Out, Layout> out,
+                      const Ep& ep = {}, const run_options& opt = {}, std::int32_t zero_point = 0) {
+    using T = std::remove_const_t<In>;
+    constexpr std::string_view k = "pool2d";
+    static_assert(std::is_same_v<T, storage>,
+                  "kfuse::pool2d: the input's storage type does not match the element tag");
+    using produced = typename epilogue_traits<Ep>::output_elem;
+    static_assert(std::is_same_v<elem_of<Out>,
+                                 std::conditional_t<std::is_void_v<produced>, Elem, produced>> ||
+                      (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
+                  "kfuse::pool2d: the output type must be the input's, a float type, or what "
+                  "the epilogue produces");
+    detail::check_pool_shape(k, s);
+    if constexpr (integer) {
+      if (zero_point < elem_traits<Elem>::min || zero_point > elem_traits<Elem>::max)
+        detail::fail(k,
+                     "zero point " + std::to_string(zero_point) + " is outside the element range");
+      if (s.kind == pool_kind::avg && !s.global && s.r * s.s > max_int_window)
+        detail::fail(k, "integer average pooling windows are limited to " +
+                            std::to_string(max_int_window) +
+                            " elements (exact rounding); use "
+                            "global pooling for whole planes");
+    } else if (zero_point != 0) {
+      detail::fail(k, "a zero point is only meaningful for integer elements");
+    }
+    if (!(in.dims == s.in_dims()))
+      detail::fail(k, "input dims " + dims_text(in.dims) + " do not match the shape's " +
+                          dims_text(s.in_dims()));
+    const dims4 od = s.out_dims();
+    if (!(out.dims == od))
+      detail::fail(
+          k, "output dims " + dims_text(out.dims) + " do not match the pooling's " + dims_text(od));
+    const index_t n_in = numel(s.in_dims()), n_out = numel(od);
+    detail::check_buffer(k, "input", in.data, n_in);
+    detail::check_buffer(k, "output", out.data, n_out);
+    {
+      const auto a0 = reinterpret_cast<std::uintptr_t>(in.data),
+                 a1 = a0 + sizeof(T) * std::size_t(n_in);
+      const auto b0 = reinterpret_cast<std::uintptr_t>(out.data),
+                 b1 = b0 + sizeof(Out) * std::size_t(n_out);
+      if (a0 < b1 && b0 < a1) detail::fail(k, "input and output overlap");
+    }
+    validate(ep, k, n_out, s.c);
+
+    const bool is_max = s.kind == pool_kind::max;
+    const index_t ohn = od.h, own = od.w;
+    // Average divisors, separable: count(oh, ow) = hcnt[oh] * wcnt[ow].
+    std::vector<float> hcnt, wcnt;
+    if (!is_max && !s.global) {
+      hcnt = counts(s.h, s.r, s.stride_h, s.pad_top, s.pad_bottom, ohn, s.count_include_pad);
+      wcnt = counts(s.w, s.s, s.stride_w, s.pad_left, s.pad_right, own, s.count_include_pad);
+    }
+    const detail::pool_geom g{s.n,
+                              s.c,
+                              s.h,
+                              s.w,
+                              ohn,
+                              own,
+                              s.global ? s.h : s.r,
+                              s.global ? s.w : s.s,
+                              s.stride_h,
+                              s.stride_w,
+                              s.pad_top,
+                              s.pad_left,
+                              is_max,
+                              float(integer ? zero_point : 0),
+                              hcnt.data(),
+                              wcnt.data()};
+    const T* x = in.data;
+    Out* y = out.data;
+    const int threads = pool_threads(opt.threads);
+    run_info info{k, A::name, simd::impl_name<A, B>(), "", 1};
+    if (s.global) {
+      info.micro_kernel = is_max ? "global max" : "global avg";
+      constexpr index_t group = 64;  // channels per work item (the result buffer)
+      // An integer mean stored as it is gets rounded half to even in double (exact for any
+      // plane size); with epilogue stages it enters them unrounded, as in windowed pooling.
+      const bool round_mean =
+          integer && !is_max && epilogue_traits<Ep>::size == 0 && std::is_integral_v<Out>;
+      const index_t groups = (s.c + group - 1) / group, units = s.n * groups;
+      info.threads = int(std::min<index_t>(threads, units));
+      parallel_for(
+          0, units, 1,
+          [&](range rg, int) {
+            for (index_t u = rg.begin; u < rg.end; ++u) {
+              const index_t n = u / groups, c_lo = (u % groups) * group;
+              detail::pool_global<vec, Layout>(x, g, n, c_lo, std::min(s.c, c_lo + group),
+                                               round_mean, y, ep);
+            }
+          },
+          threads);
+      return info;
+    }
+    info.micro_kernel = is_max ? (std::is_same_v<Layout, nhwc> ? "nhwc max" : "nchw max")
+                               : (std::is_same_v<Layout, nhwc> ? "nhwc avg" : "nchw avg");
+    if constexpr (std::is_same_v<Layout, nhwc>) {
+      const index_t rows = s.n * ohn;
+      const index_t grain = std::max<index_t>(1, rows / (4 * threads));
+      info.threads = int(std::min<index_t>(threads, (rows + grain - 1) / grain));
+      parallel_for(
+          0, rows, grain,
+          [&](range rg, int) {
+            for (index_t row = rg.begin; row < rg.end; ++row)
+              if (is_max)
+                detail::pool_nhwc_row<vec, true>(x, g, row / ohn, row % ohn, y, ep);
+              else
+                detail::pool_nhwc_row<vec, false>(x, g, row / ohn, row % ohn, y, ep);
+          },
+          threads);
+    } else {
+      const index_t planes = s.n * s.c;
+      const index_t want = (4 * threads + planes - 1) / planes;
+      const index_t blocks = std::min(want, ohn), rows_per = (ohn + blocks - 1) / blocks;
+      const index_t units = planes * blocks;
+      info.threads = int(std::min<index_t>(threads, units));
+      parallel_for(
+          0, units, 1,
+          [&](range rg, int) {
+            for (index_t u = rg.begin; u < rg.end; ++u) {
+              const index_t plane = u / blocks, b = u % blocks;
+              const index_t oh_a = b * rows_per, oh_b = std::min(ohn, oh_a + rows_per);
+              if (oh_a >= oh_b) continue;
+              if (is_max)
+                detail::pool_nchw_block<vec, true>(x, g, plane / s.c, plane % s.c, oh_a, oh_b, y,
+                                                   ep);
+              else
+                detail::pool_nchw_block<vec, false>(x, g, plane / s.c, plane % s.c, oh_a, oh_b, y,
+                                                    ep);
+            }
+          },
+          threads);
+    }
+    return info;
+  }
+
+ private:
+  /// Divisor factor of each output position along one axis (PyTorch's avg_pool2d rule).
+  static std::vector<float> counts(index_t in, index_t k, index_t stride, index_t lo, index_t hi,
+                                   index_t outs, bool include_pad) {
+    std::vector<float> v(static_cast<std::size_t>(outs));
+    for (index_t o = 0; o < outs; ++o) {
+      const index_t start = o * stride - lo, end = std::min(start + k, in + hi);
+      const index_t n = include_pad ? end - start : std::min(end, in) - std::max<index_t>(start, 0);
+      v[std::size_t(o)] = float(n);
+    }
+    return v;
+  }
+  static std::string dims_text(const dims4& d) {
+    return "(N " + std::to_string(d.n) + ", C " + std::to_string(d.c) + ", H " +
+           std::to_string(d.h) + ", W " + std::to_string(d.w) + ")";
+  }
+};
+
+KFUSE_END_NAMESPACE

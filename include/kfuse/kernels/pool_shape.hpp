@@ -1,0 +1,83 @@
+#pragma once
+// pool_shape: the geometry of one 2-D pooling (max, average, global), with PyTorch's output-size
+// rule for ceil mode and its checks.
+#include <string>
+
+#include "kfuse/config/macros.hpp"
+#include "kfuse/kernels/checks.hpp"
+#include "kfuse/layout/layout.hpp"
+
+namespace kfuse {
+
+enum class pool_kind { max, avg };
+
+struct pool_shape {
+  index_t n = 1, c = 1, h = 1, w = 1;  // input (logical N, C, H, W)
+  pool_kind kind = pool_kind::max;
+  index_t r = 1, s = 1;  // window height, width (ignored when global)
+  index_t stride_h = 1, stride_w = 1;
+  index_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  /// Output size rounds up (PyTorch ceil_mode); a last window that would start past the input
+  /// and its left / top padding is dropped.
+  bool ceil_mode = false;
+  /// Average: padded positions count in the divisor (PyTorch's default), else only the input's.
+  /// Positions past the bottom / right padding (ceil mode) never count.
+  bool count_include_pad = true;
+  /// One window over the whole plane: output N x C x 1 x 1 (window, strides, pads unused).
+  bool global = false;
+
+  /// Output extent along one axis (PyTorch pooling_output_shape); 0 or less when the window
+  /// does not fit the padded input.
+  static constexpr index_t out_extent(index_t in, index_t k, index_t stride, index_t lo, index_t hi,
+                                      bool ceil) noexcept {
+    const index_t span = in + lo + hi - k;
+    if (span < 0 || stride < 1) return 0;
+    index_t o = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+    if (ceil && (o - 1) * stride >= in + lo) --o;
+    return o;
+  }
+  constexpr index_t out_h() const noexcept {
+    return global ? 1 : out_extent(h, r, stride_h, pad_top, pad_bottom, ceil_mode);
+  }
+  constexpr index_t out_w() const noexcept {
+    return global ? 1 : out_extent(w, s, stride_w, pad_left, pad_right, ceil_mode);
+  }
+  constexpr dims4 in_dims() const noexcept { return {n, c, h, w}; }
+  constexpr dims4 out_dims() const noexcept { return {n, c, out_h(), out_w()}; }
+  friend constexpr bool operator==(const pool_shape&, const pool_shape&) = default;
+};
+
+}  // namespace kfuse
+
+KFUSE_BEGIN_NAMESPACE
+namespace detail {
+
+/// Throws kfuse::error "<kernel>: ..." naming the first problem with the geometry.
+inline void check_pool_shape(std::string_view kernel, const pool_shape& s) {
+  auto num = [](index_t v) { return std::to_string(v); };
+  if (s.n < 1 || s.c < 1 || s.h < 1 || s.w < 1)
+    fail(kernel, "input extent must be positive (N " + num(s.n) + ", C " + num(s.c) + ", H " +
+                     num(s.h) + ", W " + num(s.w) + ")");
+  if (s.global) {
+    if (s.pad_top || s.pad_left || s.pad_bottom || s.pad_right)
+      fail(kernel, "global pooling takes no padding");
+    return;
+  }
+  if (s.r < 1 || s.s < 1)
+    fail(kernel, "window size must be positive (R " + num(s.r) + ", S " + num(s.s) + ")");
+  if (s.stride_h < 1 || s.stride_w < 1) fail(kernel, "strides must be positive");
+  if (s.pad_top < 0 || s.pad_left < 0 || s.pad_bottom < 0 || s.pad_right < 0)
+    fail(kernel, "padding must not be negative");
+  if (2 * s.pad_top > s.r || 2 * s.pad_bottom > s.r || 2 * s.pad_left > s.s ||
+      2 * s.pad_right > s.s)
+    fail(kernel, "padding (top " + num(s.pad_top) + ", left " + num(s.pad_left) + ", bottom " +
+                     num(s.pad_bottom) + ", right " + num(s.pad_right) +
+                     ") must be at most half the window (" + num(s.r) + "x" + num(s.s) + ")");
+  if (s.out_h() < 1 || s.out_w() < 1)
+    fail(kernel, "output size is not positive: the window " + num(s.r) + "x" + num(s.s) +
+                     " is larger than the padded input " + num(s.h + s.pad_top + s.pad_bottom) +
+                     "x" + num(s.w + s.pad_left + s.pad_right));
+}
+
+}  // namespace detail
+KFUSE_END_NAMESPACE
