@@ -177,7 +177,8 @@ TEST_CASE("softmax: bf16 storage, mixed types, in place", "[softmax]") {
     using B = decltype(b);
     for (const std::vector<index_t>& shape :
          {std::vector<index_t>{3, 17}, std::vector<index_t>{2, 1024},
-          std::vector<index_t>{2, 3, 21}}) {
+          std::vector<index_t>{2, 3, 21},
+          std::vector<index_t>{2, kfuse::softmax_scratch_row_limit + 9}}) {
       index_t n = 1;
       for (index_t e : shape) n *= e;
       const auto xb = random_values<bf16_t>(n, rng, -8.f, 8.f);

@@ -11,8 +11,9 @@
 //  - cached rows (rows up to softmax_cached_row_limit elements): pass 1 max, pass 2 exp(x - max)
 //    stored into the f32 output while summing, pass 3 scales the output in place. One exp per
 //    element; passes 2 and 3 hit the row in L1/L2, so memory sees one read and one write.
-//    A non-f32 output cannot hold the unscaled exp without a second rounding: pass 2 only sums
-//    and pass 3 recomputes the exp.
+//    A non-f32 output cannot hold the unscaled exp without a second rounding: it goes to an L1
+//    scratch row instead (rows up to softmax_scratch_row_limit; longer ones recompute the exp).
+//    Large f32 outputs (8 MiB and more, aligned) use the scratch row too and streaming stores.
 //  - online (longer rows): pass 1 keeps a running max and a rescaled sum per lane (one rescale
 //    per block of 4 vectors), pass 2 computes exp and scale and stores: two reads and one write
 //    of memory whatever the row length, about 2.25 exps per element.
@@ -53,8 +54,8 @@ enum class softmax_method {
 inline constexpr index_t softmax_cached_row_limit = index_t(1) << 15;
 
 /// Cached rows up to this length (elements) keep exp(x - max) in a 32 KiB stack buffer when the
-/// output is written with streaming stores (kfuse::detail::stream_min_bytes and up).
-inline constexpr index_t softmax_stream_row_limit = index_t(1) << 13;
+/// output is not f32 or is written with streaming stores (kfuse::detail::stream_min_bytes).
+inline constexpr index_t softmax_scratch_row_limit = index_t(1) << 13;
 
 struct softmax_options {
   bool log = false;  // log_softmax
@@ -156,8 +157,10 @@ KFUSE_INLINE void row_map(const In* x, Out* y, index_t n, F f) {
   }
 }
 
-// With Stream, exp(x - m) goes to `scratch` (n <= softmax_stream_row_limit, in L1) and the
-// last pass writes y with streaming stores.
+// With a scratch row (n <= softmax_scratch_row_limit, in L1), exp(x - m) goes there and the
+// last pass scales it into y: used for streaming stores and for non-f32 outputs (which cannot
+// hold the unscaled exp without a second rounding). Without one, an f32 y holds the exp and is
+// scaled in place, and other outputs recompute the exp in the last pass.
 template <class V, bool Stream, class In, class Out>
 void softmax_row_cached(const In* x, Out* y, index_t n, bool log, float* scratch) {
   const float m = row_max<V>(x, n);
@@ -166,9 +169,9 @@ void softmax_row_cached(const In* x, Out* y, index_t n, bool log, float* scratch
     // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round at the scale of m.
     const V ls(std::log(row_exp_sum<V, false>(x, nullptr, n, m)));
     row_map<V, Stream>(x, y, n, [&](V v) { return (v - vm) - ls; });
-  } else if constexpr (Stream) {
+  } else if (scratch) {
     const V r(1.f / row_exp_sum<V, true>(x, scratch, n, m));
-    row_map<V, true>(static_cast<const float*>(scratch), y, n, [&](V v) { return v * r; });
+    row_map<V, Stream>(static_cast<const float*>(scratch), y, n, [&](V v) { return v * r; });
   } else if constexpr (std::is_same_v<Out, float>) {
     const V r(1.f / row_exp_sum<V, true>(x, y, n, m));
     row_map<V>(static_cast<const float*>(y), y, n, [&](V v) { return v * r; });
@@ -337,18 +340,21 @@ run_info softmax_impl(const In* in, Out* out, index_t outer, index_t axis, index
                         (so.method == softmax_method::automatic && axis > softmax_cached_row_limit);
     const index_t grain = std::max<index_t>(1, target / axis);
     const bool stream =
-        use_streaming_stores<V>(out, outer, axis) && (online || axis <= softmax_stream_row_limit);
+        use_streaming_stores<V>(out, outer, axis) && (online || axis <= softmax_scratch_row_limit);
     auto rows_with = [&]<bool Stream>() {
       parallel_for(
           0, outer, grain,
           [&](range r, int) {
-            alignas(64) float scratch[Stream ? softmax_stream_row_limit : 1];
+            constexpr bool f32_out = std::is_same_v<Out, float>;
+            alignas(64) float scratch[Stream || !f32_out ? softmax_scratch_row_limit : 1];
+            float* row_scratch =
+                (Stream || !f32_out) && axis <= softmax_scratch_row_limit ? scratch : nullptr;
             for (index_t row = r.begin; row < r.end; ++row) {
               if (online)
                 softmax_row_online<V, Stream>(in + row * axis, out + row * axis, axis, so.log);
               else
                 softmax_row_cached<V, Stream>(in + row * axis, out + row * axis, axis, so.log,
-                                              scratch);
+                                              row_scratch);
             }
             if constexpr (Stream) stream_fence();
           },
