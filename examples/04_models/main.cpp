@@ -10,7 +10,8 @@
 // Ends with "result: ok" when every check passed.
 //
 //   ex04_models [--budget-ms 5] [--threads N] [--batch 64] [--channels 64] [--hw 56]
-//               [--sweep-max 64] [--cnn-sweep-max 64] [--trace trace.json] [--small]
+//               [--sweep-max 64] [--cnn-sweep-max 64] [--trace trace.json] [--model mlp|block|all]
+//               [--small]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,6 +43,7 @@ struct options {
   int calib_batches = 8;
   int profile_runs = 50;
   std::string trace;
+  std::string model = "all";  // mlp | block | all
   std::uint64_t seed = 2024;
 };
 
@@ -49,7 +51,7 @@ struct options {
   std::fprintf(stderr,
                "ex04_models: %s\nusage: ex04_models [--budget-ms MS] [--threads N] [--batch N] "
                "[--cnn-batch N] [--channels C] [--hw H] [--sweep-max B] [--cnn-sweep-max B] "
-               "[--profile-runs N] [--trace FILE] [--seed S] [--small]\n",
+               "[--profile-runs N] [--trace FILE] [--seed S] [--model mlp|block|all] [--small]\n",
                why);
   std::exit(2);
 }
@@ -82,6 +84,8 @@ options parse(int argc, char** argv) {
       o.profile_runs = std::atoi(next());
     else if (a == "--trace")
       o.trace = next();
+    else if (a == "--model")
+      o.model = next();
     else if (a == "--seed")
       o.seed = std::strtoull(next(), nullptr, 10);
     else if (a == "--small") {  // the ctest run: small image, short sweeps
@@ -98,6 +102,8 @@ options parse(int argc, char** argv) {
       usage(("unknown argument " + a).c_str());
     }
   }
+  if (o.model != "mlp" && o.model != "block" && o.model != "all")
+    usage("--model takes mlp, block or all");
   if (o.batch < 1 || o.cnn_batch < 1 || o.channels < 1 || o.hw < 1 || o.sweep_max < 1 ||
       o.cnn_sweep_max < 1 || o.profile_runs < 1)
     usage("sizes must be positive");
@@ -410,8 +416,8 @@ int main(int argc, char** argv) {
       lim.f32_gflops, lim.bf16_gflops, lim.int8_gops, lim.mem_gbs_1t, lim.mem_gbs_all, lim.cores);
   checks ck;
   try {
-    run_mlp(o, ck);
-    run_block(o, ck);
+    if (o.model != "block") run_mlp(o, ck);
+    if (o.model != "mlp") run_block(o, ck);
   } catch (const kfuse::error& e) {
     std::printf("FAILED: kfuse::error: %s\n", e.what());
     return 1;
