@@ -448,3 +448,33 @@ TEST_CASE("graph: depthwise conv with batch norm folded, relu and residual fused
           }
   }
 }
+
+TEST_CASE("graph: max and average pooling nodes", "[graph]") {
+  const index_t N = 1, C = 3, H = 5, W = 6;
+  graph g;
+  auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nchw);
+  pool2d_params mp;
+  mp.kind = pool_mode::max;
+  mp.kernel_h = mp.kernel_w = 3;
+  mp.stride_h = mp.stride_w = 2;
+  mp.pad_top = mp.pad_left = mp.pad_bottom = mp.pad_right = 1;
+  auto y = g.relu("relu", g.pool2d("maxpool", x, mp));
+  g.output(y);
+  const plan p = compile(g, {.threads = 1});
+  CHECK(p.steps().size() == 1);
+  CHECK(p.steps()[0].out_shape == std::vector<index_t>{1, 3, 3, 3});
+  const auto xv = gt::random_vec(std::size_t(N * C * H * W), 26, -2, 2);
+  std::vector<float> yv(27, std::nanf(""));
+  auto r = p.record({bind(xv)}, {bind(yv)});
+  r.replay();
+  for (index_t c = 0; c < C; ++c)
+    for (index_t oh = 0; oh < 3; ++oh)
+      for (index_t ow = 0; ow < 3; ++ow) {
+        float m = -1e30f;
+        for (index_t i = oh * 2 - 1; i < oh * 2 + 2; ++i)
+          for (index_t j = ow * 2 - 1; j < ow * 2 + 2; ++j)
+            if (i >= 0 && i < H && j >= 0 && j < W)
+              m = std::max(m, xv[std::size_t((c * H + i) * W + j)]);
+        REQUIRE(yv[std::size_t((c * 3 + oh) * 3 + ow)] == std::max(m, 0.f));
+      }
+}

@@ -18,6 +18,7 @@
 #include "kfuse/graph/ops/eltwise.hpp"
 #include "kfuse/graph/ops/linear.hpp"
 #include "kfuse/graph/ops/norm.hpp"
+#include "kfuse/graph/ops/pool.hpp"
 #include "kfuse/graph/ops/shape.hpp"
 
 KFUSE_BEGIN_NAMESPACE
@@ -141,6 +142,30 @@ class graph_compiler {
     cs.dilation_w = p.dilation_w;
     cs.groups = p.groups;
     return cs;
+  }
+
+  static pool_shape pool_shape_of(const plan_tensor& x, const pool2d_params& p) {
+    pool_shape ps;
+    ps.n = x.shape[0];
+    ps.c = x.shape[1];
+    ps.h = x.shape[2];
+    ps.w = x.shape[3];
+    ps.kind = (p.kind == pool_mode::max || p.kind == pool_mode::global_max) ? pool_kind::max
+                                                                            : pool_kind::avg;
+    ps.global = p.kind == pool_mode::global_max || p.kind == pool_mode::global_average;
+    if (!ps.global) {
+      ps.r = p.kernel_h;
+      ps.s = p.kernel_w;
+      ps.stride_h = p.stride_h;
+      ps.stride_w = p.stride_w;
+      ps.pad_top = p.pad_top;
+      ps.pad_left = p.pad_left;
+      ps.pad_bottom = p.pad_bottom;
+      ps.pad_right = p.pad_right;
+      ps.ceil_mode = p.ceil_mode;
+      ps.count_include_pad = p.count_include_pad;
+    }
+    return ps;
   }
 
   // ---- tensors, ids, order -------------------------------------------------------------------
@@ -387,6 +412,30 @@ class graph_compiler {
         auto shape = x.shape;
         shape.back() = N;
         set_out(n, shape, dtype::f32, tensor_layout::plain);
+        break;
+      }
+      case op_kind::pool2d: {
+        const plan_tensor& x = T(n.inputs[0]);
+        if (x.shape.size() != 4 || x.layout == tensor_layout::plain)
+          fail_node(n, "input '" + x.name + "' must be 4-D (N, C, H, W) with layout nchw or nhwc");
+        if (x.type == dtype::f16 || x.type == dtype::i32)
+          fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
+                           "; pooling takes f32, bf16, u8 or i8");
+        if ((x.type == dtype::u8 || x.type == dtype::i8) && !x.has_quant &&
+            (n.pool.kind == pool_mode::average || n.pool.kind == pool_mode::global_average))
+          fail_node(n, "average pooling of " + std::string(dtype_name(x.type)) + " input '" +
+                           x.name + "' needs its quant params (graph::set_quant)");
+        const pool_shape ps = pool_shape_of(x, n.pool);
+        try {
+          check_pool_shape("pool2d", ps);
+        } catch (const error& e) {
+          fail_node(n, std::string(e.what()).substr(8));  // drop "pool2d: "
+        }
+        set_out(n, {ps.n, ps.c, ps.out_h(), ps.out_w()}, x.type, x.layout);
+        if (x.has_quant) {
+          T(n.output).has_quant = true;
+          T(n.output).quant = x.quant;
+        }
         break;
       }
       case op_kind::softmax: {
@@ -721,7 +770,7 @@ class graph_compiler {
     const step& p = steps_[std::size_t(step_of[std::size_t(x)])];
     if (!p.alive || p.out != x) return false;
     if (p.op != op_kind::eltwise && p.op != op_kind::linear && p.op != op_kind::conv2d &&
-        p.op != op_kind::layer_norm && p.op != op_kind::rms_norm)
+        p.op != op_kind::pool2d && p.op != op_kind::layer_norm && p.op != op_kind::rms_norm)
       return false;
     if (uses[std::size_t(x)] != 1 || is_graph_output(x)) return false;
     if (T(x).type != dtype::f32 || T(e.out).type != dtype::f32) return false;
@@ -812,6 +861,9 @@ class graph_compiler {
           break;
         case op_kind::conv2d:
           lower_conv(s, n, info, cmds);
+          break;
+        case op_kind::pool2d:
+          lower_pool(s, n, info, cmds);
           break;
         case op_kind::softmax:
           lower_softmax(s, n, info, cmds);
@@ -1070,6 +1122,48 @@ class graph_compiler {
       return;
     }
     fail_node(n, "dense / grouped conv2d has no kernel in this build yet (depthwise only)");
+  }
+
+  template <class Elem, class L>
+  void pool_fn(plan_command& c) {
+    c.fn = &graph_ops::pool_cmd<Elem, L, A, B>;
+  }
+  void lower_pool(const step& s, const node_desc& n, step_info& info,
+                  std::vector<plan_command>& cmds) {
+    const plan_tensor& x = T(s.x);
+    auto p = std::make_shared<graph_ops::pool_params>();
+    p->shape = pool_shape_of(x, n.pool);
+    p->zero_point = x.has_quant ? x.quant.zero_point : 0;
+    plan_command c;
+    c.in[0] = s.x;
+    c.out = s.out;
+    p->stages = make_chain(s.chain, c, 1);
+    const bool cl = x.layout == tensor_layout::nhwc;
+    switch (x.type) {
+      case dtype::bf16:
+        cl ? pool_fn<bf16, nhwc>(c) : pool_fn<bf16, nchw>(c);
+        break;
+      case dtype::u8:
+        cl ? pool_fn<u8, nhwc>(c) : pool_fn<u8, nchw>(c);
+        break;
+      case dtype::i8:
+        cl ? pool_fn<i8, nhwc>(c) : pool_fn<i8, nchw>(c);
+        break;
+      default:
+        cl ? pool_fn<f32, nhwc>(c) : pool_fn<f32, nchw>(c);
+        break;
+    }
+    const double window =
+        p->shape.global ? double(p->shape.h * p->shape.w) : double(p->shape.r * p->shape.s);
+    info.flops = double(shape_numel(T(s.out).shape)) * window;
+    info.bytes = double(x.bytes) + double(T(s.out).bytes);
+    c.threads = threads_for(info.bytes, info.flops);
+    c.params = own(p);
+    static constexpr const char* modes[] = {"max", "average", "global max", "global average"};
+    info.kernel = "pool2d " + std::string(modes[int(n.pool.kind)]) + " " +
+                  std::string(layout_name(x.layout)) +
+                  (s.chain.empty() ? "" : " [" + chain_text(s.chain) + "]");
+    cmds.push_back(c);
   }
 
   void lower_softmax(const step& s, const node_desc& n, step_info& info,

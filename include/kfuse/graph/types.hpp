@@ -80,10 +80,12 @@ struct conv2d_params {
   precision prec = precision::inherit;
 };
 
-enum class pool_kind : std::uint8_t { max, average, global_max, global_average };
+/// Pooling of a graph node (named apart from the kernel's kfuse::pool_kind {max, avg}, which
+/// has no global members: pool_shape::global carries that).
+enum class pool_mode : std::uint8_t { max, average, global_max, global_average };
 
 struct pool2d_params {
-  pool_kind kind = pool_kind::max;
+  pool_mode kind = pool_mode::max;
   int kernel_h = 2, kernel_w = 2;
   int stride_h = 2, stride_w = 2;
   int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;

@@ -1,7 +1,8 @@
 #pragma once
-// Graph adapters of convolutions: depthwise (groups == C == K) through depthwise_conv2d, with
-// weights packed at compile time (batch norm already folded in) and any fused stage chain (bias,
-// activation, residual add) in the epilogue.
+// Graph adapters of convolutions: conv2d (dense, grouped, 1x1) and depthwise (groups == C == K)
+// through depthwise_conv2d, with weights packed at compile time (batch norm already folded in)
+// and any fused stage chain (bias, activation, residual add, int8 dequantization) in the
+// epilogue.
 #include "kfuse/graph/ops/chain.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
 
