@@ -197,7 +197,8 @@ inline block_graph build_block(const block_weights& b, index_t batch, index_t h,
   auto sum = g.add("residual", n2, r.x);
   auto r2 = g.relu("relu2", sum);
   kfuse::pool2d_params gap;
-  gap.kind = kfuse::pool_kind::global_average;
+  using pool_mode = decltype(gap.kind);  // the graph's pooling enum
+  gap.kind = pool_mode::global_average;
   auto pooled = g.pool2d("avgpool", r2, gap);
   r.pooled = g.flatten("flatten", pooled);
   auto fw = g.constant("fc.w", {block_weights::classes, c}, b.fc_w.data());
