@@ -75,6 +75,27 @@ KFUSE_INLINE void dw_store(Out* p, V y, int n) {
     simd::store(p, y);
 }
 
+/// Keeps x in a register: without it GCC folds the load into each of the (up to) three FMAs
+/// that use it, tripling the loads of the 3x3 tiles (they are load-bound on AVX-512).
+template <class V>
+KFUSE_INLINE void dw_in_register(V& x) {
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX2 && defined(__GNUC__)
+  if constexpr (sizeof(V) == 64 && V::lanes == 16) {
+    __m512 r;
+    std::memcpy(&r, &x, 64);
+    asm("" : "+v"(r));
+    std::memcpy(&x, &r, 64);
+  } else if constexpr (sizeof(V) == 32 && V::lanes == 8) {
+    __m256 r;
+    std::memcpy(&r, &x, 32);
+    asm("" : "+v"(r));
+    std::memcpy(&x, &r, 32);
+  }
+#else
+  (void)x;
+#endif
+}
+
 // ------------------------------------------------------------------------------------ NHWC
 /// Register tile sizes per vector width: PW output pixels x CV channel vectors.
 template <int L>
@@ -156,7 +177,8 @@ KFUSE_INLINE void dw_nhwc_tile3x3(const T* KFUSE_RESTRICT img, const float* KFUS
       if (Edge && (iw0 + j < 0 || iw0 + j >= g.w)) continue;
 #pragma GCC unroll 8
       for (int v = 0; v < CV; ++v) {
-        const V x = dw_load<V, Partial>(img + (row + j * C + v * L), cn, zp);
+        V x = dw_load<V, Partial>(img + (row + j * C + v * L), cn, zp);
+        dw_in_register(x);
 #pragma GCC unroll 3
         for (int s = 0; s < 3; ++s) {
           const int p = j - s;
@@ -252,8 +274,13 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
 /// Register tile sizes per vector width: RH output rows x WV vectors of output pixels.
 template <int L>
 struct dw_nchw_config {
+#ifdef DW_RH
+  static constexpr int rh = L >= 16 ? DW_RH : 2;
+  static constexpr int wv = L == 1 ? 4 : DW_WV;
+#else
   static constexpr int rh = L >= 16 ? 4 : 2;
   static constexpr int wv = L == 1 ? 4 : 2;
+#endif
 };
 
 /// The zero-padded f32 copy of the input rows one block of output rows reads. Row j holds
@@ -264,43 +291,49 @@ struct dw_scratch {
   index_t ih_lo, rows, pitch, row_stride;  // row_stride = sw * pitch
 };
 
-/// Per-thread scratch that persists across calls (fresh pages are expensive: no per-call malloc).
-inline float* dw_thread_scratch(std::size_t floats) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < floats) buf.resize(floats);
-  return buf.data();
+/// Per-thread scratch that persists across calls (fresh pages are expensive: no per-call
+/// malloc). It remembers the geometry of its last fill: stride-1 fills of the same geometry
+/// (every plane of a call) only rewrite the data columns, the padding stays zero.
+struct dw_scratch_state {
+  std::vector<float> buf;
+  index_t key[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+};
+inline dw_scratch_state& dw_thread_scratch() {
+  thread_local dw_scratch_state state;
+  return state;
 }
 
-/// Converts the rows of sc from plane (n, c) into the scratch. Stride 1 uses whole vectors:
-/// zero the left padding, copy the row (a last vector that stays inside the input buffer is
-/// loaded whole, its extra values overwritten next), zero the right padding; stores may run up
-/// to one vector past the row into the next row (written after) or the slack at the end.
+/// Converts the rows of sc from plane (n, c) into the scratch. Stride 1 with `zeroed` (the
+/// padding already zero): whole-vector copies of each row (a last vector that stays inside the
+/// input buffer is loaded whole) followed by one zero vector over the columns past the row, so
+/// the padding is zero again; the pitch leaves a vector of room for that store. Otherwise every
+/// element is written.
 template <class V, class T>
 KFUSE_INLINE void dw_fill_scratch(const T* plane, const T* in_end, const dw_geom& g,
-                                  const dw_scratch& sc, float zp) {
+                                  const dw_scratch& sc, float zp, bool zeroed) {
   constexpr int L = V::lanes;
   const V zero(0.f);
   for (index_t j = 0; j < sc.rows; ++j) {
     float* dst = sc.data + j * sc.row_stride;
     const index_t ih = sc.ih_lo + j;
     if (ih < 0 || ih >= g.h) {
-      for (index_t e = 0; e < sc.row_stride; e += L) simd::store(dst + e, zero);
+      if (!zeroed) std::fill(dst, dst + sc.row_stride, 0.f);
       continue;
     }
     const T* src = plane + ih * g.w;
     if (g.sw == 1) {
-      const index_t lead = std::min(g.pl, sc.pitch), len = std::min(g.w, sc.pitch - lead);
-      for (index_t e = 0; e < lead; e += L) simd::store(dst + e, zero);
-      float* d = dst + lead;
+      // pitch > pl + W + L: the row, and one vector past it, fit.
+      if (!zeroed) std::fill(dst, dst + sc.row_stride, 0.f);
+      float* d = dst + g.pl;
       index_t x = 0;
-      for (; x + L <= len; x += L) simd::store(d + x, dw_load<V, false>(src + x, L, zp));
-      if (x < len) {
+      for (; x + L <= g.w; x += L) simd::store(d + x, dw_load<V, false>(src + x, L, zp));
+      if (x < g.w) {
         if (src + x + L <= in_end)
           simd::store(d + x, dw_load<V, false>(src + x, L, zp));
         else
-          simd::store(d + x, dw_load<V, true>(src + x, int(len - x), zp));
+          simd::store(d + x, dw_load<V, true>(src + x, int(g.w - x), zp));
+        simd::store(d + g.w, zero);
       }
-      for (index_t e = lead + len; e < sc.pitch; e += L) simd::store(dst + e, zero);
     } else {
       for (index_t k = 0; k < g.sw; ++k) {
         float* ph = dst + k * sc.pitch;
@@ -398,7 +431,8 @@ KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const d
     for (int s = 0; s < 3; ++s) {
 #pragma GCC unroll 8
       for (int v = 0; v < WV; ++v) {
-        const V x = simd::load<V>(base + j * sc.row_stride + dw_col<L>(g, ow0, v) + s);
+        V x = simd::load<V>(base + j * sc.row_stride + dw_col<L>(g, ow0, v) + s);
+        dw_in_register(x);
 #pragma GCC unroll 8
         for (int i = 0; i < RH; ++i) {
           const int r = j - i;
@@ -418,26 +452,37 @@ KFUSE_INLINE void dw_nchw_block(const T* in, const T* in_end, const float* wpk, 
   using cfg = dw_nchw_config<V::lanes>;
   constexpr int L = V::lanes, RH = cfg::rh, WV = cfg::wv;
   dw_scratch sc;
-  sc.pitch = (g.ow + L - 1) / L * L + ((g.s - 1) * g.dw) / g.sw + 1;
+  // Room for the widest tap of the last vector, plus (stride 1) one vector past the row.
+  // Rows start on a vector boundary (64 B on AVX-512): tap 0 loads do not split cache lines.
+  sc.pitch =
+      ((g.ow + L - 1) / L * L + ((g.s - 1) * g.dw) / g.sw + 1 + (g.sw == 1 ? L : 0) + L - 1) / L *
+      L;
   sc.row_stride = g.sw * sc.pitch;
   sc.ih_lo = oh_a * g.sh - g.pt;
   sc.rows = (oh_b - 1 - oh_a) * g.sh + (g.r - 1) * g.dh + 1;
   // One vector of slack: whole-vector stores of the last row may run past it.
-  sc.data = dw_thread_scratch(std::size_t(sc.rows * sc.row_stride + L));
-  dw_fill_scratch<V>(in + (n * g.c + c) * g.h * g.w, in_end, g, sc, zp);
+  dw_scratch_state& st = dw_thread_scratch();
+  const index_t key[8] = {sc.pitch, sc.row_stride, sc.rows, sc.ih_lo, g.pl, g.w, g.h, g.sw};
+  const std::size_t need = std::size_t(sc.rows * sc.row_stride + 16);  // + alignment slack
+  bool zeroed = st.buf.size() >= need && std::equal(key, key + 8, st.key);
+  if (st.buf.size() < need) st.buf.resize(need);
+  std::copy(key, key + 8, st.key);
+  const auto addr = reinterpret_cast<std::uintptr_t>(st.buf.data());
+  sc.data = st.buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  dw_fill_scratch<V>(in + (n * g.c + c) * g.h * g.w, in_end, g, sc, zp, zeroed);
   const float* wc = wpk + c * g.r * g.s;
   const index_t plane_flat = (n * g.c + c) * g.oh * g.ow;
   V w9[9];
   if constexpr (Fast3x3)
 #pragma GCC unroll 9
     for (int t = 0; t < 9; ++t) w9[t] = V(wc[t]);
+  const index_t nvec = (g.ow + L - 1) / L;
   auto tile = [&]<int R, int W>(index_t oh, index_t ow) {
     if constexpr (Fast3x3)
       dw_nchw_tile3x3<V, R, W>(sc, w9, g, c, oh, ow, out, plane_flat, ep);
     else
       dw_nchw_tile<V, R, W>(sc, wc, g, c, oh, ow, out, plane_flat, ep);
   };
-  const index_t nvec = (g.ow + L - 1) / L;
   index_t oh = oh_a;
   for (; oh + RH <= oh_b; oh += RH) {
     index_t q = 0;
