@@ -360,12 +360,18 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
     parallel_for(
         0, rows, grain,
         [&](range r, int) {
+          auto stats = [&](const In* x) {
+            return Rms ? rms_norm_stats<V>(x, cols, eps) : layer_norm_stats<V>(x, cols, eps);
+          };
+          // The next row's statistics are computed before this row is normalized: their
+          // reduction and sqrt latency overlaps this row's pass, and its loads start early.
+          row_stats st = stats(in + r.begin * cols);
           for (index_t row = r.begin; row < r.end; ++row) {
             const In* x = in + row * cols;
-            const row_stats st =
-                Rms ? rms_norm_stats<V>(x, cols, eps) : layer_norm_stats<V>(x, cols, eps);
+            const row_stats next = row + 1 < r.end ? stats(x + cols) : st;
             norm_apply_row<V, Affine, !Rms, Stream>(x, out + row * cols, cols, row * cols, st,
                                                     gamma.data(), beta.data(), ep);
+            st = next;
           }
           if constexpr (Stream) stream_fence();
         },

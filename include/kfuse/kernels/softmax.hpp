@@ -161,24 +161,38 @@ KFUSE_INLINE void row_map(const In* x, Out* y, index_t n, F f) {
 // last pass scales it into y: used for streaming stores and for non-f32 outputs (which cannot
 // hold the unscaled exp without a second rounding). Without one, an f32 y holds the exp and is
 // scaled in place, and other outputs recompute the exp in the last pass.
+// The row's max m comes in; the max of the next row (if any) is computed between this row's
+// sum and its last pass and returned, so that each reduction's latency overlaps independent
+// work (and the next row's loads start early) instead of stalling the row.
 template <class V, bool Stream, class In, class Out>
-void softmax_row_cached(const In* x, Out* y, index_t n, bool log, float* scratch) {
-  const float m = row_max<V>(x, n);
+float softmax_row_cached(const In* x, Out* y, index_t n, bool log, float* scratch, float m,
+                         const In* next) {
   const V vm(m);
+  auto next_max = [&] { return next ? row_max<V>(next, n) : 0.f; };
+  float m_next;
   if (log) {
+    const float s = row_exp_sum<V, false>(x, nullptr, n, m);
+    m_next = next_max();
     // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round at the scale of m.
-    const V ls(std::log(row_exp_sum<V, false>(x, nullptr, n, m)));
+    const V ls(std::log(s));
     row_map<V, Stream>(x, y, n, [&](V v) { return (v - vm) - ls; });
   } else if (scratch) {
-    const V r(1.f / row_exp_sum<V, true>(x, scratch, n, m));
+    const float s = row_exp_sum<V, true>(x, scratch, n, m);
+    m_next = next_max();
+    const V r(1.f / s);
     row_map<V, Stream>(static_cast<const float*>(scratch), y, n, [&](V v) { return v * r; });
   } else if constexpr (std::is_same_v<Out, float>) {
-    const V r(1.f / row_exp_sum<V, true>(x, y, n, m));
+    const float s = row_exp_sum<V, true>(x, y, n, m);
+    m_next = next_max();
+    const V r(1.f / s);
     row_map<V>(static_cast<const float*>(y), y, n, [&](V v) { return v * r; });
   } else {
-    const V r(1.f / row_exp_sum<V, false>(x, nullptr, n, m));
+    const float s = row_exp_sum<V, false>(x, nullptr, n, m);
+    m_next = next_max();
+    const V r(1.f / s);
     row_map<V>(x, y, n, [&](V v) { return softmax_exp(v - vm) * r; });
   }
+  return m_next;
 }
 
 // ------------------------------------------------------------------------- last axis, online
@@ -349,12 +363,16 @@ run_info softmax_impl(const In* in, Out* out, index_t outer, index_t axis, index
             alignas(64) float scratch[Stream || !f32_out ? softmax_scratch_row_limit : 1];
             float* row_scratch =
                 (Stream || !f32_out) && axis <= softmax_scratch_row_limit ? scratch : nullptr;
-            for (index_t row = r.begin; row < r.end; ++row) {
-              if (online)
+            if (online) {
+              for (index_t row = r.begin; row < r.end; ++row)
                 softmax_row_online<V, Stream>(in + row * axis, out + row * axis, axis, so.log);
-              else
-                softmax_row_cached<V, Stream>(in + row * axis, out + row * axis, axis, so.log,
-                                              row_scratch);
+            } else {
+              float m = row_max<V>(in + r.begin * axis, axis);
+              for (index_t row = r.begin; row < r.end; ++row) {
+                const In* x = in + row * axis;
+                m = softmax_row_cached<V, Stream>(x, out + row * axis, axis, so.log, row_scratch, m,
+                                                  row + 1 < r.end ? x + axis : nullptr);
+              }
             }
             if constexpr (Stream) stream_fence();
           },
