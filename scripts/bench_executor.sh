@@ -55,9 +55,13 @@ def fmt(v):
     if err: return "error"
     # The calling thread's CPU time too: on a loaded machine it shows what the run got.
     return us(t) + (f" (cpu {us(v[2])})" if len(v) > 2 and v[2] < 0.8 * t else "")
+def vs(r, peer):
+    a, b = r.get("kfuse_replay"), r.get(peer)
+    if not a or not b or a[1] or b[1]: return "-"
+    return f"{a[0] / b[0]:.2f}x"
 print("| model | prec | batch | threads | " + " | ".join(n for _, n in impls) +
-      " | ORT target | replay / ORT | goal | met |")
-print("|---" * (len(impls) + 8) + "|")
+      " | replay / oneDNN | replay / libtorch | ORT target | replay / ORT | goal | met |")
+print("|---" * (len(impls) + 10) + "|")
 for key in sorted(rows, key=lambda k: (k[0] != "mlp", k[1] != "f32", k[2], k[3], k[1])):
     model, prec, batch, threads = key
     r = rows[key]
@@ -66,6 +70,7 @@ for key in sorted(rows, key=lambda k: (k[0] != "mlp", k[1] != "f32", k[2], k[3],
     ratio = rep[0] / o if (rep and not rep[1] and o) else None
     goal = target.get((model, prec, batch), 1.0)
     print(f"| {model} | {prec} | {batch} | {threads} | " + " | ".join(fmt(r.get(i)) for i, _ in impls) +
+          f" | {vs(r, 'dnnl_chained')} | {vs(r, 'torch_frozen')}" +
           f" | {us(o) if o else '-'} | {f'{ratio:.2f}x' if ratio else '-'} | <= {goal}x | "
           f"{('yes' if ratio <= goal else 'no') if ratio else '-'} |")
 PY
