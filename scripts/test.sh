@@ -25,6 +25,17 @@ phase() {  # phase NAME: closes the previous phase and prints its time
   return 0
 }
 
+# existing_targets BUILD_DIR NAME...: the names that are targets of that build (a sanitizer
+# phase lists targets of every test group; a build on a CPU without some arch has fewer).
+existing_targets() {
+  local dir=$1 t
+  shift
+  for t in "$@"; do
+    ninja -C "$dir" -t query "$t" >/dev/null 2>&1 && echo "$t"
+  done
+  return 0
+}
+
 phase "setup"
 scripts/setup.sh
 
@@ -51,28 +62,48 @@ if [[ $full == 1 ]]; then
 fi
 
 phase "asan+ubsan build + tests"
-# The covering set's kernel and unit tests on the most extended arch this machine runs (each of
-# its TUs also runs the generic arch); package/ODR/compile-fail/dispatch tests check builds, not
-# memory, and stay out.
-# -O0: the sanitized TUs compile about twice as fast and the tests still run in seconds.
+# The covering set's kernel, executor and unit tests on the most extended arch this machine runs
+# (each of its TUs also runs the generic arch); package/ODR/compile-fail/dispatch tests check
+# builds, not memory, and stay out; so does the allocation-counting replay test (no_asan: it
+# replaces operator new). -O0: the sanitized TUs compile about twice as fast and the tests still
+# run in seconds. The int8/bf16 conv TUs (the heaviest to compile) run sanitized under --full.
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=address \
   -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert_avx512_bf16
-  simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 layout_convert_avx512_bf16 threading_thread_pool)
-cmake --build build/asan -j "$jobs" --target "${asan_targets[@]}"
+  simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 layout_convert_avx512_bf16 threading_thread_pool
+  kernels_conv2d_f32_avx512_bf16 kernels_conv2d_errors_avx512_bf16
+  kernels_conv_depthwise_f32_avx512_bf16 kernels_pool2d_float_avx512_bf16
+  kernels_pool2d_int8_avx512_bf16 kernels_softmax_avx512_bf16 kernels_norm_avx512_bf16
+  kernels_batch_norm_avx512_bf16 graph_exec_avx512_bf16 graph_errors_avx512_bf16
+  tools_profiler_avx512_bf16 tools_unit)
+if [[ $full == 1 ]]; then
+  asan_targets+=(kernels_conv2d_lowp_avx512_bf16 kernels_conv_depthwise_lowp_avx512_bf16
+    tools_graph_avx512_bf16)
+fi
+cmake --build build/asan -j "$jobs" --target $(existing_targets build/asan "${asan_targets[@]}")
 ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|examples|no_asan" -j "$jobs" \
   --output-on-failure
 
 phase "tsan build + threading tests"
+# The thread pool and the executor (graph_exec runs plans on 1 and 2 threads).
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFUSE_SANITIZE=thread \
   -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build/tsan -j "$jobs" --target threading_thread_pool
-ctest --test-dir build/tsan -L threads -j "$jobs" --output-on-failure
+cmake --build build/tsan -j "$jobs" \
+  --target $(existing_targets build/tsan threading_thread_pool graph_exec_avx512_bf16)
+ctest --test-dir build/tsan -L threads -LE no_asan -j "$jobs" --output-on-failure
 
 if [[ -x scripts/examples_matrix.sh ]]; then
   phase "examples -march matrix"
   JOBS=$jobs scripts/examples_matrix.sh
+fi
+
+if [[ -x build-ex-x86/examples/04_models/ex04_models ]]; then
+  # Built by the matrix phase (native only). The README's main job at CI size: MLP + ResNet block
+  # through compile / record / replay in fp32, bf16 and int8, checked against a double reference.
+  phase "end-to-end demo (ex04_models --small)"
+  build-ex-x86/examples/04_models/ex04_models --small | tee build-ex-x86/demo.log | tail -n 5
+  grep -q "^result: ok" build-ex-x86/demo.log
 fi
 
 if [[ -x scripts/aarch64_tests.sh ]]; then
