@@ -7,6 +7,8 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,10 +47,31 @@ kfuse::conv_shape bench_shape(index_t n) {
   return s;
 }
 
-std::vector<float> random_vector(std::size_t n, unsigned seed) {
+/// 64-byte aligned storage for every tensor of every library (as a framework's allocator gives):
+/// std::vector's large blocks start 16 bytes into a page, which splits every 64-byte load.
+template <class T>
+struct aligned64 {
+  using value_type = T;
+  aligned64() = default;
+  template <class U>
+  aligned64(const aligned64<U>&) {}
+  T* allocate(std::size_t n) {
+    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const aligned64<U>&) const {
+    return true;
+  }
+};
+using fvec = std::vector<float, aligned64<float>>;
+
+fvec random_vector(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
+  fvec v(n);
   for (auto& x : v) x = u(rng);
   return v;
 }
@@ -62,7 +85,7 @@ void set_flops(benchmark::State& st, double flops_per_iter) {
 /// reference the peers are compared with).
 struct problem {
   kfuse::conv_shape s;
-  std::vector<float> x, w, bias, expect;
+  fvec x, w, bias, expect;
   problem(index_t n, bool fused) : s(bench_shape(n)) {
     x = random_vector(std::size_t(kfuse::numel(s.in_dims())), 1);
     w = random_vector(std::size_t(s.weight_count()), 2);
@@ -79,7 +102,7 @@ struct problem {
       DW0::run(in, DW0::pack(w.data(), s), out);
   }
   /// "" when y (NHWC) matches kfuse, else "MISMATCH <max abs diff>".
-  std::string compare(const std::vector<float>& y) const {
+  std::string compare(const fvec& y) const {
     double d = 0;
     for (std::size_t i = 0; i < y.size(); ++i)
       d = std::max(d, std::fabs(double(y[i]) - double(expect[i])));
@@ -96,7 +119,7 @@ void BM_kfuse(benchmark::State& st) {
       std::conditional_t<Fused, kfuse::epilogue<kfuse::bias, kfuse::relu>, kfuse::epilogue<>>;
   using DW = kfuse::depthwise_conv2d<kfuse::f32, L, kfuse::arch::native, Ep>;
   const auto packed = DW::pack(p.w.data(), p.s);
-  std::vector<float> x(p.x.size()), y(p.expect.size());
+  fvec x(p.x.size()), y(p.expect.size());
   if constexpr (std::is_same_v<L, kfuse::nchw>) {  // the same tensor in NCHW
     for (index_t b = 0; b < n; ++b)
       for (index_t c = 0; c < C; ++c)
@@ -114,7 +137,7 @@ void BM_kfuse(benchmark::State& st) {
     info = DW::run(in, packed, out, ep, {threads});
     benchmark::ClobberMemory();
   }
-  std::vector<float> y_nhwc(y.size());
+  fvec y_nhwc(y.size());
   if constexpr (std::is_same_v<L, kfuse::nchw>) {
     for (index_t b = 0; b < n; ++b)
       for (index_t c = 0; c < C; ++c)
@@ -148,7 +171,7 @@ void BM_xnnpack(benchmark::State& st) {
     st.SkipWithError("xnn_create_convolution2d_nhwc_f32 failed");
     return;
   }
-  std::vector<float> y(p.expect.size());
+  fvec y(p.expect.size());
   xnn_setup_convolution2d_nhwc_f32(op, std::size_t(n), H, W, p.x.data(), y.data(), pool);
   xnn_run_operator(op, pool);
   const std::string check = p.compare(y);
@@ -189,10 +212,10 @@ void BM_onednn(benchmark::State& st) {
             : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                         src_md, w_md, dst_md, {1, 1}, {1, 1}, {1, 1});
   convolution_forward::primitive_desc pd(d, attr, eng);
-  std::vector<float> wv = p.w, bv = p.bias, yv(p.expect.size());
+  fvec wv = p.w, bv = p.bias, yv(p.expect.size());
   memory w_user({w_dims, dt::f32, tag::goihw}, eng, wv.data()), w_mem(pd.weights_desc(), eng);
   reorder(w_user, w_mem).execute(strm, w_user, w_mem);
-  std::vector<float> xv = p.x;
+  fvec xv = p.x;
   memory x_user({src_dims, dt::f32, tag::nhwc}, eng, xv.data()), x_mem(pd.src_desc(), eng);
   reorder(x_user, x_mem).execute(strm, x_user, x_mem);
   memory y_mem(pd.dst_desc(), eng), y_user({dst_dims, dt::f32, tag::nhwc}, eng, yv.data());
@@ -232,7 +255,7 @@ void BM_kfuse_pool(benchmark::State& st) {
   ps.stride_h = ps.stride_w = 2;
   ps.pad_top = ps.pad_left = ps.pad_bottom = ps.pad_right = 1;
   const auto x = random_vector(std::size_t(kfuse::numel(ps.in_dims())), 4);
-  std::vector<float> y(std::size_t(kfuse::numel(ps.out_dims())));
+  fvec y(std::size_t(kfuse::numel(ps.out_dims())));
   using P = kfuse::pool2d<kfuse::f32, L>;
   kfuse::run_info info{};
   for (auto _ : st) {
@@ -262,7 +285,7 @@ void BM_onednn_pool(benchmark::State& st) {
                           src_md, dst_md, {2, 2}, {3, 3}, {1, 1}, {1, 1});
   pooling_forward::primitive_desc pd(d, eng);
   auto x = random_vector(std::size_t(n * C * H * W), 4);
-  std::vector<float> y(std::size_t(n * C * oh * oh));
+  fvec y(std::size_t(n * C * oh * oh));
   memory xm(src_md, eng, x.data()), ym(dst_md, eng, y.data());
   pooling_forward pool(pd);
   for (auto _ : st) {

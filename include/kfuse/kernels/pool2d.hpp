@@ -147,7 +147,16 @@ KFUSE_INLINE void pool_fill_rows(const T* plane, const pool_geom& g, float* dst,
                                  index_t rows, index_t pitch, float pad) {
   constexpr int L = V::lanes;
   const index_t row_stride = g.sw * pitch;
-  const V padv(pad);
+  // Per stride phase, the elements inside the input row (computed once, not per row).
+  auto bounds = [&](index_t k, index_t& lo, index_t& hi) {
+    lo = std::min(pitch, std::max<index_t>(0, (g.pl - k + g.sw - 1) / g.sw));
+    const index_t last = g.w - 1 + g.pl - k;  // e * sw <= last
+    hi = last < 0 ? lo : std::max(lo, std::min(pitch, last / g.sw + 1));
+  };
+  constexpr index_t max_phases = 16;
+  index_t phase_lo[max_phases] = {}, phase_hi[max_phases] = {};
+  if (g.sw > 1 && g.sw <= max_phases)
+    for (index_t k = 0; k < g.sw; ++k) bounds(k, phase_lo[k], phase_hi[k]);
   for (index_t j = 0; j < rows; ++j, dst += row_stride) {
     const index_t ih = ih_lo + j;
     if (ih < 0 || ih >= g.h) {
@@ -165,17 +174,20 @@ KFUSE_INLINE void pool_fill_rows(const T* plane, const pool_geom& g, float* dst,
                             int(len - x));
       for (index_t e = lead + len; e < pitch; ++e) dst[e] = pad;
     } else {
-      for (index_t k = 0; k < g.sw; ++k)
-        for (index_t e = 0; e < pitch; ++e) {
-          const index_t iw = e * g.sw + k - g.pl;
-          float v = pad;
-          if (iw >= 0 && iw < g.w) {
-            v = to_float(src[iw]);
-            if constexpr (std::is_integral_v<T>)
-              if (!g.is_max) v -= g.zp;
-          }
-          dst[k * pitch + e] = v;
-        }
+      // Phase k holds input columns e * sw + k - pl: elements [lo[k], hi[k]) are inside the row.
+      const float sub = std::is_integral_v<T> && !g.is_max ? g.zp : 0.f;
+      for (index_t k = 0; k < g.sw; ++k) {
+        float* ph = dst + k * pitch;
+        index_t e_lo, e_hi;
+        if (g.sw <= max_phases)
+          e_lo = phase_lo[k], e_hi = phase_hi[k];
+        else
+          bounds(k, e_lo, e_hi);
+        std::fill(ph, ph + e_lo, pad);
+        for (index_t e = e_lo, iw = e_lo * g.sw + k - g.pl; e < e_hi; ++e, iw += g.sw)
+          ph[e] = to_float(src[iw]) - sub;
+        std::fill(ph + e_hi, ph + pitch, pad);
+      }
     }
   }
 }
@@ -200,9 +212,11 @@ KFUSE_INLINE void pool_nchw_block(const T* in, const pool_geom& g, index_t n, in
       V acc(pad);
       for (index_t r = 0; r < g.r; ++r) {
         const float* rowp = base + r * row_stride + col;
-        for (index_t s = 0; s < g.s; ++s) {
-          const V x = simd::load<V>(rowp + (s % g.sw) * pitch + s / g.sw);
+        // Tap s sits in phase s % sw at element s / sw (stepped, no division per tap).
+        for (index_t s = 0, k = 0, q = 0; s < g.s; ++s) {
+          const V x = simd::load<V>(rowp + k * pitch + q);
           acc = IsMax ? pool_max(acc, x) : acc + x;
+          if (++k == g.sw) k = 0, ++q;
         }
       }
       if constexpr (!IsMax) {
@@ -213,8 +227,10 @@ KFUSE_INLINE void pool_nchw_block(const T* in, const pool_geom& g, index_t n, in
         // and are never stored.
         acc = acc / (wc * V(g.hcnt[oh])) + V(g.zp);
       }
+      // A row shorter than a vector is stored whole when that stays inside this block's
+      // output: the extra lanes land on the next row, stored after it by this thread.
       const index_t flat = plane_flat + oh * g.ow + col;
-      if (g.ow >= L) {
+      if (g.ow >= L || flat + L <= plane_flat + oh_b * g.ow) {
         const lane_ctx<V, false> ctx{flat, c, L};
         simd::store(out + flat, apply(ep, acc, ctx));
       } else {

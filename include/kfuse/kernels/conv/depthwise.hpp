@@ -274,13 +274,8 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
 /// Register tile sizes per vector width: RH output rows x WV vectors of output pixels.
 template <int L>
 struct dw_nchw_config {
-#ifdef DW_RH
-  static constexpr int rh = L >= 16 ? DW_RH : 2;
-  static constexpr int wv = L == 1 ? 4 : DW_WV;
-#else
   static constexpr int rh = L >= 16 ? 4 : 2;
   static constexpr int wv = L == 1 ? 4 : 2;
-#endif
 };
 
 /// The zero-padded f32 copy of the input rows one block of output rows reads. Row j holds
@@ -313,6 +308,16 @@ KFUSE_INLINE void dw_fill_scratch(const T* plane, const T* in_end, const dw_geom
                                   const dw_scratch& sc, float zp, bool zeroed) {
   constexpr int L = V::lanes;
   const V zero(0.f);
+  // Per stride phase, the elements inside the input row (computed once, not per row).
+  auto bounds = [&](index_t k, index_t& lo, index_t& hi) {
+    lo = std::min(sc.pitch, std::max<index_t>(0, (g.pl - k + g.sw - 1) / g.sw));
+    const index_t last = g.w - 1 + g.pl - k;  // e * sw <= last
+    hi = last < 0 ? lo : std::max(lo, std::min(sc.pitch, last / g.sw + 1));
+  };
+  constexpr index_t max_phases = 16;
+  index_t phase_lo[max_phases] = {}, phase_hi[max_phases] = {};
+  if (g.sw > 1 && g.sw <= max_phases)
+    for (index_t k = 0; k < g.sw; ++k) bounds(k, phase_lo[k], phase_hi[k]);
   for (index_t j = 0; j < sc.rows; ++j) {
     float* dst = sc.data + j * sc.row_stride;
     const index_t ih = sc.ih_lo + j;
@@ -335,19 +340,19 @@ KFUSE_INLINE void dw_fill_scratch(const T* plane, const T* in_end, const dw_geom
         simd::store(d + g.w, zero);
       }
     } else {
+      // Phase k holds input columns e * sw + k - pl: elements [lo[k], hi[k]) are in the row.
+      const float sub = std::is_integral_v<T> ? zp : 0.f;
       for (index_t k = 0; k < g.sw; ++k) {
         float* ph = dst + k * sc.pitch;
-        for (index_t e = 0; e < sc.pitch; ++e) {
-          const index_t iw = e * g.sw + k - g.pl;
-          float v = 0.f;
-          if (iw >= 0 && iw < g.w) {
-            if constexpr (std::is_integral_v<T>)
-              v = float(src[iw]) - zp;
-            else
-              v = to_float(src[iw]);
-          }
-          ph[e] = v;
-        }
+        index_t e_lo, e_hi;
+        if (g.sw <= max_phases)
+          e_lo = phase_lo[k], e_hi = phase_hi[k];
+        else
+          bounds(k, e_lo, e_hi);
+        std::fill(ph, ph + e_lo, 0.f);
+        for (index_t e = e_lo, iw = e_lo * g.sw + k - g.pl; e < e_hi; ++e, iw += g.sw)
+          ph[e] = to_float(src[iw]) - sub;
+        std::fill(ph + e_hi, ph + sc.pitch, 0.f);
       }
     }
   }
@@ -360,10 +365,13 @@ KFUSE_INLINE index_t dw_col(const dw_geom& g, index_t ow0, int v) {
   return g.ow >= L ? std::min<index_t>(ow0 + v * L, g.ow - L) : ow0;
 }
 
-/// Epilogue and store of one NCHW tile.
+/// Epilogue and store of one NCHW tile. A row shorter than a vector is stored whole when the
+/// vector stays inside this block's output (flat_end): its extra lanes land on the next row,
+/// which is computed and stored after it by the same thread.
 template <class V, int RH, int WV, class Out, class Ep>
 KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, index_t oh0,
-                                index_t ow0, Out* out, index_t plane_flat, const Ep& ep) {
+                                index_t ow0, Out* out, index_t plane_flat, index_t flat_end,
+                                const Ep& ep) {
   constexpr int L = V::lanes;
 #pragma GCC unroll 8
   for (int i = 0; i < RH; ++i)
@@ -371,7 +379,7 @@ KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, i
     for (int v = 0; v < WV; ++v) {
       const index_t ow = dw_col<L>(g, ow0, v);
       const index_t flat = plane_flat + (oh0 + i) * g.ow + ow;
-      if (g.ow >= L) {
+      if (g.ow >= L || flat + L <= flat_end) {
         const lane_ctx<V, false> ctx{flat, c, L};
         simd::store(out + flat, apply(ep, acc[i][v], ctx));
       } else {
@@ -386,7 +394,7 @@ KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, i
 template <class V, int RH, int WV, class Out, class Ep>
 KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT wc,
                                const dw_geom& g, index_t c, index_t oh0, index_t ow0, Out* out,
-                               index_t plane_flat, const Ep& ep) {
+                               index_t plane_flat, index_t flat_end, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[RH][WV];
 #pragma GCC unroll 8
@@ -397,9 +405,10 @@ KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT
   const index_t row_step = g.sh * sc.row_stride;
   for (index_t r = 0; r < g.r; ++r) {
     const float* rowr = base + r * g.dh * sc.row_stride;
-    for (index_t s = 0; s < g.s; ++s) {
-      const index_t off = s * g.dw;
-      const float* tap = rowr + (off % g.sw) * sc.pitch + off / g.sw;
+    // Tap s sits in phase (s * dw) % sw at element (s * dw) / sw (stepped, no division).
+    for (index_t s = 0, k = 0, q = 0; s < g.s; ++s) {
+      const float* tap = rowr + k * sc.pitch + q;
+      for (k += g.dw; k >= g.sw; k -= g.sw) ++q;
       const V w(wc[r * g.s + s]);
 #pragma GCC unroll 8
       for (int i = 0; i < RH; ++i)
@@ -409,7 +418,7 @@ KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT
               simd::fma(simd::load<V>(tap + i * row_step + dw_col<L>(g, ow0, v)), w, acc[i][v]);
     }
   }
-  dw_nchw_store<V, RH, WV>(acc, g, c, oh0, ow0, out, plane_flat, ep);
+  dw_nchw_store<V, RH, WV>(acc, g, c, oh0, ow0, out, plane_flat, flat_end, ep);
 }
 
 /// The 3x3, stride 1, dilation 1 fast path: the nine weights stay in registers and each loaded
@@ -417,7 +426,7 @@ KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT
 template <class V, int RH, int WV, class Out, class Ep>
 KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const dw_geom& g,
                                   index_t c, index_t oh0, index_t ow0, Out* out, index_t plane_flat,
-                                  const Ep& ep) {
+                                  index_t flat_end, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[RH][WV];
 #pragma GCC unroll 8
@@ -441,7 +450,7 @@ KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const d
       }
     }
   }
-  dw_nchw_store<V, RH, WV>(acc, g, c, oh0, ow0, out, plane_flat, ep);
+  dw_nchw_store<V, RH, WV>(acc, g, c, oh0, ow0, out, plane_flat, flat_end, ep);
 }
 
 /// Output rows [oh_a, oh_b) of plane (n, c).
@@ -469,9 +478,11 @@ KFUSE_INLINE void dw_nchw_block(const T* in, const T* in_end, const float* wpk, 
   std::copy(key, key + 8, st.key);
   const auto addr = reinterpret_cast<std::uintptr_t>(st.buf.data());
   sc.data = st.buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
-  dw_fill_scratch<V>(in + (n * g.c + c) * g.h * g.w, in_end, g, sc, zp, zeroed);
+  const T* plane = in + (n * g.c + c) * g.h * g.w;
+  dw_fill_scratch<V>(plane, in_end, g, sc, zp, zeroed);
   const float* wc = wpk + c * g.r * g.s;
   const index_t plane_flat = (n * g.c + c) * g.oh * g.ow;
+  const index_t flat_end = plane_flat + oh_b * g.ow;  // one past this block's output
   V w9[9];
   if constexpr (Fast3x3)
 #pragma GCC unroll 9
@@ -479,9 +490,9 @@ KFUSE_INLINE void dw_nchw_block(const T* in, const T* in_end, const float* wpk, 
   const index_t nvec = (g.ow + L - 1) / L;
   auto tile = [&]<int R, int W>(index_t oh, index_t ow) {
     if constexpr (Fast3x3)
-      dw_nchw_tile3x3<V, R, W>(sc, w9, g, c, oh, ow, out, plane_flat, ep);
+      dw_nchw_tile3x3<V, R, W>(sc, w9, g, c, oh, ow, out, plane_flat, flat_end, ep);
     else
-      dw_nchw_tile<V, R, W>(sc, wc, g, c, oh, ow, out, plane_flat, ep);
+      dw_nchw_tile<V, R, W>(sc, wc, g, c, oh, ow, out, plane_flat, flat_end, ep);
   };
   index_t oh = oh_a;
   for (; oh + RH <= oh_b; oh += RH) {
