@@ -330,7 +330,7 @@ void run_block(const options& o, checks& ck) {
   ck.expect(max_err <= 1e-4 * std::max(scale, 1.0), "block fp32 plan matches the double reference");
 
   // Calibrate on sample batches; the accuracy test batch needs several images for top-1.
-  const index_t test_n = std::max<index_t>(n, 8);
+  const index_t test_n = std::max<index_t>(n, 16);
   models::block_graph tg = models::build_block(w, test_n, hw, hw);
   std::vector<std::vector<float>> samples;
   for (int i = 0; i < std::max(2, o.calib_batches / 2); ++i)
