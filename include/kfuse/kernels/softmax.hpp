@@ -352,9 +352,9 @@ run_info softmax_impl(const In* in, Out* out, index_t outer, index_t axis, index
   if (inner == 1) {
     const bool online = so.method == softmax_method::online ||
                         (so.method == softmax_method::automatic && axis > softmax_cached_row_limit);
-    const index_t grain = std::max<index_t>(1, target / axis);
     const bool stream =
         use_streaming_stores<V>(out, outer, axis) && (online || axis <= softmax_scratch_row_limit);
+    const index_t grain = streaming_grain(std::max<index_t>(1, target / axis), outer, pool, stream);
     auto rows_with = [&]<bool Stream>() {
       parallel_for(
           0, outer, grain,
