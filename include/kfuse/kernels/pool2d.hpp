@@ -184,8 +184,12 @@ KFUSE_INLINE void pool_fill_rows(const T* plane, const pool_geom& g, float* dst,
         else
           bounds(k, e_lo, e_hi);
         std::fill(ph, ph + e_lo, pad);
-        for (index_t e = e_lo, iw = e_lo * g.sw + k - g.pl; e < e_hi; ++e, iw += g.sw)
-          ph[e] = to_float(src[iw]) - sub;
+        const index_t iw0 = e_lo * g.sw + k - g.pl;
+        if (g.sw == 2)  // a constant stride the compiler vectorizes (permutes)
+          for (index_t e = e_lo; e < e_hi; ++e) ph[e] = to_float(src[iw0 + 2 * (e - e_lo)]) - sub;
+        else
+          for (index_t e = e_lo, iw = iw0; e < e_hi; ++e, iw += g.sw)
+            ph[e] = to_float(src[iw]) - sub;
         std::fill(ph + e_hi, ph + pitch, pad);
       }
     }

@@ -350,8 +350,12 @@ KFUSE_INLINE void dw_fill_scratch(const T* plane, const T* in_end, const dw_geom
         else
           bounds(k, e_lo, e_hi);
         std::fill(ph, ph + e_lo, 0.f);
-        for (index_t e = e_lo, iw = e_lo * g.sw + k - g.pl; e < e_hi; ++e, iw += g.sw)
-          ph[e] = to_float(src[iw]) - sub;
+        const index_t iw0 = e_lo * g.sw + k - g.pl;
+        if (g.sw == 2)  // a constant stride the compiler vectorizes (permutes)
+          for (index_t e = e_lo; e < e_hi; ++e) ph[e] = to_float(src[iw0 + 2 * (e - e_lo)]) - sub;
+        else
+          for (index_t e = e_lo, iw = iw0; e < e_hi; ++e, iw += g.sw)
+            ph[e] = to_float(src[iw]) - sub;
         std::fill(ph + e_hi, ph + sc.pitch, 0.f);
       }
     }
