@@ -11,7 +11,9 @@ packages=(
   binutils                                  # nm for the ODR check
 )
 if [[ "${1:-}" == "--peers" ]]; then
-  packages+=(libdnnl-dev libopenblas-openmp-dev libxnnpack-dev libtorch-dev)
+  # XNNPACK does not pull in the pthreadpool headers; dnnl's CMake config needs the OpenCL ICD dev files.
+  packages+=(libdnnl-dev libopenblas-openmp-dev libxnnpack-dev libpthreadpool-dev ocl-icd-opencl-dev
+    libtorch-dev)
 fi
 
 missing=()
