@@ -449,6 +449,147 @@ TEST_CASE("graph: depthwise conv with batch norm folded, relu and residual fused
   }
 }
 
+#if KFUSE_GRAPH_HAS_CONV2D  // dense conv2d nodes need kernels/conv/conv2d.hpp
+namespace {
+/// ResNet basic block: conv3x3-BN-ReLU, conv3x3-BN, + x, ReLU, global average pool, flatten,
+/// linear; and its double reference.
+struct block {
+  index_t N = 2, C = 8, H = 9, W = 7, classes = 5;
+  std::vector<float> w1, w2, bn[2][4], fw, fb;
+  block() {
+    w1 = gt::kaiming(C, C * 9, 21);
+    w2 = gt::kaiming(C, C * 9, 22);
+    for (int i = 0; i < 2; ++i) {
+      bn[i][0] = gt::random_vec(std::size_t(C), 30 + i, -0.2f, 0.2f);  // mean
+      bn[i][1] = gt::random_vec(std::size_t(C), 40 + i, 0.5f, 1.5f);   // var
+      bn[i][2] = gt::random_vec(std::size_t(C), 50 + i, 0.8f, 1.2f);   // gamma
+      bn[i][3] = gt::random_vec(std::size_t(C), 60 + i, -0.1f, 0.1f);  // beta
+    }
+    fw = gt::kaiming(classes, C, 23);
+    fb = gt::random_vec(std::size_t(classes), 24, -0.1f, 0.1f);
+  }
+  graph build(tensor_layout L) const {
+    graph g;
+    auto x = g.input("x", {N, C, H, W}, dtype::f32, L);
+    conv2d_params same;
+    same.pad_top = same.pad_left = same.pad_bottom = same.pad_right = 1;
+    auto bnorm = [&](const char* name, tensor_id t, int i) {
+      const std::string s = name;
+      return g.batch_norm(s, t, g.constant(s + ".mean", {C}, bn[i][0].data()),
+                          g.constant(s + ".var", {C}, bn[i][1].data()),
+                          g.constant(s + ".gamma", {C}, bn[i][2].data()),
+                          g.constant(s + ".beta", {C}, bn[i][3].data()));
+    };
+    auto r1 = g.relu(
+        "relu1",
+        bnorm("bn1", g.conv2d("conv1", x, g.constant("w1", {C, C, 3, 3}, w1.data()), {}, same), 0));
+    auto n2 =
+        bnorm("bn2", g.conv2d("conv2", r1, g.constant("w2", {C, C, 3, 3}, w2.data()), {}, same), 1);
+    auto r2 = g.relu("relu2", g.add("residual", n2, x));
+    pool2d_params gap;
+    gap.kind = pool_mode::global_average;
+    auto flat = g.flatten("flatten", g.pool2d("gap", r2, gap));
+    g.output(g.linear("fc", flat, g.constant("fw", {classes, C}, fw.data()),
+                      g.constant("fb", {classes}, fb.data())));
+    return g;
+  }
+  std::vector<double> reference(const std::vector<float>& x, tensor_layout L) const {
+    const bool cl = L == tensor_layout::nhwc;
+    auto at = [&](index_t n, index_t c, index_t h, index_t w) {
+      return std::size_t(cl ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w);
+    };
+    std::vector<double> in(x.begin(), x.end());
+    auto conv_bn = [&](const std::vector<double>& a, const std::vector<float>& w, int i) {
+      std::vector<double> o(a.size());
+      for (index_t n = 0; n < N; ++n)
+        for (index_t k = 0; k < C; ++k)
+          for (index_t h = 0; h < H; ++h)
+            for (index_t ww = 0; ww < W; ++ww) {
+              double acc = 0;
+              for (index_t c = 0; c < C; ++c)
+                for (index_t r = 0; r < 3; ++r)
+                  for (index_t s = 0; s < 3; ++s) {
+                    const index_t ih = h + r - 1, iw = ww + s - 1;
+                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                    acc +=
+                        double(w[std::size_t(((k * C + c) * 3 + r) * 3 + s)]) * a[at(n, c, ih, iw)];
+                  }
+              const auto kk = std::size_t(k);
+              o[at(n, k, h, ww)] =
+                  (acc - bn[i][0][kk]) / std::sqrt(double(bn[i][1][kk]) + 1e-5) * bn[i][2][kk] +
+                  bn[i][3][kk];
+            }
+      return o;
+    };
+    auto h1 = conv_bn(in, w1, 0);
+    for (double& v : h1) v = std::max(v, 0.0);
+    auto h2 = conv_bn(h1, w2, 1);
+    std::vector<double> y(std::size_t(N * classes));
+    for (index_t n = 0; n < N; ++n) {
+      std::vector<double> pooled(std::size_t(C), 0.0);
+      for (index_t c = 0; c < C; ++c)
+        for (index_t h = 0; h < H; ++h)
+          for (index_t ww = 0; ww < W; ++ww)
+            pooled[std::size_t(c)] +=
+                std::max(0.0, h2[at(n, c, h, ww)] + in[at(n, c, h, ww)]) / double(H * W);
+      for (index_t j = 0; j < classes; ++j) {
+        double acc = fb[std::size_t(j)];
+        for (index_t c = 0; c < C; ++c)
+          acc += double(fw[std::size_t(j * C + c)]) * pooled[std::size_t(c)];
+        y[std::size_t(n * classes + j)] = acc;
+      }
+    }
+    return y;
+  }
+};
+}  // namespace
+
+TEST_CASE("graph: ResNet basic block (conv-BN-ReLU x2, residual, pool, linear)", "[graph]") {
+  const block b;
+  for (tensor_layout L : {tensor_layout::nchw, tensor_layout::nhwc}) {
+    INFO("layout " << layout_name(L));
+    const graph g = b.build(L);
+    const plan p = compile(g, {.threads = 1});
+    const std::string rep = p.report().text();
+    INFO(rep);
+    CHECK(rep.find("folded bn1 (batch_norm) into conv1 (conv2d)") != std::string::npos);
+    CHECK(rep.find("fused relu1 (eltwise) into conv1 (conv2d)") != std::string::npos);
+    CHECK(rep.find("folded bn2 (batch_norm) into conv2 (conv2d)") != std::string::npos);
+    CHECK(rep.find("fused residual (eltwise) into conv2 (conv2d)") != std::string::npos);
+    CHECK(rep.find("fused relu2 (eltwise) into conv2 (conv2d)") != std::string::npos);
+    CHECK(p.steps().size() == 5);  // conv1, conv2, gap, flatten (view), fc
+    const auto x = gt::random_vec(std::size_t(b.N * b.C * b.H * b.W), 25, -1, 1);
+    const auto ref = b.reference(x, L);
+    std::vector<float> y(ref.size(), std::nanf(""));
+    auto r = p.record({bind(x)}, {bind(y)});
+    r.replay();
+    double max_ref = 0;
+    for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
+    for (std::size_t i = 0; i < y.size(); ++i)
+      REQUIRE(std::fabs(y[i] - ref[i]) <= 1e-4 * (1 + max_ref));
+    // Unfused (BN as its own pass) and 2 threads agree; bf16 within bf16 accuracy.
+    const plan q = compile(g, {.threads = 1, .fuse = false});
+    std::vector<float> yq(y.size());
+    auto rq = q.record({bind(x)}, {bind(yq)});
+    rq.replay();
+    for (std::size_t i = 0; i < y.size(); ++i)
+      REQUIRE(std::fabs(yq[i] - ref[i]) <= 1e-4 * (1 + max_ref));
+    const plan p2 = compile(g, {.threads = 2, .parallel_min_bytes = 0});
+    std::vector<float> y2(y.size());
+    auto r2 = p2.record({bind(x)}, {bind(y2)});
+    r2.replay();
+    CHECK(gt::bitwise_equal(y2, y));
+    const plan pb = compile(g, {.threads = 1, .prec = precision::bf16});
+    std::vector<float> yb(y.size());
+    auto rb = pb.record({bind(x)}, {bind(yb)});
+    rb.replay();
+    for (std::size_t i = 0; i < y.size(); ++i)
+      REQUIRE(std::fabs(yb[i] - ref[i]) <= 0.03 * (1 + max_ref));
+  }
+}
+
+#endif  // KFUSE_GRAPH_HAS_CONV2D
+
 TEST_CASE("graph: max and average pooling nodes", "[graph]") {
   const index_t N = 1, C = 3, H = 5, W = 6;
   graph g;

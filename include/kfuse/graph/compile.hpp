@@ -15,6 +15,14 @@
 
 #include "kfuse/graph/graph.hpp"
 #include "kfuse/graph/ops/conv.hpp"
+// Dense conv2d nodes need kernels/conv/conv2d.hpp (it was still being written when this executor
+// landed): with it they compile in; without it only depthwise conv nodes have a kernel.
+#if __has_include("kfuse/kernels/conv/conv2d.hpp")
+#include "kfuse/graph/ops/conv_dense.hpp"
+#define KFUSE_GRAPH_HAS_CONV2D 1
+#else
+#define KFUSE_GRAPH_HAS_CONV2D 0
+#endif
 #include "kfuse/graph/ops/eltwise.hpp"
 #include "kfuse/graph/ops/linear.hpp"
 #include "kfuse/graph/ops/norm.hpp"
@@ -1121,8 +1129,107 @@ class graph_compiler {
       }
       return;
     }
-    fail_node(n, "dense / grouped conv2d has no kernel in this build yet (depthwise only)");
+#if KFUSE_GRAPH_HAS_CONV2D
+    const bool nhwc_ = x.layout == tensor_layout::nhwc;
+    switch (pr) {
+      case precision::bf16:
+        if (nhwc_)
+          lower_dense_conv<bf16, nhwc>(s, n, info, cmds, cs, "bf16");
+        else
+          lower_dense_conv<bf16, nchw>(s, n, info, cmds, cs, "bf16");
+        break;
+      case precision::int8:
+        if (nhwc_)
+          lower_dense_conv<i8, nhwc>(s, n, info, cmds, cs, "int8");
+        else
+          lower_dense_conv<i8, nchw>(s, n, info, cmds, cs, "int8");
+        break;
+      default:
+        if (nhwc_)
+          lower_dense_conv<f32, nhwc>(s, n, info, cmds, cs, "f32");
+        else
+          lower_dense_conv<f32, nchw>(s, n, info, cmds, cs, "f32");
+        break;
+    }
+#else
+    fail_node(n,
+              "dense / grouped conv2d has no kernel in this build (kfuse/kernels/conv/conv2d.hpp "
+              "is missing); depthwise convs run");
+#endif
   }
+
+#if KFUSE_GRAPH_HAS_CONV2D
+  template <class Recipe, class L>
+  void lower_dense_conv(const step& s, const node_desc& n, step_info& info,
+                        std::vector<plan_command>& cmds, const conv_shape& cs,
+                        std::string_view recipe) {
+    if constexpr (!graph_ops::gemm_available<Recipe, A, B>()) {
+      fail_node(n, std::string(recipe) + " conv2d has no kernel on arch " + std::string(A::name) +
+                       " (int8 needs avx512_vnni)");
+    } else {
+      using P = graph_ops::conv_params<Recipe, L, A, B>;
+      auto p = std::make_shared<P>();
+      std::vector<float> w;
+      std::vector<op_stage> chain;
+      conv_weights(s, w, chain, cs.k, n.name);
+      const plan_tensor& x = T(s.x);
+      plan_command c;
+      c.in[0] = s.x;
+      if constexpr (std::is_same_v<Recipe, f32>) {
+        p->w = P::kernel::pack(w.data(), cs);
+      } else if constexpr (std::is_same_v<Recipe, bf16>) {
+        p->w = P::kernel::pack(w.data(), cs);
+        if (x.type != dtype::bf16) c.in[0] = convert_input(s, n, dtype::bf16, {}, cmds);
+      } else {
+        // int8 as for linear: u8 activations (the input's quant params), i8 weights per output
+        // channel, the dequantization scale first in the chain.
+        if (!x.has_quant)
+          fail_node(n,
+                    "an int8 conv2d needs the input's quant params: calibrate, then "
+                    "graph::set_quant on '" +
+                        x.name + "'");
+        const tensor_quant q = x.quant;
+        if (!(q.scale > 0.f) || q.zero_point < 0 || q.zero_point > 255)
+          fail_node(n, "input '" + x.name +
+                           "' quant params: scale must be positive and the "
+                           "zero point in [0, 255] (u8 activations)");
+        const index_t per = index_t(w.size()) / cs.k;
+        std::vector<std::int8_t> wq(w.size());
+        std::vector<float> deq(static_cast<std::size_t>(cs.k));
+        for (index_t o = 0; o < cs.k; ++o) {
+          float m = 0.f;
+          for (index_t i = 0; i < per; ++i) m = std::max(m, std::fabs(w[std::size_t(o * per + i)]));
+          const float ws = m > 0.f ? m / 127.f : 1.f;
+          for (index_t i = 0; i < per; ++i)
+            wq[std::size_t(o * per + i)] = std::int8_t(
+                std::clamp(std::nearbyint(w[std::size_t(o * per + i)] / ws), -127.f, 127.f));
+          deq[std::size_t(o)] = ws * q.scale;
+        }
+        p->w = P::kernel::pack(wq.data(), cs);
+        p->x_zero = q.zero_point;
+        if (x.type != dtype::u8) c.in[0] = convert_input(s, n, dtype::u8, q, cmds);
+        chain.insert(chain.begin(), op_stage{stage_kind::mul, 0, 0,
+                                             new_constant(n.name + ".dequant", {cs.k}, deq), true});
+      }
+      if (operand_count(chain) > graph_ops::chain_max_operands)
+        fail_node(n, "too many fused operands");
+      p->in = cs.in_dims();
+      p->out = cs.out_dims();
+      c.out = s.out;
+      p->stages = make_chain(chain, c, 1);
+      c.fn = &graph_ops::conv_cmd<Recipe, L, A, B>;
+      info.flops = cs.flops();
+      info.bytes = double(x.bytes) + double(T(s.out).bytes) +
+                   double(w.size()) * double(sizeof(typename P::kernel::weight_storage));
+      c.threads = threads_for(info.bytes, info.flops);
+      c.params = own(p);
+      info.kernel = "conv2d " + std::string(recipe) + " " + std::string(L::name) +
+                    (chain.empty() ? "" : " [" + chain_text(chain) + "]");
+      cmds.push_back(c);
+    }
+  }
+
+#endif
 
   template <class Elem, class L>
   void pool_fn(plan_command& c) {

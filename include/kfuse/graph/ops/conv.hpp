@@ -1,8 +1,7 @@
 #pragma once
-// Graph adapters of convolutions: conv2d (dense, grouped, 1x1) and depthwise (groups == C == K)
-// through depthwise_conv2d, with weights packed at compile time (batch norm already folded in)
-// and any fused stage chain (bias, activation, residual add, int8 dequantization) in the
-// epilogue.
+// Graph adapter of depthwise convolutions (groups == C == K) through depthwise_conv2d, with
+// weights packed at compile time (batch norm already folded in) and any fused stage chain (bias,
+// activation, residual add) in the epilogue. Dense / grouped conv2d: ops/conv_dense.hpp.
 #include "kfuse/graph/ops/chain.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
 
