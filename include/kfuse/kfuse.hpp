@@ -1,9 +1,16 @@
 #pragma once
 // kfuse: header-only CPU inference kernels with compile-time fused epilogues.
+// The executor is separate: kfuse/graph/graph.hpp (building graphs) and kfuse/graph/compile.hpp
+// (the one TU that compiles plans: it instantiates every op's kernels).
 #include "kfuse/arch/dispatch.hpp"
 #include "kfuse/config/version.hpp"
 #include "kfuse/epilogue.hpp"
+#include "kfuse/kernels/batch_norm.hpp"
+#include "kfuse/kernels/conv/depthwise.hpp"
 #include "kfuse/kernels/eltwise.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
+#include "kfuse/kernels/norm.hpp"
+#include "kfuse/kernels/pool2d.hpp"
+#include "kfuse/kernels/softmax.hpp"
 #include "kfuse/layout/convert.hpp"
 #include "kfuse/types/convert.hpp"
