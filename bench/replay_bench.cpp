@@ -30,9 +30,9 @@ std::vector<float> input() {
 }
 
 void per_node(benchmark::State& state) {
-  state.counters["ns_per_node"] = benchmark::Counter(
-      double(nodes) * double(state.iterations()) * 1e-9,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_node"] =
+      benchmark::Counter(double(nodes) * double(state.iterations()) * 1e-9,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void direct(benchmark::State& state) {
