@@ -1,0 +1,1011 @@
+#pragma once
+// conv2d<Elem, Layout, Arch, Epilogue, Backend>: y = epilogue(conv(x, w)) for dense and grouped
+// 2-D convolutions, NCHW and NHWC both first class.
+//
+//   using conv = kfuse::conv2d<kfuse::f32, kfuse::nhwc, kfuse::arch::native,
+//                              kfuse::epilogue<kfuse::bias, kfuse::relu>>;
+//   const auto w = conv::pack(weights_oihw, shape);                       // once
+//   conv::run(kfuse::view<kfuse::nhwc>(x, shape.in_dims()), w,
+//             kfuse::view<kfuse::nhwc>(y, shape.out_dims()), {{bias}, {}});  // every call
+//
+// Elem is the recipe, as for gemm: f32, bf16 (bf16 activations and weights, f32 accumulation),
+// i8 (u8 or s8 activations with a zero point x s8 weights -> s32 accumulators; the epilogue
+// dequantizes or requantizes). Weights come in PyTorch's OIHW order [K, C/groups, R, S].
+//
+// Both layouts run the GEMM micro-kernels (kernels/gemm/microkernels.hpp) on tiles read straight
+// from the activations; the accumulators of a tile are final before the epilogue runs on them
+// and the tile is stored once:
+//  * NHWC, 1x1, stride 1, no padding, one group: literally gemm [N*H*W, C] x [C, K].
+//  * NHWC otherwise ("implicit gemm"): a register tile is MR output pixels of one output row x
+//    NR output channels; for each tap (r, s) the micro-kernel reduces over the group's input
+//    channels, reading the MR pixels straight from the input (stride `stride_w * C` between
+//    them). Rows with padding are read from a per-thread copy of the R input rows padded with
+//    zeros (or the zero point), so no tap needs a bounds check.
+//  * NCHW ("channel rows"): the GEMM [K, C*R*S] x [C*R*S, pixels] per image, with the weights
+//    as the broadcast operand (OIHW rows are exactly its rows) and lanes = consecutive output
+//    pixels, so every store and the residual read are contiguous NCHW runs and the epilogue's
+//    channel is the tile row. The pixel operand is a per-thread panel of NR output pixels
+//    (flattened over rows, so small images waste no lanes) x a chunk of the C*R*S taps, built
+//    from the NCHW rows with vector copies; it stays in L1/L2 while every channel row tile uses it.
+//  * Depthwise shapes (groups == C == K > 1) go to kfuse::depthwise_conv2d
+//    (kernels/conv/depthwise.hpp), whose packed weights the conv2d weights then hold.
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/checks.hpp"
+#include "kfuse/kernels/conv/conv_shape.hpp"
+#include "kfuse/kernels/conv/depthwise.hpp"
+#include "kfuse/kernels/gemm/gemm.hpp"
+#include "kfuse/kernels/run_info.hpp"
+#include "kfuse/layout/tensor_view.hpp"
+#include "kfuse/threading/thread_pool.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// 64-byte aligned array that owns its memory.
+template <class T>
+class aligned_array {
+ public:
+  aligned_array() = default;
+  explicit aligned_array(std::size_t n) : n_(n) {
+    if (n == 0) return;
+    void* mem = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+    if (!mem) throw std::bad_alloc();
+    data_.reset(static_cast<T*>(mem));
+  }
+  T* data() noexcept { return data_.get(); }
+  const T* data() const noexcept { return data_.get(); }
+  std::size_t size() const noexcept { return n_; }
+
+ private:
+  std::size_t n_ = 0;
+  std::unique_ptr<T, aligned_free> data_;
+};
+
+/// The layouts' packing of one convolution's weights.
+enum class conv_path { gemm_1x1, nhwc_implicit, nchw_rows, depthwise };
+
+}  // namespace detail
+
+/// Weights of one convolution packed once for conv2d<...> (owns aligned memory).
+/// TW: what the packed tiles hold; TG: what the 1x1 gemm path's panels hold; DW: the depthwise
+/// kernel's packed weights (depthwise shapes).
+template <class TW, class TG, class DW>
+class conv_weights {
+ public:
+  conv_weights() = default;
+  const conv_shape& shape() const noexcept { return shape_; }
+  bool empty() const noexcept { return data_.size() == 0 && gemm_.empty() && dw_.empty(); }
+  /// Time spent packing (reported separately from the convolution itself).
+  double pack_seconds() const noexcept { return pack_seconds_; }
+
+  // Read by conv2d.
+  detail::conv_path path_ = detail::conv_path::nhwc_implicit;
+  conv_shape shape_{};
+  std::string_view layout_{};
+  int block_ = 0;        // NR (nhwc tiles) or MR (nchw rows): the micro-kernel it was packed for
+  index_t kblocks_ = 0;  // nhwc: NR-channel blocks per group
+  index_t cgp_ = 0;      // nhwc: channels per group rounded up to the k group
+  index_t crsp_ = 0;     // nchw: C/groups * R * S rounded up to the k group
+  detail::aligned_array<TW> data_;
+  std::vector<std::int32_t> sums_;  // int8: per (padded) output channel weight sums
+  packed_weights<TG> gemm_;
+  DW dw_;
+  double pack_seconds_ = 0;
+};
+
+namespace detail {
+
+/// The micro-kernel set of a recipe on arch A with vectors V (the GEMM's), plus what the NCHW
+/// path broadcasts: float / bf16 weights, or int8 weights shifted to u8 (w + 128).
+template <class Recipe, class A, class V>
+struct conv_kernels {
+  using select = select_microkernel<Recipe, A, V>;
+  using mk = typename select::type;
+  using storage = typename mk::storage;
+  static constexpr bool integer = mk::integer;
+  using row_weight = std::conditional_t<integer, std::uint8_t, typename select::a_storage>;
+};
+
+template <class T>
+KFUSE_INLINE T convert_to(float v) {
+  return from_float<T>(v);
+}
+
+// -------------------------------------------------------------------------------- NHWC tiles
+
+/// Pointers to the R input rows of one output row: row r's pixel (ow, s) sits at
+/// rows[r] + (ow * stride_w + s * dilation_w) * pix; null when the row is all padding and may be
+/// skipped (float recipes).
+template <class TX>
+struct nhwc_rows {
+  const TX* const* rows = nullptr;
+  index_t pix = 0;
+};
+
+/// The input channels [c0, c1) of a tile's reduction (a multiple of the k group apart); the tile
+/// starts from `part` unless `first` and saves to it unless `last` (then the epilogue runs).
+struct nhwc_chunk {
+  index_t c0 = 0, c1 = 0;
+  float* part = nullptr;
+  bool first = true, last = true;
+};
+
+template <class MK, class V, int Rows, int NV, class TX, class Out, class Ep>
+KFUSE_INLINE void nhwc_tile(const nhwc_rows<TX>& in, index_t ow0, const conv_shape& s,
+                            const typename MK::storage* KFUSE_RESTRICT wblock, const nhwc_chunk& ck,
+                            index_t cgp, Out* KFUSE_RESTRICT out, index_t flat0, index_t ch0,
+                            index_t ch_valid, const std::int32_t* sums, std::int32_t a_zero,
+                            const Ep& ep) {
+  constexpr int L = V::lanes, NR = NV * L;
+  V acc[Rows][NV];
+  if (ck.first) {
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = V(0.f);
+  } else {
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = simd::load<V>(ck.part + (r * NV + j) * L);
+  }
+  const index_t lda = s.stride_w * in.pix;
+  for (index_t r = 0; r < s.r; ++r) {
+    const TX* row = in.rows[r];
+    if (!row) continue;
+    for (index_t q = 0; q < s.s; ++q) {
+      const TX* a = row + (ow0 * s.stride_w + q * s.dilation_w) * in.pix + ck.c0;
+      MK::template accumulate<V, Rows, NV, NR>(
+          acc, a, lda, wblock + (r * s.s + q) * cgp * NR + ck.c0 * NR, 0, ck.c1 - ck.c0);
+    }
+  }
+  if (!ck.last) {
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) simd::store(ck.part + (r * NV + j) * L, acc[r][j]);
+    return;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    if constexpr (MK::integer) MK::template finish<V, NV>(acc[r], sums, a_zero);
+    Out* o = out + r * s.k;
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const index_t col = j * L;
+      if (col >= ch_valid) break;
+      const int n = int(std::min<index_t>(L, ch_valid - col));
+      const lane_ctx<V, true> ctx{flat0 + r * s.k + col, ch0 + col, n};
+      const V y = apply(ep, acc[r][j], ctx);
+      if (n == L)
+        simd::store(o + col, y);
+      else
+        simd::store_partial(o + col, y, n);
+    }
+  }
+}
+
+template <class MK, class V, int MR, int NV, int Rows, class TX, class Out, class Ep>
+KFUSE_INLINE void nhwc_tile_rows(int rows, const nhwc_rows<TX>& in, index_t ow0,
+                                 const conv_shape& s, const typename MK::storage* wblock,
+                                 const nhwc_chunk& ck, index_t cgp, Out* out, index_t flat0,
+                                 index_t ch0, index_t ch_valid, const std::int32_t* sums,
+                                 std::int32_t a_zero, const Ep& ep) {
+  if constexpr (Rows >= 1) {
+    if (rows == Rows)
+      nhwc_tile<MK, V, Rows, NV>(in, ow0, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums,
+                                 a_zero, ep);
+    else
+      nhwc_tile_rows<MK, V, MR, NV, Rows - 1>(rows, in, ow0, s, wblock, ck, cgp, out, flat0, ch0,
+                                              ch_valid, sums, a_zero, ep);
+  }
+}
+
+// -------------------------------------------------------------------------------- NCHW panel
+
+/// One row (tap q of the group) of a pixel panel: np output pixels from flat pixel p0 on, as
+/// values of TX (padding = pad); out must hold NR values (pixels past np are padding).
+template <class TX>
+KFUSE_INLINE void panel_row(const TX* KFUSE_RESTRICT xc, const conv_shape& s, index_t OW, index_t r,
+                            index_t q, index_t p0, index_t np, index_t NR, TX pad,
+                            TX* KFUSE_RESTRICT out) {
+  index_t j = 0;
+  while (j < np) {
+    const index_t p = p0 + j, oh = p / OW, ow0 = p % OW;
+    const index_t len = std::min(np - j, OW - ow0);
+    const index_t ih = oh * s.stride_h - s.pad_top + r * s.dilation_h;
+    TX* o = out + j;
+    if (ih < 0 || ih >= s.h) {
+      for (index_t t = 0; t < len; ++t) o[t] = pad;
+    } else {
+      const TX* row = xc + ih * s.w;
+      // Valid t: 0 <= (ow0 + t) * sw - pl + q * dw < W.
+      const index_t off = q * s.dilation_w - s.pad_left, sw = s.stride_w;
+      const index_t first = ow0 * sw + off;  // iw of t = 0
+      index_t lo = first >= 0 ? 0 : (-first + sw - 1) / sw;
+      index_t hi = first >= s.w ? 0 : (s.w - first + sw - 1) / sw;
+      lo = std::min(lo, len);
+      hi = std::max(lo, std::min(hi, len));
+      for (index_t t = 0; t < lo; ++t) o[t] = pad;
+      if (sw == 1) {
+        const TX* src = row + first;
+        for (index_t t = lo; t < hi; ++t) o[t] = src[t];
+      } else {
+        const TX* src = row + first;
+        for (index_t t = lo; t < hi; ++t) o[t] = src[t * sw];
+      }
+      for (index_t t = hi; t < len; ++t) o[t] = pad;
+    }
+    j += len;
+  }
+  for (; j < NR; ++j) out[j] = pad;
+}
+
+/// Rows [q0, q1) (multiples of G; rows past crs are zero) of the panel of pixels [p0, p0 + np)
+/// for the group whose first input channel is xg, in the micro-kernel's order: group of G rows
+/// kk holds, for each of the NR pixels, its G values. For int8, activations become s8
+/// (x ^ 0x80 for u8) and vsum[j] collects their sum per pixel.
+template <class PS, int G, int NR, class TX>
+void build_panel(const TX* xg, const conv_shape& s, index_t OW, index_t q0, index_t q1, index_t p0,
+                 index_t np, TX pad, PS* KFUSE_RESTRICT panel, std::int32_t* vsum) {
+  const index_t rs = s.r * s.s, crs = (s.c / s.groups) * rs, hw = s.h * s.w;
+  alignas(64) TX tmp[G][NR];
+  for (index_t qq = q0; qq < q1; qq += G) {
+    for (int g = 0; g < G; ++g) {
+      const index_t q = qq + g;
+      if (q >= crs) {
+        for (int j = 0; j < NR; ++j) tmp[g][j] = TX{};
+        if constexpr (std::is_integral_v<TX>) {
+          // Padded rows must give v = 0 after the flip below.
+          if constexpr (std::is_unsigned_v<TX>)
+            for (int j = 0; j < NR; ++j) tmp[g][j] = TX(0x80);
+        }
+        continue;
+      }
+      const index_t c = q / rs, r = (q / s.s) % s.r, t = q % s.s;
+      panel_row(xg + c * hw, s, OW, r, t, p0, np, NR, pad, tmp[g]);
+    }
+    PS* o = panel + (qq - q0) * NR;
+    if constexpr (std::is_integral_v<TX>) {
+      const std::uint8_t flip = std::is_unsigned_v<TX> ? 0x80 : 0;
+      for (int j = 0; j < NR; ++j) {
+        std::int32_t sum = 0;
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          const auto v = std::int8_t(std::uint8_t(tmp[g][j]) ^ flip);
+          o[j * G + g] = v;
+          sum += v;
+        }
+        vsum[j] += sum;
+      }
+    } else if constexpr (G == 1) {
+      for (int j = 0; j < NR; ++j) o[j] = PS(to_float(tmp[0][j]));
+    } else {
+      for (int j = 0; j < NR; ++j)
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          if constexpr (std::is_same_v<PS, TX>)
+            o[j * G + g] = tmp[g][j];
+          else
+            o[j * G + g] = convert_to<PS>(to_float(tmp[g][j]));
+        }
+    }
+  }
+}
+
+/// What the NCHW tiles need to turn int8 accumulators into real values:
+///   sum w (x - za) = acc - 128 * vsum[pixel] + (shift - za) * wsum[channel]
+struct nchw_int_args {
+  const std::int32_t* vsum = nullptr;  // per pixel of the panel
+  const std::int32_t* wsum = nullptr;  // per channel row of the tile
+  std::int32_t bias = 0;               // shift - za
+};
+
+/// Rows output channels x NV vectors of pixels, accumulated over panel rows [0, kq) with weights
+/// rows `w` (lda apart); First/Last as in gemm_tile (partial sums in `part`).
+template <class MK, class V, int Rows, int NV, bool First, bool Last, class TW, class Out, class Ep>
+KFUSE_INLINE void nchw_tile(const TW* KFUSE_RESTRICT w, index_t lda,
+                            const typename MK::storage* KFUSE_RESTRICT panel, index_t kq,
+                            Out* KFUSE_RESTRICT out, index_t ldo, index_t flat0, index_t ch0,
+                            index_t np, const Ep& ep, float* part, const nchw_int_args& ia) {
+  constexpr int L = V::lanes, NR = NV * L;
+  V acc[Rows][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j)
+      acc[r][j] = First ? V(0.f) : simd::load<V>(part + (r * NV + j) * L);
+  MK::template accumulate<V, Rows, NV, NR>(acc, w, lda, panel, 0, kq);
+  if constexpr (!Last) {
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * L, acc[r][j]);
+    return;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    if constexpr (MK::integer) {
+      alignas(64) float bits[NR];
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) simd::store(bits + j * L, acc[r][j]);
+      const std::int32_t wterm = ia.bias * ia.wsum[r];
+      for (int j = 0; j < NR; ++j)
+        bits[j] = float(std::bit_cast<std::int32_t>(bits[j]) - 128 * ia.vsum[j] + wterm);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = simd::load<V>(bits + j * L);
+    }
+    Out* o = out + r * ldo;
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const index_t col = j * L;
+      if (col >= np) break;
+      const int n = int(std::min<index_t>(L, np - col));
+      const lane_ctx<V, false> ctx{flat0 + r * ldo + col, ch0 + r, n};
+      const V y = apply(ep, acc[r][j], ctx);
+      if (n == L)
+        simd::store(o + col, y);
+      else
+        simd::store_partial(o + col, y, n);
+    }
+  }
+}
+
+template <class MK, class V, int NV, bool First, bool Last, int Rows, class TW, class Out, class Ep>
+KFUSE_INLINE void nchw_tile_rows(int rows, const TW* w, index_t lda,
+                                 const typename MK::storage* panel, index_t kq, Out* out,
+                                 index_t ldo, index_t flat0, index_t ch0, index_t np, const Ep& ep,
+                                 float* part, const nchw_int_args& ia) {
+  if constexpr (Rows >= 1) {
+    if (rows == Rows)
+      nchw_tile<MK, V, Rows, NV, First, Last>(w, lda, panel, kq, out, ldo, flat0, ch0, np, ep, part,
+                                              ia);
+    else
+      nchw_tile_rows<MK, V, NV, First, Last, Rows - 1>(rows, w, lda, panel, kq, out, ldo, flat0,
+                                                       ch0, np, ep, part, ia);
+  }
+}
+
+// ------------------------------------------------------------------------- NCHW f32 bands
+// The f32 NCHW path reads its pixel operand straight from a per-thread copy of a band of input
+// rows, padded and split into stride phases: plane (c, h phase, w phase) holds rows of Wph
+// values. Output pixel (oh, ow) of the band then sits at "virtual pixel" v = (oh - oh0) * Wph + ow
+// and tap (c, r, s) at a constant offset from v, so a run of consecutive v (across output rows)
+// is one contiguous load per tap: no im2col. Lanes with ow >= OW are computed and dropped.
+
+/// Rows output channels x NV vectors of virtual pixels [v0, v0 + NV * L).
+/// Stores the first n lanes (a masked store where the target has one).
+template <class Out, class V>
+KFUSE_INLINE void store_n(Out* p, V v, int n) {
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512
+  if constexpr (std::is_same_v<Out, float> && V::lanes == 16 && sizeof(typename V::reg) == 64) {
+    _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), std::bit_cast<__m512>(v.r));
+    return;
+  }
+#endif
+  simd::store_partial(p, v, n);
+}
+
+/// Taps [0, ntaps) of w / taps (callers offset both to a chunk); the tile starts from `part`
+/// unless `first` and ends by saving to `part` unless `last`.
+template <class V, int Rows, int NV, class Out, class Ep>
+KFUSE_INLINE void band_tile(const float* KFUSE_RESTRICT w, index_t lda,
+                            const float* KFUSE_RESTRICT band, const index_t* KFUSE_RESTRICT taps,
+                            index_t ntaps, index_t v0, index_t nv_valid, index_t wph, index_t OW,
+                            Out* KFUSE_RESTRICT out, index_t P, index_t flat_row0, index_t pix0,
+                            index_t ch0, const Ep& ep, float* part, bool first, bool last) {
+  constexpr int L = V::lanes, NR = NV * L;
+  V acc[Rows][NV];
+  if (first) {
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = V(0.f);
+  } else {
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = simd::load<V>(part + (r * NV + j) * L);
+  }
+  const float* b0 = band + v0;
+  for (index_t q = 0; q < ntaps; ++q) {
+    const float* bq = b0 + taps[q];
+    V b[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) b[j] = simd::load<V>(bq + j * L);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const V a(w[r * lda + q]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(a, b[j], acc[r][j]);
+    }
+  }
+  if (!last) {
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * L, acc[r][j]);
+    return;
+  }
+  // The tile's virtual pixels map to runs of output pixels (one run per output row it touches):
+  // the epilogue runs on each run as loaded back from the register tile, then the run is stored.
+  alignas(64) float tile[NR + 64];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) simd::store(tile + j * L, acc[r][j]);
+    Out* o = out + r * P;
+    const index_t flat_row = flat_row0 + r * P;
+    index_t j = 0;
+    while (j < nv_valid) {
+      const index_t v = v0 + j, row = v / wph, ow = v % wph;
+      // Without padding columns the virtual pixels are the output pixels: one run.
+      const index_t len = wph == OW ? nv_valid - j : std::min(nv_valid - j, wph - ow);
+      if (ow < OW) {
+        const index_t run = wph == OW ? len : std::min(len, OW - ow);
+        const index_t pix = pix0 + row * OW + ow;
+        for (index_t t = 0; t < run; t += L) {
+          const int n = int(std::min<index_t>(L, run - t));
+          const lane_ctx<V, false> ctx{flat_row + pix + t, ch0 + r, n};
+          // `tile` has slack: a whole vector can be loaded past the run.
+          const V yv = apply(ep, simd::load<V>(tile + j + t), ctx);
+          if (n == L)
+            simd::store(o + pix + t, yv);
+          else
+            store_n(o + pix + t, yv, n);
+        }
+      }
+      j += len;
+    }
+  }
+}
+
+template <class V, int NV, int Rows, class Out, class Ep>
+KFUSE_INLINE void band_tile_rows(int rows, const float* w, index_t lda, const float* band,
+                                 const index_t* taps, index_t ntaps, index_t v0, index_t nv_valid,
+                                 index_t wph, index_t OW, Out* out, index_t P, index_t flat_row0,
+                                 index_t pix0, index_t ch0, const Ep& ep, float* part, bool first,
+                                 bool last) {
+  if constexpr (Rows >= 1) {
+    if (rows == Rows)
+      band_tile<V, Rows, NV>(w, lda, band, taps, ntaps, v0, nv_valid, wph, OW, out, P, flat_row0,
+                             pix0, ch0, ep, part, first, last);
+    else
+      band_tile_rows<V, NV, Rows - 1>(rows, w, lda, band, taps, ntaps, v0, nv_valid, wph, OW, out,
+                                      P, flat_row0, pix0, ch0, ep, part, first, last);
+  }
+}
+
+/// Geometry of one band of output rows [oh0, oh1) of the f32 NCHW path.
+struct band_geometry {
+  index_t wph, hb, plane, size;  // row width, rows per plane, plane and buffer sizes (+ slack)
+  band_geometry(const conv_shape& s, index_t rows, index_t slack) {
+    const index_t wp = s.w + s.pad_left + s.pad_right;
+    wph = (wp + s.stride_w - 1) / s.stride_w;
+    hb = rows + ((s.r - 1) * s.dilation_h) / s.stride_h + 1;
+    plane = hb * wph;
+    size = (s.c / s.groups) * s.stride_h * s.stride_w * plane + slack;
+  }
+};
+
+/// Fills the band buffer for input channels [0, cg) of xg (a group's first channel).
+template <class TX>
+void build_band(const TX* xg, const conv_shape& s, const band_geometry& bg, index_t oh0,
+                index_t rows, float* KFUSE_RESTRICT buf) {
+  const index_t sh = s.stride_h, sw = s.stride_w, cg = s.c / s.groups;
+  for (index_t c = 0; c < cg; ++c)
+    for (index_t hph = 0; hph < sh; ++hph)
+      for (index_t wph_i = 0; wph_i < sw; ++wph_i) {
+        float* plane = buf + ((c * sh + hph) * sw + wph_i) * bg.plane;
+        for (index_t hr = 0; hr < bg.hb; ++hr) {
+          float* o = plane + hr * bg.wph;
+          const index_t ih = (oh0 + hr) * sh + hph - s.pad_top;
+          if (ih < 0 || ih >= s.h || hr >= rows + ((s.r - 1) * s.dilation_h) / sh + 1) {
+            std::fill(o, o + bg.wph, 0.f);
+            continue;
+          }
+          const TX* src = xg + (c * s.h + ih) * s.w;
+          // Column t holds padded column t * sw + wph_i, input column that - pad_left.
+          const index_t first = wph_i - s.pad_left;  // iw of t = 0
+          index_t lo = first >= 0 ? 0 : (-first + sw - 1) / sw;
+          index_t hi = first >= s.w ? 0 : (s.w - first + sw - 1) / sw;
+          lo = std::min(lo, bg.wph);
+          hi = std::max(lo, std::min(hi, bg.wph));
+          for (index_t t = 0; t < lo; ++t) o[t] = 0.f;
+          if (sw == 1)
+            for (index_t t = lo; t < hi; ++t) o[t] = to_float(src[first + t]);
+          else
+            for (index_t t = lo; t < hi; ++t) o[t] = to_float(src[first + t * sw]);
+          for (index_t t = hi; t < bg.wph; ++t) o[t] = 0.f;
+        }
+      }
+}
+
+}  // namespace detail
+
+template <class Elem, class Layout, class A = arch::native, class Ep = epilogue<>,
+          class B = backend::xsimd>
+struct conv2d {
+  static_assert(std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16> || std::is_same_v<Elem, i8>,
+                "kfuse::conv2d: the recipe must be f32, bf16 or i8");
+  static_assert(layout_tag<Layout>, "kfuse::conv2d: the layout must be kfuse::nchw or kfuse::nhwc");
+  using vec = simd::vec_for<A, B>;
+  using config = default_config<Elem, A, vec::lanes>;
+  using kernels = detail::conv_kernels<Elem, A, vec>;
+  using microkernel = typename kernels::mk;
+  using gemm_type = gemm<Elem, A, Ep, B>;
+  static constexpr bool is_nhwc = std::is_same_v<Layout, nhwc>;
+  using weight_storage =
+      std::conditional_t<is_nhwc, typename kernels::storage, typename kernels::row_weight>;
+  using depthwise = depthwise_conv2d<Elem, Layout, A, Ep, B>;
+  using weights =
+      conv_weights<weight_storage, typename kernels::storage, typename depthwise::packed>;
+  static constexpr int G = microkernel::k_group;
+  static constexpr int MR = config::mr, NV = config::nv, NR = config::nr, L = vec::lanes;
+  /// The weights' element type in OIHW: float (f32, bf16 recipes; bf16_t accepted too) or int8_t.
+  static constexpr bool integer = microkernel::integer;
+
+  /// True when this shape runs as one GEMM [N*H*W, C] x [C, K] (NHWC only).
+  static constexpr bool gemm_shape(const conv_shape& s) {
+    return is_nhwc && s.r == 1 && s.s == 1 && s.stride_h == 1 && s.stride_w == 1 &&
+           s.pad_top == 0 && s.pad_left == 0 && s.pad_bottom == 0 && s.pad_right == 0 &&
+           s.groups == 1;
+  }
+
+  /// Packs OIHW weights [K, C/groups, R, S] once. `count` (if given) must equal
+  /// shape.weight_count().
+  template <class Src>
+  static weights pack(const Src* oihw, const conv_shape& s, index_t count = -1) {
+    constexpr std::string_view k = "conv2d pack";
+    if constexpr (integer)
+      static_assert(std::is_same_v<Src, std::int8_t>,
+                    "kfuse::conv2d<i8>::pack: int8 weights are given as int8_t (s8)");
+    else
+      static_assert(!std::is_integral_v<Src>,
+                    "kfuse::conv2d::pack: float recipes take float (or bf16_t) weights");
+    detail::check_conv_shape(k, s);
+    if (count >= 0 && count != s.weight_count())
+      detail::fail(k, "wrong weight count: " + std::to_string(count) +
+                          " values given, the shape needs K * C/groups * R * S = " +
+                          std::to_string(s.weight_count()));
+    detail::check_buffer(k, "weights", oihw, s.weight_count());
+    const auto t0 = std::chrono::steady_clock::now();
+    weights w;
+    w.shape_ = s;
+    w.layout_ = Layout::name;
+    const index_t cg = s.c / s.groups, kg = s.k / s.groups, rs = s.r * s.s;
+    constexpr bool dw_takes = integer || std::is_same_v<Src, float> ||
+                              (std::is_same_v<Elem, bf16> && std::is_same_v<Src, bf16_t>);
+    if (s.is_depthwise() && dw_takes) {
+      w.path_ = detail::conv_path::depthwise;
+      w.block_ = NR;
+      if constexpr (dw_takes) w.dw_ = depthwise::pack(oihw, s);
+    } else if (gemm_shape(s)) {
+      w.path_ = detail::conv_path::gemm_1x1;
+      w.block_ = NR;
+      w.gemm_ = gemm_type::pack(oihw, s.c, s.k, b_layout::nk);
+    } else if constexpr (is_nhwc) {
+      w.path_ = detail::conv_path::nhwc_implicit;
+      w.block_ = NR;
+      w.kblocks_ = (kg + NR - 1) / NR;
+      w.cgp_ = (cg + G - 1) / G * G;
+      const index_t blk = rs * w.cgp_ * NR;
+      w.data_ = detail::aligned_array<weight_storage>(std::size_t(s.groups * w.kblocks_ * blk));
+      if constexpr (integer) w.sums_.assign(std::size_t(s.groups * w.kblocks_ * NR), 0);
+      weight_storage* o = w.data_.data();
+      for (index_t g = 0; g < s.groups; ++g)
+        for (index_t kb = 0; kb < w.kblocks_; ++kb)
+          for (index_t t = 0; t < rs; ++t)
+            for (index_t c0 = 0; c0 < w.cgp_; c0 += G)
+              for (int j = 0; j < NR; ++j)
+                for (int gi = 0; gi < G; ++gi) {
+                  const index_t kl = kb * NR + j, c = c0 + gi;
+                  float v = 0.f;
+                  if (kl < kg && c < cg) v = to_float(oihw[((g * kg + kl) * cg + c) * rs + t]);
+                  *o++ = from_float<weight_storage>(v);
+                  if constexpr (integer)
+                    w.sums_[std::size_t((g * w.kblocks_ + kb) * NR + j)] += std::int32_t(v);
+                }
+    } else {
+      w.path_ = detail::conv_path::nchw_rows;
+      w.block_ = MR;
+      const index_t crs = cg * rs;
+      w.crsp_ = (crs + G - 1) / G * G;
+      w.data_ = detail::aligned_array<weight_storage>(std::size_t(s.k * w.crsp_));
+      if constexpr (integer) w.sums_.assign(std::size_t(s.k), 0);
+      for (index_t kk = 0; kk < s.k; ++kk) {
+        weight_storage* o = w.data_.data() + kk * w.crsp_;
+        for (index_t q = 0; q < w.crsp_; ++q) {
+          if constexpr (integer) {
+            // Broadcast operand of vpdpbusd: u8 = w + 128 (the finish step removes the 128).
+            const std::int32_t v = q < crs ? std::int32_t(oihw[kk * crs + q]) : 0;
+            o[q] = std::uint8_t(v + 128);
+            w.sums_[std::size_t(kk)] += v;
+          } else {
+            const float v = q < crs ? to_float(oihw[kk * crs + q]) : 0.f;
+            o[q] = from_float<weight_storage>(v);
+          }
+        }
+      }
+    }
+    w.pack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return w;
+  }
+
+  /// "conv implicit-gemm nhwc f32 fma 6x4v", "conv 1x1 gemm f32 fma 6x4v", ...
+  static const char* micro_kernel(detail::conv_path p) {
+    static const std::string tile = std::string(microkernel::name) + " " + std::to_string(MR) +
+                                    "x" + std::to_string(NV) + (L == 1 ? "" : "v");
+    static const std::string n1 = "conv 1x1 gemm " + tile;
+    static const std::string n2 = "conv implicit-gemm nhwc " + tile;
+    static const std::string n3 =
+        std::string("conv channel-rows nchw ") + (band_path ? "" : "panel ") + tile;
+    return p == detail::conv_path::depthwise       ? "depthwise"
+           : p == detail::conv_path::gemm_1x1      ? n1.c_str()
+           : p == detail::conv_path::nhwc_implicit ? n2.c_str()
+                                                   : n3.c_str();
+  }
+
+  /// y = epilogue(conv(x, w)). x holds float (f32), bf16_t (bf16), or uint8_t / int8_t with zero
+  /// point `x_zero_point` (i8). Out is float or what the epilogue's last stage produces. A
+  /// residual `add` reads a tensor in the output's layout.
+  template <class TX, class Out>
+  static run_info run(tensor_view<const TX, Layout> x, const weights& w, tensor_view<Out, Layout> y,
+                      const Ep& ep = {}, const run_options& opt = {},
+                      std::int32_t x_zero_point = 0) {
+    constexpr std::string_view k = "conv2d";
+    if constexpr (integer)
+      static_assert(std::is_same_v<TX, std::uint8_t> || std::is_same_v<TX, std::int8_t>,
+                    "kfuse::conv2d<i8>: activations are uint8_t or int8_t");
+    else
+      static_assert(std::is_same_v<TX, storage_t<Elem>>,
+                    "kfuse::conv2d: the activations' element type does not match the recipe "
+                    "(f32: float, bf16: bf16_t)");
+    using produced = typename epilogue_traits<Ep>::output_elem;
+    static_assert(
+        std::is_same_v<elem_of<Out>, std::conditional_t<std::is_void_v<produced>, f32, produced>> ||
+            (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
+        "kfuse::conv2d: the output type does not match what the epilogue produces "
+        "(integer outputs need requantize<E> / quantize<E> last)");
+    if (w.empty()) detail::fail(k, "packed weights are empty");
+    const conv_shape& s = w.shape_;
+    if (w.layout_ != Layout::name)
+      detail::fail(k, "weights were packed for layout " + std::string(w.layout_) + ", not " +
+                          std::string(Layout::name));
+    if (x.dims.c != s.c)
+      detail::fail(k, "channel mismatch: the input has " + std::to_string(x.dims.c) +
+                          " channels, the packed weights expect C = " + std::to_string(s.c));
+    if (y.dims.c != s.k)
+      detail::fail(k, "channel mismatch: the output has " + std::to_string(y.dims.c) +
+                          " channels, the packed weights produce K = " + std::to_string(s.k));
+    if (x.dims.h != s.h || x.dims.w != s.w)
+      detail::fail(k, "the input is " + std::to_string(x.dims.h) + "x" + std::to_string(x.dims.w) +
+                          ", the weights were packed for " + std::to_string(s.h) + "x" +
+                          std::to_string(s.w));
+    if (x.dims.n < 0) detail::fail(k, "negative batch");
+    if (!(y.dims == dims4{x.dims.n, s.k, s.out_h(), s.out_w()}))
+      detail::fail(k, "the output shape is not N x K x OH x OW = " + std::to_string(x.dims.n) +
+                          " x " + std::to_string(s.k) + " x " + std::to_string(s.out_h()) + " x " +
+                          std::to_string(s.out_w()));
+    if (w.block_ != (w.path_ == detail::conv_path::nchw_rows ? MR : NR))
+      detail::fail(k, "weights were packed for another micro-kernel");
+    if constexpr (integer) {
+      if (x_zero_point < std::numeric_limits<TX>::min() ||
+          x_zero_point > std::numeric_limits<TX>::max())
+        detail::fail(k, "the input zero point " + std::to_string(x_zero_point) +
+                            " is outside its element range");
+    } else if (x_zero_point != 0) {
+      detail::fail(k, "a zero point is only meaningful for the i8 recipe");
+    }
+    const index_t n_in = numel(x.dims), n_out = numel(y.dims);
+    detail::check_buffer(k, "input", x.data, n_in);
+    detail::check_buffer(k, "output", y.data, n_out);
+    detail::check_overlap(k, x.data, n_in, y.data, n_out);
+    validate(ep, k, n_out, s.k);
+    run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
+    if (n_out == 0) return info;
+    conv_shape sh = s;
+    sh.n = x.dims.n;
+    switch (w.path_) {
+      case detail::conv_path::depthwise: {
+        const run_info di = depthwise::run(x, w.dw_, y, ep, opt, x_zero_point);
+        info.micro_kernel = di.micro_kernel;
+        info.threads = di.threads;
+        break;
+      }
+      case detail::conv_path::gemm_1x1: {
+        const index_t M = sh.n * sh.h * sh.w;
+        const run_info gi =
+            gemm_type::run(x.data, M, sh.c, w.gemm_, y.data, sh.k, ep, opt, x_zero_point);
+        info.threads = gi.threads;
+        break;
+      }
+      case detail::conv_path::nhwc_implicit:
+        if constexpr (is_nhwc)
+          info.threads = run_nhwc(x.data, w, y.data, sh, ep, opt, x_zero_point);
+        break;
+      case detail::conv_path::nchw_rows:
+        if constexpr (!is_nhwc) {
+          if constexpr (band_path)
+            info.threads = run_nchw_band(x.data, w, y.data, sh, ep, opt);
+          else
+            info.threads = run_nchw(x.data, w, y.data, sh, ep, opt, x_zero_point);
+        }
+        break;
+    }
+    return info;
+  }
+
+ private:
+  /// f32 NCHW reads its pixel operand from padded input bands (no panel); bf16 and int8 build
+  /// panels in the k-grouped order their dot-product instructions want.
+  static constexpr bool band_path = !is_nhwc && std::is_same_v<Elem, f32>;
+
+  template <class TX, class Out>
+  static int run_nchw_band(const TX* x, const weights& w, Out* y, const conv_shape& s, const Ep& ep,
+                           const run_options& opt) {
+    const index_t OH = s.out_h(), OW = s.out_w(), P = OH * OW, cg = s.c / s.groups,
+                  kg = s.k / s.groups, crs = cg * s.r * s.s, crsp = w.crsp_;
+    const index_t sh = s.stride_h, sw = s.stride_w;
+    const index_t wph = (s.w + s.pad_left + s.pad_right + sw - 1) / sw;
+    // Bands of output rows whose padded input copy is ~384 KiB (it stays in L2).
+    const index_t row_bytes = std::max<index_t>(1, cg * sh * sw * wph * index_t(sizeof(float)));
+    const index_t extra = ((s.r - 1) * s.dilation_h) / sh + 1;
+    index_t rows = std::clamp<index_t>(index_t(384 * 1024) / row_bytes - extra, 1, OH);
+    const index_t bands = (OH + rows - 1) / rows;
+    rows = (OH + bands - 1) / bands;
+    const detail::band_geometry bg(s, rows, 2 * NR);
+    const bool direct = sh == 1 && sw == 1 && s.pad_top == 0 && s.pad_left == 0 &&
+                        s.pad_bottom == 0 && s.pad_right == 0;
+    const float* x_end = x + s.n * s.c * s.h * s.w;
+    // The taps of one chunk of input channels: their pixel operand (about 16 KiB) stays in L1
+    // while every channel tile of the item uses it; partial sums carry across chunks.
+    const index_t bytes_per_c =
+        index_t(sizeof(float)) * sh * sw * (extra * (NR + s.s * s.dilation_w));
+    const index_t chunk = std::max<index_t>(1, index_t(16 * 1024) / bytes_per_c) * s.r * s.s;
+    const index_t ktiles = (kg + MR - 1) / MR;
+    const int pool = pool_threads(opt.threads);
+    const index_t outer = s.n * s.groups * bands;
+    const index_t kparts =
+        std::min<index_t>(ktiles, std::max<index_t>(1, (2 * pool + outer - 1) / outer));
+    const index_t items = outer * kparts;
+    const int threads = int(std::min<index_t>(pool, items));
+    auto body = [&](range rg, int) {
+      detail::aligned_array<float> buf(std::size_t(bg.size));
+      std::fill(buf.data() + (bg.size - 2 * NR), buf.data() + bg.size, 0.f);
+      // Tap offsets in the band copy, and (unpadded stride-1 shapes) in the input itself.
+      std::vector<index_t> taps(static_cast<std::size_t>(crs)),
+          taps_direct(static_cast<std::size_t>(direct ? crs : 0));
+      for (index_t c = 0, q = 0; c < cg; ++c)
+        for (index_t r = 0; r < s.r; ++r)
+          for (index_t t = 0; t < s.s; ++t, ++q) {
+            const index_t dr = r * s.dilation_h, dt = t * s.dilation_w;
+            taps[std::size_t(q)] =
+                ((c * sh + dr % sh) * sw + dt % sw) * bg.plane + (dr / sh) * wph + dt / sw;
+            if (direct) taps_direct[std::size_t(q)] = c * s.h * s.w + dr * s.w + dt;
+          }
+      const index_t kt_per = (ktiles + kparts - 1) / kparts;
+      detail::aligned_array<float> part(std::size_t(kt_per * MR * NR));
+      for (index_t it = rg.begin; it < rg.end; ++it) {
+        const index_t kp = it % kparts, b = (it / kparts) % bands,
+                      g = (it / (kparts * bands)) % s.groups, n = it / (kparts * bands * s.groups);
+        const index_t kt0 = kp * kt_per, kt1 = std::min(ktiles, kt0 + kt_per);
+        if (kt0 >= kt1) continue;
+        const index_t oh0 = b * rows, nrows = std::min(rows, OH - oh0);
+        const float* xg = x + (n * s.c + g * cg) * s.h * s.w;
+        const index_t nv_valid = (nrows - 1) * wph + OW;
+        const float* band = buf.data();
+        const index_t* tp = taps.data();
+        // Without padding (stride 1) the input rows are the band: read them in place, unless the
+        // last tile's lanes would read past the end of the input.
+        if (direct && xg + (cg - 1) * s.h * s.w + oh0 * s.w + (nv_valid + NR - 1) / NR * NR +
+                              taps_direct.back() - (cg - 1) * s.h * s.w <=
+                          x_end) {
+          band = xg + oh0 * s.w;
+          tp = taps_direct.data();
+        } else {
+          detail::build_band(xg, s, bg, oh0, nrows, buf.data());
+        }
+        for (index_t v0 = 0; v0 < nv_valid; v0 += NR) {
+          const index_t nv = std::min<index_t>(NR, nv_valid - v0);
+          for (index_t q0 = 0; q0 < crs; q0 += chunk) {
+            const index_t nq = std::min(chunk, crs - q0);
+            const bool first = q0 == 0, last = q0 + nq == crs;
+            for (index_t kt = kt0; kt < kt1; ++kt) {
+              const index_t kk = g * kg + kt * MR;
+              const int krows = int(std::min<index_t>(MR, kg - kt * MR));
+              detail::band_tile_rows<vec, NV, MR>(
+                  krows, w.data_.data() + kk * crsp + q0, crsp, band, tp + q0, nq, v0, nv, wph, OW,
+                  y + (n * s.k + kk) * P, P, (n * s.k + kk) * P, oh0 * OW, kk, ep,
+                  part.data() + (kt - kt0) * MR * NR, first, last);
+            }
+          }
+        }
+      }
+    };
+    parallel_for(0, items, (items + threads - 1) / threads, body, threads);
+    return threads;
+  }
+
+  template <class TX, class Out>
+  static int run_nhwc(const TX* x, const weights& w, Out* y, const conv_shape& s, const Ep& ep,
+                      const run_options& opt, std::int32_t za) {
+    using MK = microkernel;
+    const index_t OH = s.out_h(), OW = s.out_w(), cg = s.c / s.groups, kg = s.k / s.groups;
+    const index_t KB = w.kblocks_, cgp = w.cgp_, rs = s.r * s.s;
+    const bool pad_w = s.pad_left > 0 || s.pad_right > 0;
+    // int8 never skips an all-padding row: its taps must add the zero point's share, which the
+    // weight sums take back.
+    const bool copy_rows = pad_w || integer;
+    const index_t wp = s.w + s.pad_left + s.pad_right;
+    const TX pad = TX(integer ? za : 0);
+    std::int32_t a_zero = 0;
+    if constexpr (integer) a_zero = za + MK::template zero_point_shift<TX>;
+    // A weight block larger than ~half of L2 (e.g. 3x3 x 512 channels x NR) is used in chunks
+    // of input channels that stay in L2 while every tile of a band of rows passes, with the
+    // partial sums of the band kept in a small buffer.
+    const index_t block_bytes = rs * cgp * NR * index_t(sizeof(typename MK::storage));
+    const index_t cc =
+        block_bytes <= 512 * 1024
+            ? cgp
+            : std::max<index_t>(G, index_t(384 * 1024) /
+                                       (rs * NR * index_t(sizeof(typename MK::storage))) / G * G);
+    const index_t chunks = (cg + cc - 1) / cc;
+    const int pool = pool_threads(opt.threads);
+    // Work items ordered (group, K block, image, band of output rows): consecutive items share
+    // the weight block, so each thread keeps its block in L2. Bands are one row unless chunked.
+    const index_t outer = s.groups * KB * s.n;
+    const index_t band_rows =
+        chunks == 1 ? 1
+                    : (OH + std::max<index_t>(1, (2 * pool + outer - 1) / outer) - 1) /
+                          std::max<index_t>(1, (2 * pool + outer - 1) / outer);
+    const index_t bands = (OH + band_rows - 1) / band_rows;
+    const index_t items = outer * bands;
+    const int threads = int(std::min<index_t>(pool, items));
+    const index_t ntiles = (OW + MR - 1) / MR;
+    auto body = [&](range rg, int) {
+      detail::aligned_array<TX> buf(copy_rows ? std::size_t(s.r * wp * cg) : 0);
+      detail::aligned_array<float> part(chunks > 1 ? std::size_t(band_rows * ntiles * MR * NR) : 0);
+      std::vector<const TX*> rowptr(std::size_t(s.r));
+      detail::nhwc_rows<TX> in{rowptr.data(), copy_rows ? cg : s.c};
+      for (index_t it = rg.begin; it < rg.end; ++it) {
+        const index_t b = it % bands, n = (it / bands) % s.n, kb = (it / (bands * s.n)) % KB,
+                      g = it / (bands * s.n * KB);
+        const typename MK::storage* wblock = w.data_.data() + ((g * KB + kb) * rs) * cgp * NR;
+        const index_t ch0 = g * kg + kb * NR, ch_valid = std::min<index_t>(NR, kg - kb * NR);
+        const std::int32_t* sums = integer ? w.sums_.data() + (g * KB + kb) * NR : nullptr;
+        const index_t oh0 = b * band_rows, oh1 = std::min(OH, oh0 + band_rows);
+        for (index_t ck = 0; ck < chunks; ++ck)
+          for (index_t oh = oh0; oh < oh1; ++oh) {
+            for (index_t r = 0; r < s.r; ++r) {
+              const index_t ih = oh * s.stride_h - s.pad_top + r * s.dilation_h;
+              const bool valid = ih >= 0 && ih < s.h;
+              const TX* src = valid ? x + ((n * s.h + ih) * s.w) * s.c + g * cg : nullptr;
+              if (!copy_rows) {
+                rowptr[std::size_t(r)] = src;
+                continue;
+              }
+              TX* row = buf.data() + r * wp * cg;
+              rowptr[std::size_t(r)] = row;
+              if (!valid) {
+                if (!integer) {
+                  rowptr[std::size_t(r)] = nullptr;
+                  continue;
+                }
+                std::fill(row, row + wp * cg, pad);
+                continue;
+              }
+              std::fill(row, row + s.pad_left * cg, pad);
+              if (cg == s.c)
+                std::memcpy(row + s.pad_left * cg, src, sizeof(TX) * std::size_t(s.w * cg));
+              else
+                for (index_t iw = 0; iw < s.w; ++iw)
+                  std::memcpy(row + (s.pad_left + iw) * cg, src + iw * s.c,
+                              sizeof(TX) * std::size_t(cg));
+              std::fill(row + (s.pad_left + s.w) * cg, row + wp * cg, pad);
+            }
+            // Balanced tiles of at most MR pixels (a 7-wide row runs as 4 + 3, not 6 + 1).
+            const index_t base = OW / ntiles, extra = OW % ntiles;
+            index_t ow0 = 0;
+            for (index_t t = 0; t < ntiles; ++t) {
+              const int rows = int(base + (t < extra ? 1 : 0));
+              const index_t pix0 = (n * OH + oh) * OW + ow0;
+              const detail::nhwc_chunk chunk{
+                  ck * cc, std::min(cg, (ck + 1) * cc),
+                  chunks > 1 ? part.data() + ((oh - oh0) * ntiles + t) * MR * NR : nullptr, ck == 0,
+                  ck + 1 == chunks};
+              detail::nhwc_tile_rows<MK, vec, MR, NV, MR>(rows, in, ow0, s, wblock, chunk, cgp,
+                                                          y + pix0 * s.k + ch0, pix0 * s.k + ch0,
+                                                          ch0, ch_valid, sums, a_zero, ep);
+              ow0 += rows;
+            }
+          }
+      }
+    };
+    parallel_for(0, items, (items + threads - 1) / threads, body, threads);
+    return threads;
+  }
+
+  template <class TX, class Out>
+  static int run_nchw(const TX* x, const weights& w, Out* y, const conv_shape& s, const Ep& ep,
+                      const run_options& opt, std::int32_t za) {
+    using MK = microkernel;
+    using PS = typename MK::storage;
+    using TW = weight_storage;
+    const index_t OH = s.out_h(), OW = s.out_w(), P = OH * OW, cg = s.c / s.groups,
+                  kg = s.k / s.groups;
+    const index_t crsp = w.crsp_;
+    // Panel chunks of about 64 KiB stay in L1/L2 while every channel row tile reads them.
+    const index_t kc = std::max<index_t>(G, index_t(64 * 1024) / index_t(NR * sizeof(PS)) / G * G);
+    const index_t chunks = (crsp + kc - 1) / kc;
+    const index_t ptiles = (P + NR - 1) / NR, ktiles = (kg + MR - 1) / MR;
+    const int pool = pool_threads(opt.threads);
+    const index_t outer = s.n * s.groups * ptiles;
+    // Split channel tiles too when there are too few pixel tiles to feed every thread.
+    const index_t kparts =
+        std::min<index_t>(ktiles, std::max<index_t>(1, (2 * pool + outer - 1) / outer));
+    const index_t items = outer * kparts;
+    const int threads = int(std::min<index_t>(pool, items));
+    const TX pad = TX(integer ? za : 0);
+    std::int32_t shift_minus_zero = 0;
+    if constexpr (integer) shift_minus_zero = (std::is_unsigned_v<TX> ? 128 : 0) - za;
+    auto body = [&](range rg, int) {
+      detail::aligned_array<PS> panel(std::size_t(kc * NR));
+      const index_t kt_per = (ktiles + kparts - 1) / kparts;
+      detail::aligned_array<float> part(chunks > 1 ? std::size_t(kt_per * MR * NR) : 0);
+      alignas(64) std::int32_t vsum[NR];
+      for (index_t it = rg.begin; it < rg.end; ++it) {
+        const index_t kp = it % kparts, pt = (it / kparts) % ptiles,
+                      g = (it / (kparts * ptiles)) % s.groups,
+                      n = it / (kparts * ptiles * s.groups);
+        const index_t kt0 = kp * kt_per, kt1 = std::min(ktiles, kt0 + kt_per);
+        if (kt0 >= kt1) continue;
+        const index_t p0 = pt * NR, np = std::min<index_t>(NR, P - p0);
+        const TX* xg = x + (n * s.c + g * cg) * s.h * s.w;
+        std::fill(vsum, vsum + NR, 0);
+        for (index_t ch = 0; ch < chunks; ++ch) {
+          const index_t q0 = ch * kc, q1 = std::min(crsp, q0 + kc);
+          detail::build_panel<PS, G, NR>(xg, s, OW, q0, q1, p0, np, pad, panel.data(), vsum);
+          for (index_t kt = kt0; kt < kt1; ++kt) {
+            const index_t kl = kt * MR, kk = g * kg + kl;
+            const int rows = int(std::min<index_t>(MR, kg - kl));
+            const TW* wrow = w.data_.data() + kk * crsp + q0;
+            Out* o = y + (n * s.k + kk) * P + p0;
+            const index_t flat0 = (n * s.k + kk) * P + p0;
+            float* pt_part = chunks > 1 ? part.data() + (kt - kt0) * MR * NR : nullptr;
+            detail::nchw_int_args ia{};
+            if constexpr (integer) ia = {vsum, w.sums_.data() + kk, shift_minus_zero};
+            auto call = [&]<bool First, bool Last>() {
+              detail::nchw_tile_rows<MK, vec, NV, First, Last, MR>(
+                  rows, wrow, crsp, panel.data(), q1 - q0, o, P, flat0, kk, np, ep, pt_part, ia);
+            };
+            const bool first = ch == 0, last = ch + 1 == chunks;
+            if (first && last)
+              call.template operator()<true, true>();
+            else if (first)
+              call.template operator()<true, false>();
+            else if (last)
+              call.template operator()<false, true>();
+            else
+              call.template operator()<false, false>();
+          }
+        }
+      }
+    };
+    parallel_for(0, items, (items + threads - 1) / threads, body, threads);
+    return threads;
+  }
+};
+
+KFUSE_END_NAMESPACE

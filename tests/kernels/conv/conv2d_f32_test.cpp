@@ -1,0 +1,211 @@
+// conv2d f32: many geometries (odd channels, 1x1 / 3x3 / 5x5 / 7x7, strides, asymmetric pads,
+// dilation, groups, H/W of 1 .. 33), both layouts, every backend of the arch under test, fused
+// epilogues (bare, bias+relu, bias+residual add+relu, a user stage), poisoned outputs, 1 vs 2
+// threads, and batch-norm folding, against the double-precision direct reference.
+#include "kernels/conv/conv_reference.hpp"
+#include "kfuse/kernels/conv/conv2d.hpp"
+#include "kfuse/kernels/conv/fold_batch_norm.hpp"
+#include "support/test_support.hpp"
+
+using namespace kt;
+using kfuse::conv_shape;
+
+// One layout per executable (compile time): this file tests NHWC; conv2d_*_nchw_test.cpp
+// includes it with CONV_TEST_LAYOUT = kfuse::nchw.
+#ifndef CONV_TEST_LAYOUT
+#define CONV_TEST_LAYOUT kfuse::nhwc
+#endif
+
+namespace {
+
+// A user stage: y = x * x * 0.01 + x (written once on simd::vec).
+struct user_square {
+  float k = 0.01f;
+  template <class V, class Ctx>
+  V operator()(V x, const Ctx&) const {
+    return kfuse::simd::fma(x * x, V(k), x);
+  }
+};
+double ref_stage(const user_square& s, double x, ref_ctx) { return x * x * s.k + x; }
+using kt::ref_stage;
+
+conv_shape make(index_t n, index_t c, index_t h, index_t w, index_t k, index_t r, index_t s,
+                index_t stride, std::array<index_t, 4> pad_tlbr = {0, 0, 0, 0},
+                index_t dilation = 1, index_t groups = 1) {
+  conv_shape g;
+  g.n = n, g.c = c, g.h = h, g.w = w, g.k = k, g.r = r, g.s = s;
+  g.stride_h = g.stride_w = stride;
+  g.pad_top = pad_tlbr[0], g.pad_left = pad_tlbr[1], g.pad_bottom = pad_tlbr[2],
+  g.pad_right = pad_tlbr[3];
+  g.dilation_h = g.dilation_w = dilation;
+  g.groups = groups;
+  return g;
+}
+
+std::vector<conv_shape> test_shapes() {
+  return {
+      make(1, 3, 7, 7, 5, 3, 3, 1, {1, 1, 1, 1}),           // odd channels, 3x3 pad 1
+      make(2, 13, 9, 11, 17, 3, 3, 2, {0, 1, 1, 0}),        // stride 2, asymmetric pads
+      make(1, 13, 1, 1, 7, 1, 1, 1),                        // 1x1 on a 1x1 image (gemm)
+      make(1, 16, 7, 7, 70, 1, 1, 1),                       // 1x1 gemm, K past one panel
+      make(1, 20, 7, 9, 36, 1, 1, 2),                       // 1x1 stride 2
+      make(1, 3, 28, 28, 16, 7, 7, 2, {3, 3, 3, 3}),        // 7x7 stride 2 (a stem)
+      make(1, 8, 12, 10, 8, 3, 3, 1, {2, 2, 2, 2}, 2),      // dilation 2
+      make(1, 8, 14, 14, 12, 5, 5, 1, {2, 1, 2, 1}, 1, 4),  // 5x5, groups 4
+      make(2, 4, 7, 9, 6, 3, 3, 1, {1, 1, 1, 1}, 1, 2),     // groups 2
+      make(1, 6, 8, 8, 6, 3, 3, 1, {1, 1, 1, 1}, 1, 6),     // depthwise (delegated)
+      make(1, 8, 9, 9, 8, 3, 3, 2, {1, 0, 1, 1}, 1, 8),     // depthwise stride 2
+      make(1, 4, 7, 7, 8, 3, 3, 1, {1, 1, 1, 1}, 1, 4),     // groups == C, 2 outputs each
+      make(1, 64, 1, 1, 40, 3, 3, 1, {1, 1, 1, 1}),         // H = W = 1, padded taps only
+      make(1, 66, 9, 9, 20, 3, 3, 1, {1, 1, 1, 1}),         // C*R*S > one panel chunk
+      make(1, 7, 33, 33, 9, 3, 3, 1, {1, 1, 1, 1}),         // 33x33, many pixel tiles
+      make(1, 5, 28, 28, 11, 3, 3, 2, {1, 1, 0, 0}, 1, 1),  // 28x28 stride 2
+  };
+}
+
+/// One problem: random input, weights, bias, residual; exact sums and their error scale.
+template <class L>
+struct problem {
+  conv_shape s;
+  std::vector<float> x, w, bias, residual;
+  std::vector<double> exact, scale;
+  problem(const conv_shape& shape, std::mt19937& rng)
+      : s(shape),
+        x(random_activations<float>(kfuse::numel(shape.in_dims()), rng)),
+        w(random_weights_oihw<float>(shape, rng)),
+        bias(random_activations<float>(shape.k, rng)),
+        residual(random_activations<float>(kfuse::numel(shape.out_dims()), rng)) {
+    exact = ref_conv2d<L>(s, x.data(), w.data());
+    scale = ref_conv2d_abs<L>(s, x.data(), w.data());
+  }
+  index_t channel_of(index_t i) const {
+    const kfuse::dims4 d = s.out_dims();
+    return std::is_same_v<L, kfuse::nhwc> ? i % d.c : (i / (d.h * d.w)) % d.c;
+  }
+};
+
+template <class L, class B, class Out = float, class Ep>
+void check_conv(const problem<L>& p, const Ep& ep, std::string_view what, int threads = 0) {
+  using C = kfuse::conv2d<kfuse::f32, L, test_arch, Ep, B>;
+  const auto w = C::pack(p.w.data(), p.s);
+  CHECK(w.pack_seconds() >= 0);
+  const index_t n_out = kfuse::numel(p.s.out_dims());
+  guarded<Out> y(n_out, 0xFF);  // NaN: every output must be written
+  const auto info = C::run(kfuse::view<L>(static_cast<const float*>(p.x.data()), p.s.in_dims()), w,
+                           kfuse::view<L>(y.data, p.s.out_dims()), ep, {threads});
+  CHECK(info.kernel == "conv2d");
+  CHECK(info.arch == test_arch::name);
+  const std::string_view mk = info.micro_kernel;
+  if (p.s.is_depthwise())  // delegated to kfuse::depthwise_conv2d
+    CHECK((mk.find("3x3s1") != std::string_view::npos ||
+           mk.find("direct") != std::string_view::npos));
+  else
+    CHECK(mk.find("f32 fma") != std::string_view::npos);
+  if (p.s.is_depthwise())
+    CHECK(mk.find(L::name) != std::string_view::npos);
+  else if (C::gemm_shape(p.s))
+    CHECK(mk.substr(0, 13) == "conv 1x1 gemm");
+  else if (std::is_same_v<L, kfuse::nhwc>)
+    CHECK(mk.substr(0, 24) == "conv implicit-gemm nhwc ");
+  else
+    CHECK(mk.substr(0, 23) == "conv channel-rows nchw ");
+  REQUIRE(y.guards_intact());
+  int failures = 0;
+  for (index_t i = 0; i < n_out && failures < 5; ++i) {
+    const double want = ref_epilogue(ep, p.exact[std::size_t(i)], ref_ctx{i, p.channel_of(i)});
+    const double tol = tolerance<Out>(want) + 2e-6 * p.scale[std::size_t(i)] * 1.5;
+    const double got = double(kfuse::to_float(y.data[i]));
+    if (!(std::fabs(got - representable<Out>(want)) <= tol) && failures++ < 5)
+      UNSCOPED_INFO(what << " " << L::name << " N" << p.s.n << " C" << p.s.c << " " << p.s.h << "x"
+                         << p.s.w << " K" << p.s.k << " " << p.s.r << "x" << p.s.s << " stride "
+                         << p.s.stride_h << " groups " << p.s.groups << " at " << i << ": got "
+                         << got << " want " << want);
+  }
+  CHECK(failures == 0);
+}
+
+template <class L, class B>
+void all_shapes(std::mt19937& rng) {
+  for (const conv_shape& s : test_shapes()) {
+    const problem<L> p(s, rng);
+    const std::span<const float> bias(p.bias), res(p.residual);
+    check_conv<L, B>(p,
+                     kfuse::epilogue<kfuse::bias, kfuse::add<>, kfuse::relu>{{bias}, {{res}}, {}},
+                     "bias+residual+relu");
+    // The other epilogues on one backend only (compile time): the kernels' code is the same.
+    if constexpr (std::is_same_v<B, kfuse::backend::xsimd>) {
+      check_conv<L, B>(p, kfuse::epilogue<>{}, "bare");
+      check_conv<L, B>(p, kfuse::epilogue<kfuse::bias, kfuse::relu>{{bias}, {}}, "bias+relu");
+      check_conv<L, B>(p, kfuse::epilogue<kfuse::scale, user_square>{{0.5f}, {}}, "user stage");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("conv2d f32: geometries x fused epilogues vs the double reference", "[conv2d]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(11);
+  for_each_backend([&](auto b) { all_shapes<CONV_TEST_LAYOUT, decltype(b)>(rng); });
+}
+
+TEMPLATE_TEST_CASE("conv2d f32: 1 and 2 threads are bitwise identical", "[conv2d][threads]",
+                   CONV_TEST_LAYOUT) {
+  if (!cpu_can_run()) return;
+  using L = TestType;
+  std::mt19937 rng(5);
+  using C = kfuse::conv2d<kfuse::f32, L, test_arch>;
+  for (const conv_shape& s : {make(2, 13, 15, 15, 70, 3, 3, 1, {1, 1, 1, 1}),
+                              make(1, 40, 7, 7, 24, 3, 3, 1, {1, 1, 1, 1})}) {
+    const problem<L> p(s, rng);
+    const auto w = C::pack(p.w.data(), s);
+    std::vector<float> y1(p.exact.size()), y2(p.exact.size());
+    const auto x = kfuse::view<L>(static_cast<const float*>(p.x.data()), s.in_dims());
+    C::run(x, w, kfuse::view<L>(y1.data(), s.out_dims()), {}, {1});
+    const auto info = C::run(x, w, kfuse::view<L>(y2.data(), s.out_dims()), {}, {2});
+    CHECK(info.threads >= 1);
+    CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("conv2d f32: bf16 output through cast<bf16>", "[conv2d]", CONV_TEST_LAYOUT) {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(6);
+  const problem<TestType> p(make(1, 13, 9, 9, 21, 3, 3, 1, {1, 0, 1, 2}), rng);
+  check_conv<TestType, kfuse::backend::xsimd, kfuse::bf16_t>(
+      p, kfuse::epilogue<kfuse::relu, kfuse::cast<kfuse::bf16>>{{}, {}}, "relu->bf16");
+}
+
+TEMPLATE_TEST_CASE("fold_batch_norm: conv + folded bias == conv -> bias -> batch norm",
+                   "[conv2d][batch_norm]", CONV_TEST_LAYOUT) {
+  if (!cpu_can_run()) return;
+  using L = TestType;
+  std::mt19937 rng(7);
+  for (const conv_shape& s : {make(1, 13, 9, 9, 17, 3, 3, 1, {1, 1, 1, 1}),
+                              make(1, 8, 6, 6, 12, 1, 1, 1, {0, 0, 0, 0}, 1, 4)}) {
+    problem<L> p(s, rng);
+    const auto gamma = random_activations<float>(s.k, rng, 0.5f, 2.f);
+    const auto beta = random_activations<float>(s.k, rng);
+    const auto mean = random_activations<float>(s.k, rng);
+    const auto var = random_activations<float>(s.k, rng, 0.1f, 3.f);
+    const float eps = 1e-3f;
+    std::vector<float> w = p.w, b = p.bias;
+    kfuse::fold_batch_norm(s, w, b, {gamma, beta, mean, var, eps});
+    using C = kfuse::conv2d<kfuse::f32, L, test_arch, kfuse::epilogue<kfuse::bias>>;
+    const auto pw = C::pack(w.data(), s);
+    std::vector<float> y(p.exact.size(), std::nanf(""));
+    C::run(kfuse::view<L>(static_cast<const float*>(p.x.data()), s.in_dims()), pw,
+           kfuse::view<L>(y.data(), s.out_dims()), {{{b.data(), b.size()}}});
+    int failures = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      const index_t c = p.channel_of(index_t(i));
+      const double a = gamma[std::size_t(c)] / std::sqrt(double(var[std::size_t(c)]) + eps);
+      const double want =
+          (p.exact[i] + p.bias[std::size_t(c)] - mean[std::size_t(c)]) * a + beta[std::size_t(c)];
+      const double tol = 1e-5 * (std::fabs(a) * (p.scale[i] + 2) + std::fabs(want)) + 1e-6;
+      if (!(std::fabs(y[i] - want) <= tol) && failures++ < 5)
+        UNSCOPED_INFO("at " << i << " got " << y[i] << " want " << want);
+    }
+    CHECK(failures == 0);
+  }
+}

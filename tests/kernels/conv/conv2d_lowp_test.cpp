@@ -1,0 +1,175 @@
+// conv2d bf16 and int8: bf16 activations and weights (vdpbf16ps on avx512_bf16, the conversion
+// path elsewhere) with f32 and bf16 outputs; u8 / s8 activations with a zero point x s8 weights
+// (vpdpbusd on VNNI, the exact scalar kernel on generic), exact through dequantize and within one
+// step through requantize<u8>; both layouts, against the double-precision reference.
+#include "kernels/conv/conv_reference.hpp"
+#include "kfuse/kernels/conv/conv2d.hpp"
+#include "support/test_support.hpp"
+
+using namespace kt;
+using kfuse::conv_shape;
+
+// One layout per executable (compile time): this file tests NHWC; conv2d_*_nchw_test.cpp
+// includes it with CONV_TEST_LAYOUT = kfuse::nchw.
+#ifndef CONV_TEST_LAYOUT
+#define CONV_TEST_LAYOUT kfuse::nhwc
+#endif
+
+namespace {
+
+conv_shape make(index_t n, index_t c, index_t h, index_t w, index_t k, index_t r, index_t s,
+                index_t stride, std::array<index_t, 4> pad_tlbr = {0, 0, 0, 0},
+                index_t dilation = 1, index_t groups = 1) {
+  conv_shape g;
+  g.n = n, g.c = c, g.h = h, g.w = w, g.k = k, g.r = r, g.s = s;
+  g.stride_h = g.stride_w = stride;
+  g.pad_top = pad_tlbr[0], g.pad_left = pad_tlbr[1], g.pad_bottom = pad_tlbr[2],
+  g.pad_right = pad_tlbr[3];
+  g.dilation_h = g.dilation_w = dilation;
+  g.groups = groups;
+  return g;
+}
+
+std::vector<conv_shape> lowp_shapes() {
+  return {
+      make(1, 3, 7, 7, 5, 3, 3, 1, {1, 1, 1, 1}),       // odd channels (odd bf16 pairs, int8 quads)
+      make(2, 13, 9, 11, 17, 3, 3, 2, {0, 1, 1, 0}),    // stride 2, asymmetric pads
+      make(1, 16, 7, 7, 70, 1, 1, 1),                   // 1x1 gemm
+      make(1, 20, 7, 9, 36, 1, 1, 2),                   // 1x1 stride 2
+      make(1, 8, 12, 10, 8, 3, 3, 1, {2, 2, 2, 2}, 2),  // dilation 2
+      make(1, 8, 14, 14, 12, 5, 5, 1, {2, 1, 2, 1}, 1, 4),  // groups 4
+      make(1, 3, 28, 28, 16, 7, 7, 2, {3, 3, 3, 3}),        // 7x7 stride 2
+      make(1, 66, 9, 9, 20, 3, 3, 1, {1, 1, 1, 1}),         // several panel chunks (nchw)
+      make(1, 64, 1, 1, 40, 3, 3, 1, {1, 1, 1, 1}),         // 1x1 image, padded taps only
+  };
+}
+
+template <class L>
+index_t channel_of(const conv_shape& s, index_t i) {
+  const kfuse::dims4 d = s.out_dims();
+  return std::is_same_v<L, kfuse::nhwc> ? i % d.c : (i / (d.h * d.w)) % d.c;
+}
+
+// ------------------------------------------------------------------------------------- bf16
+template <class L, class B, class Out, class Ep>
+void check_bf16(const conv_shape& s, std::mt19937& rng, const Ep& ep, std::string_view what) {
+  using C = kfuse::conv2d<kfuse::bf16, L, test_arch, Ep, B>;
+  const auto x = random_activations<kfuse::bf16_t>(kfuse::numel(s.in_dims()), rng);
+  auto w = random_weights_oihw<float>(s, rng);
+  // The weights are stored as bf16: the reference uses the rounded values.
+  for (float& v : w) v = kfuse::to_float(kfuse::from_float<kfuse::bf16_t>(v));
+  const auto exact = ref_conv2d<L>(s, x.data(), w.data());
+  const auto scale = ref_conv2d_abs<L>(s, x.data(), w.data());
+  const auto pw = C::pack(w.data(), s);
+  const index_t n_out = kfuse::numel(s.out_dims());
+  guarded<Out> y(n_out, 0xFF);
+  const auto info = C::run(kfuse::view<L>(static_cast<const kfuse::bf16_t*>(x.data()), s.in_dims()),
+                           pw, kfuse::view<L>(y.data, s.out_dims()), ep);
+  const std::string_view mk = info.micro_kernel;
+  if constexpr (test_arch::native_bf16_dot && test_arch::is_x86)
+    CHECK(mk.find("bf16 vdpbf16ps") != std::string_view::npos);
+  else
+    CHECK(mk.find("bf16->f32 fma") != std::string_view::npos);
+  REQUIRE(y.guards_intact());
+  int failures = 0;
+  for (index_t i = 0; i < n_out && failures < 5; ++i) {
+    const double want = ref_epilogue(ep, exact[std::size_t(i)], ref_ctx{i, channel_of<L>(s, i)});
+    const double tol = tolerance<Out>(want) + 3e-6 * scale[std::size_t(i)];
+    const double got = double(kfuse::to_float(y.data[i]));
+    if (!(std::fabs(got - representable<Out>(want)) <= tol) && failures++ < 5)
+      UNSCOPED_INFO(what << " " << L::name << " C" << s.c << " " << s.h << "x" << s.w << " K" << s.k
+                         << " " << s.r << "x" << s.s << " at " << i << ": got " << got << " want "
+                         << want);
+  }
+  CHECK(failures == 0);
+}
+
+template <class L, class B>
+void bf16_shapes(std::mt19937& rng) {
+  for (const conv_shape& s : lowp_shapes()) {
+    std::vector<float> bias = random_activations<float>(s.k, rng);
+    const std::span<const float> b(bias);
+    if constexpr (std::is_same_v<B, kfuse::backend::xsimd>)  // one backend: compile time
+      check_bf16<L, B, float>(s, rng, kfuse::epilogue<>{}, "bare");
+    check_bf16<L, B, kfuse::bf16_t>(
+        s, rng, kfuse::epilogue<kfuse::bias, kfuse::relu, kfuse::cast<kfuse::bf16>>{{b}, {}, {}},
+        "bias+relu->bf16");
+  }
+}
+
+// ------------------------------------------------------------------------------------- int8
+template <class A, class L, class TX>
+void check_int8(const conv_shape& s, std::int32_t za, std::mt19937& rng) {
+  const auto x = random_activations<TX>(kfuse::numel(s.in_dims()), rng, -128.f, 255.f);
+  const auto w = random_weights_oihw<std::int8_t>(s, rng, -128.f, 127.f);
+  const auto exact = ref_conv2d<L>(s, x.data(), w.data(), double(za));
+  const index_t n_out = kfuse::numel(s.out_dims());
+  const auto xv = kfuse::view<L>(static_cast<const TX*>(x.data()), s.in_dims());
+  {  // exact: integer sums through dequantize (scale 1) into f32 (|sum| < 2^24 here)
+    using C = kfuse::conv2d<kfuse::i8, L, A, kfuse::epilogue<kfuse::dequantize>>;
+    const auto pw = C::pack(w.data(), s);
+    guarded<float> y(n_out, 0xFF);
+    const auto info = C::run(xv, pw, kfuse::view<L>(y.data, s.out_dims()),
+                             {{kfuse::quant_params{1.f, 0, {}, {}}}}, {}, za);
+    if constexpr (A::native_int8_dot && A::is_x86)
+      CHECK(std::string_view(info.micro_kernel).find("i8 vpdpbusd") != std::string_view::npos);
+    else
+      CHECK(std::string_view(info.micro_kernel).find("i8 scalar") != std::string_view::npos);
+    REQUIRE(y.guards_intact());
+    int failures = 0;
+    for (index_t i = 0; i < n_out; ++i)
+      if (!(double(y.data[i]) == exact[std::size_t(i)]) && failures++ < 5)
+        UNSCOPED_INFO(L::name << " C" << s.c << " K" << s.k << " za " << za << " at " << i
+                              << ": got " << y.data[i] << " want " << exact[std::size_t(i)]);
+    CHECK(failures == 0);
+  }
+  {  // bias + relu + requantize<u8> with per-channel multipliers: within one step
+    using Ep = kfuse::epilogue<kfuse::bias, kfuse::relu, kfuse::requantize<kfuse::u8>>;
+    using C = kfuse::conv2d<kfuse::i8, L, A, Ep>;
+    const auto pw = C::pack(w.data(), s);
+    std::vector<float> bias = random_activations<float>(s.k, rng, -3000.f, 3000.f);
+    std::vector<float> mult = random_activations<float>(s.k, rng, 1e-4f, 4e-3f);
+    const Ep ep{{bias}, {}, {0.f, 7, mult}};
+    guarded<std::uint8_t> y(n_out, 0xA5);
+    C::run(xv, pw, kfuse::view<L>(y.data, s.out_dims()), ep, {}, za);
+    REQUIRE(y.guards_intact());
+    int failures = 0;
+    for (index_t i = 0; i < n_out; ++i) {
+      const double want = ref_epilogue(ep, exact[std::size_t(i)], ref_ctx{i, channel_of<L>(s, i)});
+      if (!(std::fabs(double(y.data[i]) - want) <= 1.0) && failures++ < 5)
+        UNSCOPED_INFO(L::name << " requantize at " << i << ": got " << int(y.data[i]) << " want "
+                              << want);
+    }
+    CHECK(failures == 0);
+  }
+}
+
+// A template, so that conv2d<i8> is never instantiated on an arch without an int8 kernel.
+template <class A, class L>
+void int8_shapes(std::mt19937& rng) {
+  if constexpr ((A::native_int8_dot && A::is_x86) || std::is_same_v<A, kfuse::arch::generic>) {
+    for (const conv_shape& s : lowp_shapes()) {
+      check_int8<A, L, std::uint8_t>(s, 128, rng);
+      check_int8<A, L, std::uint8_t>(s, 3, rng);
+      check_int8<A, L, std::int8_t>(s, -5, rng);
+    }
+  } else {
+    SUCCEED("conv2d<i8> is a compile error on this arch (no VNNI)");
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("conv2d bf16: geometries, f32 and bf16 outputs", "[conv2d][bf16]",
+                   CONV_TEST_LAYOUT) {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(21);
+  for_each_backend([&](auto b) { bf16_shapes<TestType, decltype(b)>(rng); });
+}
+
+TEMPLATE_TEST_CASE("conv2d i8: u8 / s8 activations with zero points, exact and requantized",
+                   "[conv2d][int8]", CONV_TEST_LAYOUT) {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(22);
+  int8_shapes<test_arch, TestType>(rng);
+}
