@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# The main job: install the dependencies, build the eltwise demo for this machine and run it.
-# (The end-to-end MLP / CNN demo of the executor issue will take this place.)
+# The main job (README): install the dependencies, build the end-to-end models demo for this machine
+# (-O3 -march=native) and run it: an MLP and a ResNet basic block compiled into fp32, bf16 and
+# int8 plans, their agreement with fp32, the fusion report, the profiler table and a batch sweep.
+#   scripts/demo.sh                     # budget 5 ms, all cores
+#   scripts/demo.sh --budget-ms 2 --threads 1 --trace trace.json
+# Arguments go to the demo (ex04_models --help lists them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake -S . -B build/demo -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF \
   -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=ON >/dev/null
-cmake --build build/demo --target ex01_eltwise_native
-build/demo/examples/ex01_eltwise_native
+cmake --build build/demo --target ex04_models
+if [[ $# -eq 0 ]]; then set -- --budget-ms 5; fi
+build/demo/examples/04_models/ex04_models "$@"

@@ -72,14 +72,14 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=addr
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert_avx512_bf16
   simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 layout_convert_avx512_bf16 threading_thread_pool
-  kernels_conv2d_f32_avx512_bf16 kernels_conv2d_errors_avx512_bf16
+  kernels_conv2d_f32_avx512_bf16 kernels_conv2d_f32_nchw_avx512_bf16 kernels_conv2d_errors_avx512_bf16
   kernels_conv_depthwise_f32_avx512_bf16 kernels_pool2d_float_avx512_bf16
   kernels_pool2d_int8_avx512_bf16 kernels_softmax_avx512_bf16 kernels_norm_avx512_bf16
   kernels_batch_norm_avx512_bf16 graph_exec_avx512_bf16 graph_errors_avx512_bf16
   tools_profiler_avx512_bf16 tools_unit)
 if [[ $full == 1 ]]; then
-  asan_targets+=(kernels_conv2d_lowp_avx512_bf16 kernels_conv_depthwise_lowp_avx512_bf16
-    tools_graph_avx512_bf16)
+  asan_targets+=(kernels_conv2d_lowp_avx512_bf16 kernels_conv2d_lowp_nchw_avx512_bf16
+    kernels_conv_depthwise_lowp_avx512_bf16 tools_graph_avx512_bf16)
 fi
 cmake --build build/asan -j "$jobs" --target $(existing_targets build/asan "${asan_targets[@]}")
 ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|examples|no_asan" -j "$jobs" \

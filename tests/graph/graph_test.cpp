@@ -449,7 +449,6 @@ TEST_CASE("graph: depthwise conv with batch norm folded, relu and residual fused
   }
 }
 
-#if KFUSE_GRAPH_HAS_CONV2D  // dense conv2d nodes need kernels/conv/conv2d.hpp
 namespace {
 /// ResNet basic block: conv3x3-BN-ReLU, conv3x3-BN, + x, ReLU, global average pool, flatten,
 /// linear; and its double reference.
@@ -587,8 +586,6 @@ TEST_CASE("graph: ResNet basic block (conv-BN-ReLU x2, residual, pool, linear)",
       REQUIRE(std::fabs(yb[i] - ref[i]) <= 0.03 * (1 + max_ref));
   }
 }
-
-#endif  // KFUSE_GRAPH_HAS_CONV2D
 
 TEST_CASE("graph: max and average pooling nodes", "[graph]") {
   const index_t N = 1, C = 3, H = 5, W = 6;

@@ -15,14 +15,7 @@
 
 #include "kfuse/graph/graph.hpp"
 #include "kfuse/graph/ops/conv.hpp"
-// Dense conv2d nodes need kernels/conv/conv2d.hpp (it was still being written when this executor
-// landed): with it they compile in; without it only depthwise conv nodes have a kernel.
-#if __has_include("kfuse/kernels/conv/conv2d.hpp")
 #include "kfuse/graph/ops/conv_dense.hpp"
-#define KFUSE_GRAPH_HAS_CONV2D 1
-#else
-#define KFUSE_GRAPH_HAS_CONV2D 0
-#endif
 #include "kfuse/graph/ops/eltwise.hpp"
 #include "kfuse/graph/ops/linear.hpp"
 #include "kfuse/graph/ops/norm.hpp"
@@ -1129,7 +1122,6 @@ class graph_compiler {
       }
       return;
     }
-#if KFUSE_GRAPH_HAS_CONV2D
     const bool nhwc_ = x.layout == tensor_layout::nhwc;
     switch (pr) {
       case precision::bf16:
@@ -1151,14 +1143,8 @@ class graph_compiler {
           lower_dense_conv<f32, nchw>(s, n, info, cmds, cs, "f32");
         break;
     }
-#else
-    fail_node(n,
-              "dense / grouped conv2d has no kernel in this build (kfuse/kernels/conv/conv2d.hpp "
-              "is missing); depthwise convs run");
-#endif
   }
 
-#if KFUSE_GRAPH_HAS_CONV2D
   template <class Recipe, class L>
   void lower_dense_conv(const step& s, const node_desc& n, step_info& info,
                         std::vector<plan_command>& cmds, const conv_shape& cs,
@@ -1228,8 +1214,6 @@ class graph_compiler {
       cmds.push_back(c);
     }
   }
-
-#endif
 
   template <class Elem, class L>
   void pool_fn(plan_command& c) {

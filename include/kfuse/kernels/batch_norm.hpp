@@ -18,21 +18,13 @@
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/batch_norm_params.hpp"
 #include "kfuse/kernels/checks.hpp"
 #include "kfuse/kernels/eltwise.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 
 namespace kfuse {
-
-/// Per-channel statistics and affine; gamma and beta may be empty (1 and 0).
-struct batch_norm_params {
-  std::span<const float> mean{};
-  std::span<const float> var{};
-  std::span<const float> gamma{};
-  std::span<const float> beta{};
-  float eps = 1e-5f;
-};
 
 namespace detail {
 /// The folded batch norm as an epilogue stage: y = x * scale[c] + shift[c].

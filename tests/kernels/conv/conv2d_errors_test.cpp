@@ -133,17 +133,17 @@ TEST_CASE("fold_batch_norm: bad parameters throw", "[conv2d][batch_norm][errors]
   const conv_shape s = shape_3x3();
   std::vector<float> w(std::size_t(s.weight_count()), 1.f), b(4, 0.f), g(4, 1.f), beta(4, 0.f),
       mean(4, 0.f), var(4, 1.f), three(3, 1.f), neg(4, -2.f);
-  CHECK_NOTHROW(kfuse::fold_batch_norm(s, w, b, {g, beta, mean, var, 1e-5f}));
+  CHECK_NOTHROW(kfuse::fold_batch_norm(s, w, b, {mean, var, g, beta, 1e-5f}));
   CHECK_THROWS_WITH(
-      kfuse::fold_batch_norm(s, std::span<float>(w).first(10), b, {g, beta, mean, var, 1e-5f}),
+      kfuse::fold_batch_norm(s, std::span<float>(w).first(10), b, {mean, var, g, beta, 1e-5f}),
       Contains("fold_batch_norm: wrong weight count: 10 values given"));
   CHECK_THROWS_WITH(
-      kfuse::fold_batch_norm(s, w, std::span<float>(b).first(3), {g, beta, mean, var, 1e-5f}),
+      kfuse::fold_batch_norm(s, w, std::span<float>(b).first(3), {mean, var, g, beta, 1e-5f}),
       Contains("3 bias values for K = 4"));
-  CHECK_THROWS_WITH(kfuse::fold_batch_norm(s, w, b, {three, beta, mean, var, 1e-5f}),
-                    Contains("gamma, beta, mean and var need K = 4 values each"));
-  CHECK_THROWS_WITH(kfuse::fold_batch_norm(s, w, b, {g, beta, mean, neg, 1e-5f}),
+  CHECK_THROWS_WITH(kfuse::fold_batch_norm(s, w, b, {mean, var, three, beta, 1e-5f}),
+                    Contains("mean and var (and gamma, beta when given) need K = 4 values each"));
+  CHECK_THROWS_WITH(kfuse::fold_batch_norm(s, w, b, {mean, neg, g, beta, 1e-5f}),
                     Contains("var + eps must be positive (channel 0)"));
-  CHECK_THROWS_WITH(kfuse::fold_batch_norm(s, w, b, {g, beta, mean, var, -1.f}),
+  CHECK_THROWS_WITH(kfuse::fold_batch_norm(s, w, b, {mean, var, g, beta, -1.f}),
                     Contains("eps must not be negative"));
 }

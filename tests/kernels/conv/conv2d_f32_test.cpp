@@ -190,7 +190,7 @@ TEMPLATE_TEST_CASE("fold_batch_norm: conv + folded bias == conv -> bias -> batch
     const auto var = random_activations<float>(s.k, rng, 0.1f, 3.f);
     const float eps = 1e-3f;
     std::vector<float> w = p.w, b = p.bias;
-    kfuse::fold_batch_norm(s, w, b, {gamma, beta, mean, var, eps});
+    kfuse::fold_batch_norm(s, w, b, {mean, var, gamma, beta, eps});
     using C = kfuse::conv2d<kfuse::f32, L, test_arch, kfuse::epilogue<kfuse::bias>>;
     const auto pw = C::pack(w.data(), s);
     std::vector<float> y(p.exact.size(), std::nanf(""));

@@ -10,16 +10,9 @@
 #include <string>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/kernels/batch_norm_params.hpp"
 #include "kfuse/kernels/checks.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
-
-namespace kfuse {
-/// Inference batch-norm parameters, one value per channel.
-struct batch_norm_params {
-  std::span<const float> gamma, beta, mean, var;
-  float eps = 1e-5f;
-};
-}  // namespace kfuse
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -36,10 +29,12 @@ inline void fold_batch_norm(const conv_shape& s, std::span<float> weights_oihw,
                         " values given, the shape needs K * C/groups * R * S = " +
                         num(std::size_t(s.weight_count())));
   if (bias.size() != K) detail::fail(k, num(bias.size()) + " bias values for K = " + num(K));
-  if (bn.gamma.size() != K || bn.beta.size() != K || bn.mean.size() != K || bn.var.size() != K)
-    detail::fail(k, "gamma, beta, mean and var need K = " + num(K) + " values each (got " +
-                        num(bn.gamma.size()) + ", " + num(bn.beta.size()) + ", " +
-                        num(bn.mean.size()) + ", " + num(bn.var.size()) + ")");
+  const bool has_gamma = !bn.gamma.empty(), has_beta = !bn.beta.empty();
+  if (bn.mean.size() != K || bn.var.size() != K || (has_gamma && bn.gamma.size() != K) ||
+      (has_beta && bn.beta.size() != K))
+    detail::fail(k, "mean and var (and gamma, beta when given) need K = " + num(K) +
+                        " values each (got " + num(bn.mean.size()) + ", " + num(bn.var.size()) +
+                        ", " + num(bn.gamma.size()) + ", " + num(bn.beta.size()) + ")");
   if (!(bn.eps >= 0.f)) detail::fail(k, "eps must not be negative");
   detail::check_buffer(k, "weights", weights_oihw.data(), index_t(weights_oihw.size()));
   detail::check_buffer(k, "bias", bias.data(), index_t(K));
@@ -47,10 +42,12 @@ inline void fold_batch_norm(const conv_shape& s, std::span<float> weights_oihw,
   for (std::size_t c = 0; c < K; ++c) {
     if (!(bn.var[c] + bn.eps > 0.f))
       detail::fail(k, "var + eps must be positive (channel " + num(c) + ")");
-    const double a = double(bn.gamma[c]) / std::sqrt(double(bn.var[c]) + double(bn.eps));
+    const double gamma = has_gamma ? double(bn.gamma[c]) : 1.0;
+    const double beta = has_beta ? double(bn.beta[c]) : 0.0;
+    const double a = gamma / std::sqrt(double(bn.var[c]) + double(bn.eps));
     for (std::size_t i = 0; i < per_k; ++i)
       weights_oihw[c * per_k + i] = float(double(weights_oihw[c * per_k + i]) * a);
-    bias[c] = float((double(bias[c]) - double(bn.mean[c])) * a + double(bn.beta[c]));
+    bias[c] = float((double(bias[c]) - double(bn.mean[c])) * a + beta);
   }
 }
 
