@@ -238,9 +238,15 @@ namespace detail {
 inline thread_local const executor* thread_executor = nullptr;
 inline thread_local bool inside_executor_task = false;
 inline thread_local int executor_worker = 0;
-inline std::atomic<const executor*>& process_executor() {
-  static std::atomic<const executor*> e{nullptr};
+// A plain pointer read and written with the compiler's atomic builtins: std::atomic<const
+// kfuse::executor*> would be a weak std:: instantiation on a kfuse type shared by TUs of different
+// ISAs (tests/odr's nm check). Each per-ISA copy of kfuse has its own slot, like its own pool.
+inline const executor*& process_executor_slot() {
+  static const executor* e = nullptr;
   return e;
+}
+inline const executor* process_executor() {
+  return __atomic_load_n(&process_executor_slot(), __ATOMIC_ACQUIRE);
 }
 
 template <class F>
@@ -294,7 +300,7 @@ void parallel_for_on(const executor& ex, index_t begin, index_t end, index_t gra
 /// Runs kfuse's parallel work on `ex` (process-wide; nullptr: back to the pool). `ex` must
 /// outlive its use.
 inline void set_default_executor(const executor* ex) {
-  detail::process_executor().store(ex, std::memory_order_release);
+  __atomic_store_n(&detail::process_executor_slot(), ex, __ATOMIC_RELEASE);
 }
 
 /// For the lifetime of this object, parallel_for on the calling thread runs on `ex` (nullptr:
@@ -320,13 +326,15 @@ class scoped_executor {
 template <class F>
 void parallel_for(index_t begin, index_t end, index_t grain, F&& fn, int max_threads = 0) {
   if (end <= begin) return;
+  // Nested inside an executor task (on whatever thread the executor runs it): inline, on this
+  // task's worker index. Checked first: the executor's threads need not see a scoped_executor.
+  if (detail::inside_executor_task) {
+    fn(range{begin, end}, detail::executor_worker);
+    return;
+  }
   const executor* ex = detail::thread_executor;
-  if (!ex) ex = detail::process_executor().load(std::memory_order_acquire);
+  if (!ex) ex = detail::process_executor();
   if (ex) {
-    if (detail::inside_executor_task) {  // nested: inline on this task's worker index
-      fn(range{begin, end}, detail::executor_worker);
-      return;
-    }
     detail::parallel_for_on(*ex, begin, end, grain, fn, max_threads);
     return;
   }
