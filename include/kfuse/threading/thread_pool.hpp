@@ -258,6 +258,14 @@ void parallel_for_on(const executor& ex, index_t begin, index_t end, index_t gra
   int want = std::min(pool_threads(max_threads), std::max(1, ex.concurrency));
   want = int(std::min<index_t>(want, chunks));
   if (want <= 1 || ex.run == nullptr) {
+    // One task, on the caller: still an executor task, so a nested parallel_for runs inline on
+    // worker 0 instead of fanning out with other worker indices.
+    struct as_task {
+      bool saved = inside_executor_task;
+      int saved_worker = executor_worker;
+      as_task() { inside_executor_task = true, executor_worker = 0; }
+      ~as_task() { inside_executor_task = saved, executor_worker = saved_worker; }
+    } scope;
     fn(range{begin, end}, 0);
     return;
   }
