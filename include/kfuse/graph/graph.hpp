@@ -8,11 +8,10 @@
 //   auto h  = g.relu("relu1", g.linear("fc1", x, w1, b1));
 //   ...
 //   g.output(y);
-//   kfuse::plan p = kfuse::compile(g, {.threads = 2});              // include
-//   kfuse/graph/compile.hpp kfuse::replay_buffer r = p.record({kfuse::bind(x_in)},
-//   {kfuse::bind(y_out)}); r.replay();                                                     // no
-//   allocation, no lookup r.bind_input(0, other_x);  r.replay();                          // rebind
-//   without re-recording
+//   kfuse::plan p = kfuse::compile(g, {.threads = 2});   // kfuse/graph/compile.hpp
+//   kfuse::replay_buffer r = p.record({kfuse::bind(x_in)}, {kfuse::bind(y_out)});
+//   r.replay();                                          // no allocation, no lookup
+//   r.bind_input(0, other_x);  r.replay();               // rebind without re-recording
 //
 // The builder only records; compile() infers shapes, element types and layouts and validates
 // everything, with errors that name the node ("graph: node 'fc2' (linear): ...").
