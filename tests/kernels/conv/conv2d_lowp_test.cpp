@@ -17,18 +17,7 @@ using kfuse::conv_shape;
 
 namespace {
 
-conv_shape make(index_t n, index_t c, index_t h, index_t w, index_t k, index_t r, index_t s,
-                index_t stride, std::array<index_t, 4> pad_tlbr = {0, 0, 0, 0},
-                index_t dilation = 1, index_t groups = 1) {
-  conv_shape g;
-  g.n = n, g.c = c, g.h = h, g.w = w, g.k = k, g.r = r, g.s = s;
-  g.stride_h = g.stride_w = stride;
-  g.pad_top = pad_tlbr[0], g.pad_left = pad_tlbr[1], g.pad_bottom = pad_tlbr[2],
-  g.pad_right = pad_tlbr[3];
-  g.dilation_h = g.dilation_w = dilation;
-  g.groups = groups;
-  return g;
-}
+using kt::make;
 
 std::vector<conv_shape> lowp_shapes() {
   return {

@@ -7,6 +7,7 @@
 //                                           zero point)
 //   random_weights_oihw(shape, rng, ...) -> [K, C / groups, R, S] weights of any storage type
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -18,6 +19,22 @@
 #include "kfuse/types/convert.hpp"
 
 namespace kt {
+
+/// A geometry with square stride and dilation; pads as {top, left, bottom, right}.
+inline kfuse::conv_shape make(kfuse::index_t n, kfuse::index_t c, kfuse::index_t h,
+                              kfuse::index_t w, kfuse::index_t k, kfuse::index_t r,
+                              kfuse::index_t s, kfuse::index_t stride,
+                              std::array<kfuse::index_t, 4> pad_tlbr = {0, 0, 0, 0},
+                              kfuse::index_t dilation = 1, kfuse::index_t groups = 1) {
+  kfuse::conv_shape g;
+  g.n = n, g.c = c, g.h = h, g.w = w, g.k = k, g.r = r, g.s = s;
+  g.stride_h = g.stride_w = stride;
+  g.pad_top = pad_tlbr[0], g.pad_left = pad_tlbr[1], g.pad_bottom = pad_tlbr[2],
+  g.pad_right = pad_tlbr[3];
+  g.dilation_h = g.dilation_w = dilation;
+  g.groups = groups;
+  return g;
+}
 
 /// A value of storage type T as a double (integers as their integer value).
 template <class T>
