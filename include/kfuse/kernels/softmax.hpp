@@ -33,10 +33,11 @@
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/kernels/checks.hpp"
-#include "kfuse/kernels/norm.hpp"  // lane_sum, lane_max
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/simd/fast_math.hpp"
+#include "kfuse/simd/reduce.hpp"
+#include "kfuse/simd/stream.hpp"
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/threading/thread_pool.hpp"
 #include "kfuse/types/convert.hpp"
