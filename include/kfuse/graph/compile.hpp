@@ -935,7 +935,7 @@ class graph_compiler {
                            std::vector<plan_command>& cmds, std::string_view recipe) {
     if constexpr (!graph_ops::gemm_available<Recipe, A, B>()) {
       fail_node(n, std::string(recipe) + " linear has no kernel on arch " + std::string(A::name) +
-                       " (int8 needs avx512_vnni)");
+                       " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
     } else {
       using P = graph_ops::linear_params<Recipe, A, B>;
       const plan_tensor& x = T(s.x);
@@ -1151,7 +1151,7 @@ class graph_compiler {
                         std::string_view recipe) {
     if constexpr (!graph_ops::gemm_available<Recipe, A, B>()) {
       fail_node(n, std::string(recipe) + " conv2d has no kernel on arch " + std::string(A::name) +
-                       " (int8 needs avx512_vnni)");
+                       " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
     } else {
       using P = graph_ops::conv_params<Recipe, L, A, B>;
       auto p = std::make_shared<P>();

@@ -11,15 +11,10 @@ namespace graph_ops {
 /// Whether gemm<Recipe> has a kernel on arch A (int8 needs vpdpbusd, or the scalar generic).
 template <class Recipe, class A, class B>
 constexpr bool gemm_available() {
-  if constexpr (std::is_same_v<Recipe, i8>) {
-#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
-    return A::native_int8_dot && simd::vec_for<A, B>::lanes == 16;
-#else
-    return simd::vec_for<A, B>::lanes == 1;
-#endif
-  } else {
+  if constexpr (std::is_same_v<Recipe, i8>)
+    return detail::int8_kernel_available<A, simd::vec_for<A, B>>();
+  else
     return true;
-  }
 }
 
 template <class Recipe, class A, class B>

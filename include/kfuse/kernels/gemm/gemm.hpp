@@ -127,6 +127,17 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
   }
 }
 
+/// Whether the i8 recipe has a micro-kernel on arch A with vectors V: vpdpbusd on an arch with
+/// a native int8 dot product, or the exact scalar kernel of arch::generic.
+template <class A, class V>
+constexpr bool int8_kernel_available() {
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
+  return (A::native_int8_dot && V::lanes == 16) || V::lanes == 1;
+#else
+  return V::lanes == 1;
+#endif
+}
+
 /// The micro-kernel a recipe uses on arch A with vectors V.
 template <class Recipe, class A, class V>
 struct select_microkernel {
@@ -144,15 +155,11 @@ struct select_microkernel<f16w, A, V> {
 };
 template <class A, class V>
 struct select_microkernel<i8, A, V> {
-#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI && KFUSE_X86
-  static constexpr bool vnni = A::native_int8_dot && V::lanes == 16;
-#else
-  static constexpr bool vnni = false;
-#endif
-  static_assert(vnni || V::lanes == 1,
+  static constexpr bool vnni = V::lanes > 1;
+  static_assert(int8_kernel_available<A, V>(),
                 "kfuse::gemm<i8>: no int8 micro-kernel for this arch: it needs avx512_vnni "
                 "(vpdpbusd); arch::generic runs the exact scalar kernel");
-#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI && KFUSE_X86
+#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
   using type = std::conditional_t<vnni, mk_int8_vnni, mk_int8_scalar>;
 #else
   using type = mk_int8_scalar;
