@@ -1,7 +1,7 @@
 # Per-arch compile flags: code for one kfuse arch is compiled in translation units that carry
 # only that arch's flags (see docs/design.md, "One arch per translation unit").
 #
-#   kfuse_arch_flags(<arch> <out-var>)        flags for generic|sse4|avx2|avx512|avx512_vnni|
+#   kfuse_arch_flags(<arch> <out-var>)        flags for generic|sse4|avx2|avx2_vnni|avx512|avx512_vnni|
 #                                             avx512_bf16|neon|neon_dotprod|native
 #   kfuse_add_arch_sources(<target> ARCH <arch> SOURCES <files...>)
 #                                             compiles <files> with that arch's flags
@@ -19,6 +19,8 @@ function(kfuse_arch_flags arch out)
     set(f -march=x86-64-v2 ${x86_hwy})
   elseif(arch STREQUAL "avx2")
     set(f -march=x86-64-v3 ${x86_hwy})
+  elseif(arch STREQUAL "avx2_vnni")
+    set(f -march=x86-64-v3 -mavxvnni ${x86_hwy})
   elseif(arch STREQUAL "avx512")
     set(f -march=x86-64-v4 ${x86_hwy})
   elseif(arch STREQUAL "avx512_vnni")
@@ -40,7 +42,7 @@ endfunction()
 # The archs this compiler targets, best last.
 function(kfuse_default_archs out)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
-    set(${out} generic sse4 avx2 avx512 avx512_vnni avx512_bf16 PARENT_SCOPE)
+    set(${out} generic sse4 avx2 avx2_vnni avx512 avx512_vnni avx512_bf16 PARENT_SCOPE)
   elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
     set(${out} generic neon neon_dotprod PARENT_SCOPE)
   else()

@@ -46,6 +46,7 @@ bool cpuinfo_allows(const std::set<std::string>& f) {
   };
   bool ok = has({"sse4_2"});
   if constexpr (A::tier >= KFUSE_TIER_AVX2) ok = ok && has({"avx2", "fma", "f16c"});
+  if constexpr (A::tier == KFUSE_TIER_AVX2_VNNI) ok = ok && has({"avx_vnni"});
   if constexpr (A::tier >= KFUSE_TIER_AVX512)
     ok = ok && has({"avx512f", "avx512bw", "avx512dq", "avx512vl"});
   if constexpr (A::tier >= KFUSE_TIER_AVX512_VNNI) ok = ok && has({"avx512_vnni"});
@@ -97,10 +98,14 @@ TEST_CASE("cpu_supports is monotonic along 'extends'", "[arch]") {
   if (kfuse::cpu_supports<arch::avx512_bf16>()) CHECK(kfuse::cpu_supports<arch::avx512_vnni>());
   if (kfuse::cpu_supports<arch::avx512_vnni>()) CHECK(kfuse::cpu_supports<arch::avx512>());
   if (kfuse::cpu_supports<arch::avx512>()) CHECK(kfuse::cpu_supports<arch::avx2>());
+  if (kfuse::cpu_supports<arch::avx2_vnni>()) CHECK(kfuse::cpu_supports<arch::avx2>());
   if (kfuse::cpu_supports<arch::avx2>()) CHECK(kfuse::cpu_supports<arch::sse4>());
   STATIC_REQUIRE(std::is_base_of_v<arch::avx512_vnni, arch::avx512_bf16>);
   STATIC_REQUIRE(std::is_base_of_v<arch::avx512, arch::avx512_vnni>);
   STATIC_REQUIRE(std::is_base_of_v<arch::avx2, arch::avx512>);
+  STATIC_REQUIRE(std::is_base_of_v<arch::avx2, arch::avx2_vnni>);
+  // AVX-512 VNNI does not imply the VEX AVX-VNNI (Ice Lake): avx512 does not extend avx2_vnni.
+  STATIC_REQUIRE(!std::is_base_of_v<arch::avx2_vnni, arch::avx512>);
   STATIC_REQUIRE(std::is_base_of_v<arch::sse4, arch::avx2>);
   STATIC_REQUIRE(std::is_base_of_v<arch::generic, arch::sse4>);
 }

@@ -44,6 +44,7 @@ struct run_chain {
 DT_DECLARE(kfuse::arch::generic)
 DT_DECLARE(kfuse::arch::sse4)
 DT_DECLARE(kfuse::arch::avx2)
+DT_DECLARE(kfuse::arch::avx2_vnni)
 DT_DECLARE(kfuse::arch::avx512)
 DT_DECLARE(kfuse::arch::avx512_vnni)
 DT_DECLARE(kfuse::arch::avx512_bf16)

@@ -21,6 +21,7 @@ inline bool cpu_supports() noexcept {
     if constexpr (A::tier >= KFUSE_TIER_AVX2)
       ok = ok && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
+    if constexpr (A::tier == KFUSE_TIER_AVX2_VNNI) ok = ok && __builtin_cpu_supports("avxvnni");
     if constexpr (A::tier >= KFUSE_TIER_AVX512)
       ok = ok && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");

@@ -35,6 +35,14 @@ struct avx2 : sse4 {
   static constexpr int vector_bytes = 32;
 };
 
+/// avx2 + AVX-VNNI (VEX vpdpbusd on 256-bit registers): the int8 dot product without AVX-512.
+/// It extends avx2 only: an AVX-512 VNNI CPU need not have the VEX form (Ice Lake has not).
+struct avx2_vnni : avx2 {
+  static constexpr std::string_view name{"avx2_vnni"};
+  static constexpr int tier = KFUSE_TIER_AVX2_VNNI;
+  static constexpr bool native_int8_dot = true;
+};
+
 /// x86-64-v4: AVX-512 F/BW/DQ/VL/CD, 512-bit.
 struct avx512 : avx2 {
   static constexpr std::string_view name{"avx512"};
@@ -84,6 +92,8 @@ using native = avx512_bf16;
 using native = avx512_vnni;
 #elif KFUSE_TIER == KFUSE_TIER_AVX512
 using native = avx512;
+#elif KFUSE_TIER == KFUSE_TIER_AVX2_VNNI
+using native = avx2_vnni;
 #elif KFUSE_TIER == KFUSE_TIER_AVX2
 using native = avx2;
 #elif KFUSE_TIER == KFUSE_TIER_SSE4
@@ -101,7 +111,7 @@ template <class... A>
 struct list {};
 
 #if KFUSE_X86 || (!KFUSE_ARM && (defined(__x86_64__) || defined(_M_X64)))
-using all = list<avx512_bf16, avx512_vnni, avx512, avx2, sse4, generic>;
+using all = list<avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, sse4, generic>;
 #else
 using all = list<neon_dotprod, neon, generic>;
 #endif

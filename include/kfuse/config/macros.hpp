@@ -23,9 +23,13 @@
 #define KFUSE_TIER_GENERIC 0
 #define KFUSE_TIER_SSE4 1
 #define KFUSE_TIER_AVX2 2
-#define KFUSE_TIER_AVX512 3
-#define KFUSE_TIER_AVX512_VNNI 4
-#define KFUSE_TIER_AVX512_BF16 5
+// AVX2 + AVX-VNNI (VEX vpdpbusd on ymm: Alder Lake, Zen 5 without AVX-512 ...). Not below the
+// AVX-512 tiers in features (Ice Lake has AVX512-VNNI but no AVX-VNNI): code that needs the ymm
+// dot product tests KFUSE_TIER == KFUSE_TIER_AVX2_VNNI, never ">=".
+#define KFUSE_TIER_AVX2_VNNI 3
+#define KFUSE_TIER_AVX512 4
+#define KFUSE_TIER_AVX512_VNNI 5
+#define KFUSE_TIER_AVX512_BF16 6
 #define KFUSE_TIER_NEON 10
 #define KFUSE_TIER_NEON_DOTPROD 11
 
@@ -45,8 +49,13 @@
 #define KFUSE_ISA_NS isa_avx512
 #endif
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if defined(__AVXVNNI__)
+#define KFUSE_TIER KFUSE_TIER_AVX2_VNNI
+#define KFUSE_ISA_NS isa_avx2_vnni
+#else
 #define KFUSE_TIER KFUSE_TIER_AVX2
 #define KFUSE_ISA_NS isa_avx2
+#endif
 #elif defined(__SSE4_2__)
 #define KFUSE_TIER KFUSE_TIER_SSE4
 #define KFUSE_ISA_NS isa_sse4
@@ -65,6 +74,9 @@
 
 #define KFUSE_X86 (KFUSE_TIER >= KFUSE_TIER_SSE4 && KFUSE_TIER <= KFUSE_TIER_AVX512_BF16)
 #define KFUSE_ARM (KFUSE_TIER >= KFUSE_TIER_NEON)
+// vpdpbusd (u8 x s8 -> s32 dot products of 4): zmm on the AVX-512 VNNI tiers, ymm on AVX2_VNNI.
+#define KFUSE_X86_INT8_DOT \
+  (KFUSE_X86 && (KFUSE_TIER == KFUSE_TIER_AVX2_VNNI || KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI))
 
 #define KFUSE_BEGIN_NAMESPACE \
   namespace kfuse {           \

@@ -273,6 +273,8 @@ struct xsimd_arch_for<arch::avx2> {
   using type = xsimd::fma3<xsimd::avx2>;
 };
 template <>
+struct xsimd_arch_for<arch::avx2_vnni> : xsimd_arch_for<arch::avx2> {};
+template <>
 struct xsimd_arch_for<arch::avx512> {
   using type = xsimd::avx512bw;
 };

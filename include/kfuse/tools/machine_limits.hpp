@@ -18,7 +18,7 @@
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/threading/thread_pool.hpp"
 
-#if KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI && KFUSE_TIER <= KFUSE_TIER_AVX512_BF16
+#if KFUSE_X86_INT8_DOT
 #include <immintrin.h>
 #endif
 
@@ -159,6 +159,26 @@ KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
   (void)sink;
   return 128.0 * chains * double(iters) / s;
 }
+#elif KFUSE_X86_INT8_DOT
+/// vpdpbusd on ymm (AVX-VNNI): 8 lanes x 4 products x 2 ops per instruction.
+KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
+  constexpr int chains = 12;
+  __m256i acc[chains];
+  for (int k = 0; k < chains; ++k) acc[k] = _mm256_setzero_si256();
+  const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(1);
+  const auto t0 = probe_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    step_chains(
+        acc, [&](__m256i x) KFUSE_INLINE_LAMBDA { return _mm256_dpbusd_avx_epi32(x, a, b); },
+        std::make_index_sequence<chains>{});
+  }
+  const double s = seconds_since(t0);
+  __m256i sum = acc[0];
+  for (int k = 1; k < chains; ++k) sum = _mm256_add_epi32(sum, acc[k]);
+  volatile int sink = _mm256_extract_epi32(sum, 0);
+  (void)sink;
+  return 64.0 * chains * double(iters) / s;
+}
 #endif
 
 /// Best of `reps` runs of rate(iters) in G/s, with iters sized from a short trial so that one run
@@ -204,7 +224,7 @@ inline machine_limits probe_machine_limits() {
 #if KFUSE_TIER == KFUSE_TIER_AVX512_BF16
   m.bf16_gflops = detail::best_rate(detail::probe_bf16_rate, 4e-3, 2);
 #endif
-#if KFUSE_TIER == KFUSE_TIER_AVX512_VNNI || KFUSE_TIER == KFUSE_TIER_AVX512_BF16
+#if KFUSE_X86_INT8_DOT
   m.int8_gops = detail::best_rate(detail::probe_int8_rate, 4e-3, 2);
 #endif
 

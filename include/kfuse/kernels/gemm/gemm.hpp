@@ -131,8 +131,9 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
 /// a native int8 dot product, or the exact scalar kernel of arch::generic.
 template <class A, class V>
 constexpr bool int8_kernel_available() {
-#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
-  return (A::native_int8_dot && V::lanes == 16) || V::lanes == 1;
+#if KFUSE_X86_INT8_DOT
+  // zmm on the AVX-512 VNNI tiers, ymm on avx2_vnni: the native vector width of the tier.
+  return (A::native_int8_dot && V::lanes * 4 == A::vector_bytes) || V::lanes == 1;
 #else
   return V::lanes == 1;
 #endif
@@ -157,9 +158,10 @@ template <class A, class V>
 struct select_microkernel<i8, A, V> {
   static constexpr bool vnni = V::lanes > 1;
   static_assert(int8_kernel_available<A, V>(),
-                "kfuse::gemm<i8>: no int8 micro-kernel for this arch: it needs avx512_vnni "
-                "(vpdpbusd); arch::generic runs the exact scalar kernel");
-#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
+                "kfuse::gemm<i8>: no int8 micro-kernel for this arch: it needs vpdpbusd "
+                "(avx512_vnni, avx512_bf16 or avx2_vnni); arch::generic runs the exact scalar "
+                "kernel");
+#if KFUSE_X86_INT8_DOT
   using type = std::conditional_t<vnni, mk_int8_vnni, mk_int8_scalar>;
 #else
   using type = mk_int8_scalar;

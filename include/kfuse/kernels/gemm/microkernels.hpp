@@ -13,7 +13,7 @@
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/types/convert.hpp"
 
-#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512
+#if KFUSE_X86 && (KFUSE_TIER >= KFUSE_TIER_AVX512 || KFUSE_X86_INT8_DOT)
 #include <immintrin.h>
 #endif
 
@@ -148,9 +148,43 @@ struct mk_int8_scalar {
   }
 };
 
-#if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
+#if KFUSE_X86_INT8_DOT
+/// The integer registers vpdpbusd works on: zmm (16 int32 lanes) on the AVX-512 VNNI tiers, ymm
+/// (8 lanes, the VEX form of AVX-VNNI) on avx2_vnni.
+template <int Lanes>
+struct vnni_regs;
+#if KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
+template <>
+struct vnni_regs<16> {
+  using reg = __m512i;
+  using freg = __m512;
+  static KFUSE_INLINE reg load(const void* p) { return _mm512_loadu_si512(p); }
+  static KFUSE_INLINE reg set1(std::int32_t v) { return _mm512_set1_epi32(v); }
+  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) { return _mm512_dpbusd_epi32(acc, a, b); }
+  static KFUSE_INLINE reg sub_mul(reg acc, reg z, reg s) {
+    return _mm512_sub_epi32(acc, _mm512_mullo_epi32(z, s));
+  }
+  static KFUSE_INLINE freg to_float(reg v) { return _mm512_cvtepi32_ps(v); }
+};
+#else
+template <>
+struct vnni_regs<8> {
+  using reg = __m256i;
+  using freg = __m256;
+  static KFUSE_INLINE reg load(const void* p) {
+    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+  }
+  static KFUSE_INLINE reg set1(std::int32_t v) { return _mm256_set1_epi32(v); }
+  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
+  static KFUSE_INLINE reg sub_mul(reg acc, reg z, reg s) {
+    return _mm256_sub_epi32(acc, _mm256_mullo_epi32(z, s));
+  }
+  static KFUSE_INLINE freg to_float(reg v) { return _mm256_cvtepi32_ps(v); }
+};
+#endif
+
 /// vpdpbusd: each instruction multiplies 4 consecutive k of A (u8, one 32-bit broadcast) with
-/// the matching 4 k of 16 columns of B (s8) and adds the 4 products to 16 int32 accumulators.
+/// the matching 4 k of L columns of B (s8) and adds the 4 products to L int32 accumulators.
 struct mk_int8_vnni {
   using storage = std::int8_t;
   static constexpr int k_group = 4;
@@ -158,19 +192,20 @@ struct mk_int8_vnni {
   static constexpr std::string_view name = "i8 vpdpbusd";
 
   // One group of 4 k: NV loads of B, one broadcast of A per row, Rows x NV vpdpbusd.
-  template <int Rows, int NV, class TA>
-  static KFUSE_INLINE void step(__m512i (&acc)[Rows][NV], const TA* a, index_t lda,
+  template <class R, int Rows, int NV, class TA>
+  static KFUSE_INLINE void step(typename R::reg (&acc)[Rows][NV], const TA* a, index_t lda,
                                 const std::int8_t* b_row, std::int32_t flip) {
-    __m512i b[NV];
+    constexpr int bytes = int(sizeof(typename R::reg));
+    typename R::reg b[NV];
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) b[j] = _mm512_loadu_si512(b_row + j * 64);
+    for (int j = 0; j < NV; ++j) b[j] = R::load(b_row + j * bytes);
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       std::int32_t quad;
       std::memcpy(&quad, a + r * lda, 4);
-      const __m512i av = _mm512_set1_epi32(quad ^ flip);
+      const typename R::reg av = R::set1(quad ^ flip);
 #pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], av, b[j]);
+      for (int j = 0; j < NV; ++j) acc[r][j] = R::dot(acc[r][j], av, b[j]);
     }
   }
 
@@ -178,24 +213,25 @@ struct mk_int8_vnni {
   static KFUSE_INLINE void accumulate(V (&vacc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
                                       const std::int8_t* KFUSE_RESTRICT bp, index_t k0,
                                       index_t k1) {
-    static_assert(V::lanes == 16, "vpdpbusd works on 16 int32 lanes");
+    using R = vnni_regs<V::lanes>;
+    using reg = typename R::reg;
     // s8 activations become u8 by flipping the sign bit of every byte (a + 128).
     const std::int32_t flip = std::is_signed_v<TA> ? std::int32_t(0x80808080u) : 0;
-    __m512i acc[Rows][NV];
+    reg acc[Rows][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[r][j] = std::bit_cast<__m512i>(vacc[r][j].r);
+      for (int j = 0; j < NV; ++j) acc[r][j] = std::bit_cast<reg>(vacc[r][j].r);
     const index_t full_end = k1 - (k1 - k0) % 4;  // k0 is a multiple of 4
     for (index_t k = k0; k < full_end; k += 4)
-      step<Rows, NV>(acc, a + k, lda, bp + (k / 4) * (4 * NR), flip);
+      step<R, Rows, NV>(acc, a + k, lda, bp + (k / 4) * (4 * NR), flip);
     if (full_end < k1) {
       // K not a multiple of 4: copy the last A bytes into zero-padded quads. Flipped zero bytes
       // are 128 and meet B's zero padding, so they add nothing.
       alignas(64) TA tail[Rows][4] = {};
       for (int r = 0; r < Rows; ++r)
         for (index_t k = full_end; k < k1; ++k) tail[r][k - full_end] = a[r * lda + k];
-      step<Rows, NV>(acc, &tail[0][0], 4, bp + (full_end / 4) * (4 * NR), flip);
+      step<R, Rows, NV>(acc, &tail[0][0], 4, bp + (full_end / 4) * (4 * NR), flip);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r)
@@ -207,22 +243,23 @@ struct mk_int8_vnni {
 
   template <class V, int NV>
   static KFUSE_INLINE void finish_int(V (&acc)[NV], const std::int32_t* col_sums, std::int32_t za) {
-    const __m512i z = _mm512_set1_epi32(za);
+    using R = vnni_regs<V::lanes>;
+    const typename R::reg z = R::set1(za);
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) {
-      const __m512i s =
-          _mm512_sub_epi32(std::bit_cast<__m512i>(acc[j].r),
-                           _mm512_mullo_epi32(z, _mm512_loadu_si512(col_sums + j * 16)));
+      const auto s =
+          R::sub_mul(std::bit_cast<typename R::reg>(acc[j].r), z, R::load(col_sums + j * V::lanes));
       acc[j] = V::wrap(std::bit_cast<typename V::reg>(s));
     }
   }
   template <class V, int NV>
   static KFUSE_INLINE void finish(V (&acc)[NV], const std::int32_t* col_sums, std::int32_t za) {
+    using R = vnni_regs<V::lanes>;
     finish_int<V, NV>(acc, col_sums, za);
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j)
       acc[j] = V::wrap(
-          std::bit_cast<typename V::reg>(_mm512_cvtepi32_ps(std::bit_cast<__m512i>(acc[j].r))));
+          std::bit_cast<typename V::reg>(R::to_float(std::bit_cast<typename R::reg>(acc[j].r))));
   }
 };
 #endif
