@@ -9,3 +9,7 @@ kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp LABELS "ci"
 # stays out of the AddressSanitizer build: label no_asan).
 kfuse_add_arch_test(graph_noalloc SOURCES graph/graph_noalloc_test.cpp LABELS "ci;threads;no_asan"
                     ARCHS avx512_bf16)
+# Quantize absorption into producers' epilogues (int8 MLP and conv chains, explicit quantize
+# nodes): fused vs unfused within one quantization step.
+kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp LABELS "ci"
+                    ARCHS generic avx512_bf16)

@@ -652,6 +652,7 @@ class graph_compiler {
     bool alive = true;
     std::string lowered_from;                   // batch_norm lowered to a chain, ...
     std::int32_t bn_scale = -1, bn_shift = -1;  // conv2d: a batch norm folded into the weights
+    tensor_quant out_quant{};  // an int8 output (quantize absorbed): its scale and zero point
   };
 
   void build_steps() {
@@ -762,6 +763,103 @@ class graph_compiler {
       e.alive = false;
       count();
     }
+    fuse_quantize(uses, step_of, count);
+  }
+
+  /// The precision a linear / conv node runs in.
+  precision precision_of(const node_desc& n) const {
+    precision pr = n.op == op_kind::conv2d ? n.conv.prec : n.prec;
+    if (pr == precision::inherit) pr = opt_.prec;
+    return pr == precision::inherit ? precision::f32 : pr;
+  }
+  bool is_depthwise(const step& s) const {
+    const node_desc& n = g_.nodes()[std::size_t(s.node)];
+    return conv_shape_of(d_->tensors[std::size_t(s.x)], d_->tensors[std::size_t(s.others[0])],
+                         n.conv)
+        .is_depthwise();
+  }
+  static bool valid_u8_quant(const tensor_quant& q) {
+    return q.scale > 0.f && std::isfinite(q.scale) && q.zero_point >= 0 && q.zero_point <= 255;
+  }
+
+  /// Quantize absorption. A tensor produced in f32 whose one use quantizes it is written as int8
+  /// by its producer (the chain, then quantize<E> in the epilogue), so the f32 tensor and the
+  /// separate quantize pass disappear:
+  ///  (a) the input of an int8 linear / dense conv (it would convert f32 -> u8 with the input's
+  ///      quant params): the producer writes u8 with those params;
+  ///  (b) an explicit quantize node (cast f32 -> u8 / i8): the producer writes its output.
+  /// Not when the f32 tensor is a graph output or has another use, and only into kernels that
+  /// exist with that output type (quantize_producer).
+  template <class Count>
+  void fuse_quantize(std::vector<int>& uses, std::vector<int>& step_of, Count& count) {
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      step& c = steps_[i];
+      if (!c.alive || c.x < 0) continue;
+      const node_desc& cn = g_.nodes()[std::size_t(c.node)];
+      const plan_tensor& x = T(c.x);
+      if (x.type != dtype::f32) continue;
+      const bool explicit_q =
+          c.op == op_kind::cast && (cn.to_type == dtype::u8 || cn.to_type == dtype::i8);
+      const bool int8_input =
+          (c.op == op_kind::linear || c.op == op_kind::conv2d) &&
+          graph_ops::gemm_available<i8, A, B>() && precision_of(cn) == precision::int8 &&
+          !(c.op == op_kind::conv2d && is_depthwise(c)) && x.has_quant && valid_u8_quant(x.quant);
+      if (!explicit_q && !int8_input) continue;
+      const dtype to = explicit_q ? cn.to_type : dtype::u8;
+      const int pi = quantize_producer(c.x, to, uses, step_of);
+      if (pi < 0) continue;
+      step& p = steps_[std::size_t(pi)];
+      const std::string& pname = g_.nodes()[std::size_t(p.node)].name;
+      const std::string pop = std::string(op_name(p.op));
+      if (explicit_q) {
+        p.out_quant = cn.quant;
+        p.out = c.out;
+        p.fused.push_back(cn.name);
+        c.alive = false;
+        d_->report.fused.push_back("fused " + cn.name + " (quantize " +
+                                   std::string(dtype_name(to)) + ") into " + pname + " (" + pop +
+                                   ")");
+      } else {
+        plan_tensor& t = T(c.x);
+        p.out_quant = t.quant;
+        t.type = to;
+        t.bytes = std::size_t(shape_numel(t.shape)) * dtype_size(to);
+        d_->report.fused.push_back("fused quantize of " + cn.name + "'s input (u8) into " + pname +
+                                   " (" + pop + ")");
+      }
+      count();
+    }
+  }
+
+  /// The live step that can write tensor x quantized to `to` in its epilogue, or -1: x is its
+  /// output, f32, used once and not a graph output, and the producer's kernel has an int8
+  /// output instantiation in this compiler: an f32 eltwise chain (u8 or i8); u8 from a linear of
+  /// the f32 or int8 recipe, a dense conv of the int8 recipe, or an nhwc depthwise conv (f32,
+  /// also in int8 plans). Each further one (f32 / bf16 dense conv, nchw depthwise, i8 outputs
+  /// of gemm / conv) would cost ~3-5 s of compile time in every TU that compiles plans
+  /// (docs/executor.md); those keep the separate quantize pass.
+  int quantize_producer(std::int32_t x, dtype to, const std::vector<int>& uses,
+                        const std::vector<int>& step_of) {
+    if (x < 0 || step_of[std::size_t(x)] < 0) return -1;
+    const int pi = step_of[std::size_t(x)];
+    const step& p = steps_[std::size_t(pi)];
+    if (!p.alive || p.out != x || uses[std::size_t(x)] != 1 || is_graph_output(x)) return -1;
+    if (T(x).type != dtype::f32) return -1;
+    switch (p.op) {
+      case op_kind::eltwise:
+        return T(p.x).type == dtype::f32 ? pi : -1;
+      case op_kind::linear:
+      case op_kind::conv2d: {
+        if (to != dtype::u8) return -1;
+        const precision pr = precision_of(g_.nodes()[std::size_t(p.node)]);
+        if (p.op == op_kind::conv2d && is_depthwise(p))
+          return pr != precision::bf16 && T(p.x).layout == tensor_layout::nhwc ? pi : -1;
+        if (pr == precision::int8) return graph_ops::gemm_available<i8, A, B>() ? pi : -1;
+        return pr == precision::f32 && p.op == op_kind::linear ? pi : -1;
+      }
+      default:
+        return -1;
+    }
   }
 
   /// Whether eltwise step e can be absorbed into the producer of tensor x.
@@ -817,6 +915,24 @@ class graph_compiler {
       r += names[int(s.kind)];
     }
     return r;
+  }
+  /// The fused quantize stage of a step writing an int8 tensor ("" for a float output).
+  std::string quantize_text(const step& s) {
+    const dtype t = T(s.out).type;
+    return t == dtype::u8 || t == dtype::i8 ? "quantize " + std::string(dtype_name(t)) : "";
+  }
+  /// A step's kernel text: its chain plus a fused quantize stage, in brackets.
+  std::string chain_suffix(const step& s, const std::vector<op_stage>& chain) {
+    std::string r = chain_text(chain);
+    const std::string q = quantize_text(s);
+    if (!q.empty()) r += (r.empty() ? "" : ", ") + q;
+    return r.empty() ? "" : " [" + r + "]";
+  }
+  static quant_params out_quant_params(const step& s) {
+    quant_params q;
+    q.scale = s.out_quant.scale;
+    q.zero_point = s.out_quant.zero_point;
+    return q;
   }
   int threads_for(double bytes, double flops) const {
     const int t = d_->threads;
@@ -915,34 +1031,41 @@ class graph_compiler {
     c.end = p->shape.rows;
     const bool bf = x.type == dtype::bf16;
     const bool just_relu = s.chain.size() == 1 && s.chain[0].kind == stage_kind::relu;
-    if (just_relu)
+    const dtype to = T(s.out).type;
+    if (to == dtype::u8 || to == dtype::i8) {
+      p->out_q = out_quant_params(s);
+      c.fn = to == dtype::u8 ? &graph_ops::eltwise_chain_quantize_cmd<A, B, std::uint8_t>
+                             : &graph_ops::eltwise_chain_quantize_cmd<A, B, std::int8_t>;
+    } else if (just_relu)
       c.fn = bf ? &graph_ops::eltwise_relu_cmd<A, B, bf16_t>
                 : &graph_ops::eltwise_relu_cmd<A, B, float>;
     else
       c.fn = bf ? &graph_ops::eltwise_chain_cmd<A, B, bf16_t>
                 : &graph_ops::eltwise_chain_cmd<A, B, float>;
     const double n = double(shape_numel(x.shape));
-    info.bytes = 2 * double(x.bytes) + double(operand_count(s.chain)) * n * 4;
+    info.bytes = double(x.bytes) + double(T(s.out).bytes) + double(operand_count(s.chain)) * n * 4;
     info.flops = n * double(s.chain.size());
     c.threads = threads_for(info.bytes, info.flops);
     c.params = own(p);
-    info.kernel = "eltwise [" + chain_text(s.chain) + "]";
+    info.kernel = "eltwise" + chain_suffix(s, s.chain);
     cmds.push_back(c);
   }
 
-  template <class Recipe>
+  /// Out: float, or uint8_t when fuse_quantize made this step write its output quantized.
+  template <class Recipe, class Out = float>
   void lower_linear_recipe(const step& s, const node_desc& n, step_info& info,
                            std::vector<plan_command>& cmds, std::string_view recipe) {
     if constexpr (!graph_ops::gemm_available<Recipe, A, B>()) {
       fail_node(n, std::string(recipe) + " linear has no kernel on arch " + std::string(A::name) +
                        " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
     } else {
-      using P = graph_ops::linear_params<Recipe, A, B>;
+      using P = graph_ops::linear_params<Recipe, A, B, Out>;
       const plan_tensor& x = T(s.x);
       const index_t K = x.shape.back(), N = T(s.out).shape.back();
       const index_t M = shape_numel(x.shape) / K;
       auto p = std::make_shared<P>();
       p->M = M;
+      p->out_q = out_quant_params(s);
       std::vector<float> w = constant_f32(s.others[0]);
       std::vector<op_stage> chain = s.chain;
       std::int32_t a = s.x;
@@ -988,7 +1111,7 @@ class graph_compiler {
       c.in[0] = a;
       c.out = s.out;
       p->stages = make_chain(chain, c, 1);
-      c.fn = &graph_ops::linear_cmd<Recipe, A, B>;
+      c.fn = &graph_ops::linear_cmd<Recipe, A, B, Out>;
       info.flops = 2.0 * double(M) * double(N) * double(K);
       info.bytes = double(x.bytes) + double(T(s.out).bytes) +
                    double(p->w.K()) * double(p->w.N()) *
@@ -997,8 +1120,8 @@ class graph_compiler {
       c.begin = 0;
       c.end = M;
       c.params = own(p);
-      info.kernel = "gemm " + std::string(recipe) + " " + P::kernel::micro_kernel() +
-                    (chain.empty() ? "" : " [" + chain_text(chain) + "]");
+      info.kernel =
+          "gemm " + std::string(recipe) + " " + P::kernel::micro_kernel() + chain_suffix(s, chain);
       cmds.push_back(c);
     }
   }
@@ -1032,17 +1155,22 @@ class graph_compiler {
 
   void lower_linear(const step& s, const node_desc& n, step_info& info,
                     std::vector<plan_command>& cmds) {
-    precision pr = n.prec == precision::inherit ? opt_.prec : n.prec;
-    if (pr == precision::inherit) pr = precision::f32;
-    switch (pr) {
+    const bool q8 = T(s.out).type == dtype::u8;  // quantize fused (f32 and int8 recipes)
+    switch (precision_of(n)) {
       case precision::bf16:
         lower_linear_recipe<bf16>(s, n, info, cmds, "bf16");
         break;
       case precision::int8:
-        lower_linear_recipe<i8>(s, n, info, cmds, "int8");
+        if (q8)
+          lower_linear_recipe<i8, std::uint8_t>(s, n, info, cmds, "int8");
+        else
+          lower_linear_recipe<i8>(s, n, info, cmds, "int8");
         break;
       default:
-        lower_linear_recipe<f32>(s, n, info, cmds, "f32");
+        if (q8)
+          lower_linear_recipe<f32, std::uint8_t>(s, n, info, cmds, "f32");
+        else
+          lower_linear_recipe<f32>(s, n, info, cmds, "f32");
         break;
     }
   }
@@ -1071,11 +1199,12 @@ class graph_compiler {
       chain.insert(chain.begin(), folded);
   }
 
-  template <class Recipe, class L>
+  template <class Recipe, class L, class Out = float>
   void lower_depthwise(const step& s, const node_desc& n, step_info& info,
                        std::vector<plan_command>& cmds, const conv_shape& cs) {
-    using P = graph_ops::depthwise_params<Recipe, L, A, B>;
+    using P = graph_ops::depthwise_params<Recipe, L, A, B, Out>;
     auto p = std::make_shared<P>();
+    p->out_q = out_quant_params(s);
     std::vector<float> w;
     std::vector<op_stage> chain;
     conv_weights(s, w, chain, cs.k, n.name);
@@ -1090,14 +1219,14 @@ class graph_compiler {
     if (operand_count(chain) > graph_ops::chain_max_operands)
       fail_node(n, "too many fused operands");
     p->stages = make_chain(chain, c, 1);
-    c.fn = &graph_ops::depthwise_cmd<Recipe, L, A, B>;
+    c.fn = &graph_ops::depthwise_cmd<Recipe, L, A, B, Out>;
     info.flops = cs.flops();
     info.bytes = double(T(s.x).bytes) + double(T(s.out).bytes) + 4.0 * double(w.size());
     c.threads = threads_for(info.bytes, info.flops);
     c.params = own(p);
     info.kernel = std::string("depthwise_conv2d ") +
                   (std::is_same_v<Recipe, bf16> ? "bf16 " : "f32 ") + std::string(L::name) +
-                  (chain.empty() ? "" : " [" + chain_text(chain) + "]");
+                  chain_suffix(s, chain);
     cmds.push_back(c);
   }
 
@@ -1105,14 +1234,17 @@ class graph_compiler {
                   std::vector<plan_command>& cmds) {
     const plan_tensor& x = T(s.x);
     const conv_shape cs = conv_shape_of(x, T(s.others[0]), n.conv);
-    precision pr = n.conv.prec == precision::inherit ? opt_.prec : n.conv.prec;
+    const precision pr = precision_of(n);
+    const bool nhwc_ = x.layout == tensor_layout::nhwc;
+    const bool q8 = T(s.out).type == dtype::u8;  // quantize fused (see quantize_producer)
     if (cs.is_depthwise()) {
-      const bool nhwc_ = x.layout == tensor_layout::nhwc;
       if (pr == precision::bf16) {
         if (nhwc_)
           lower_depthwise<bf16, nhwc>(s, n, info, cmds, cs);
         else
           lower_depthwise<bf16, nchw>(s, n, info, cmds, cs);
+      } else if (q8) {  // nhwc only (quantize_producer)
+        lower_depthwise<f32, nhwc, std::uint8_t>(s, n, info, cmds, cs);
       } else {
         // int8 depthwise runs in f32 here (its cost is memory, not arithmetic).
         if (nhwc_)
@@ -1122,7 +1254,6 @@ class graph_compiler {
       }
       return;
     }
-    const bool nhwc_ = x.layout == tensor_layout::nhwc;
     switch (pr) {
       case precision::bf16:
         if (nhwc_)
@@ -1131,8 +1262,12 @@ class graph_compiler {
           lower_dense_conv<bf16, nchw>(s, n, info, cmds, cs, "bf16");
         break;
       case precision::int8:
-        if (nhwc_)
+        if (nhwc_ && q8)
+          lower_dense_conv<i8, nhwc, std::uint8_t>(s, n, info, cmds, cs, "int8");
+        else if (nhwc_)
           lower_dense_conv<i8, nhwc>(s, n, info, cmds, cs, "int8");
+        else if (q8)
+          lower_dense_conv<i8, nchw, std::uint8_t>(s, n, info, cmds, cs, "int8");
         else
           lower_dense_conv<i8, nchw>(s, n, info, cmds, cs, "int8");
         break;
@@ -1145,7 +1280,7 @@ class graph_compiler {
     }
   }
 
-  template <class Recipe, class L>
+  template <class Recipe, class L, class Out = float>
   void lower_dense_conv(const step& s, const node_desc& n, step_info& info,
                         std::vector<plan_command>& cmds, const conv_shape& cs,
                         std::string_view recipe) {
@@ -1153,8 +1288,9 @@ class graph_compiler {
       fail_node(n, std::string(recipe) + " conv2d has no kernel on arch " + std::string(A::name) +
                        " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
     } else {
-      using P = graph_ops::conv_params<Recipe, L, A, B>;
+      using P = graph_ops::conv_params<Recipe, L, A, B, Out>;
       auto p = std::make_shared<P>();
+      p->out_q = out_quant_params(s);
       std::vector<float> w;
       std::vector<op_stage> chain;
       conv_weights(s, w, chain, cs.k, n.name);
@@ -1203,14 +1339,14 @@ class graph_compiler {
       p->out = cs.out_dims();
       c.out = s.out;
       p->stages = make_chain(chain, c, 1);
-      c.fn = &graph_ops::conv_cmd<Recipe, L, A, B>;
+      c.fn = &graph_ops::conv_cmd<Recipe, L, A, B, Out>;
       info.flops = cs.flops();
       info.bytes = double(x.bytes) + double(T(s.out).bytes) +
                    double(w.size()) * double(sizeof(typename P::kernel::weight_storage));
       c.threads = threads_for(info.bytes, info.flops);
       c.params = own(p);
-      info.kernel = "conv2d " + std::string(recipe) + " " + std::string(L::name) +
-                    (chain.empty() ? "" : " [" + chain_text(chain) + "]");
+      info.kernel =
+          "conv2d " + std::string(recipe) + " " + std::string(L::name) + chain_suffix(s, chain);
       cmds.push_back(c);
     }
   }

@@ -5,8 +5,10 @@
 // muls into the producer (gemm, eltwise) through this one stage, so each kernel is
 // instantiated once per recipe rather than once per combination of stages (one gemm epilogue
 // costs ~2.5 s of compile time at -O1). The price is one predictable switch per stage per
-// output vector, on registers, before the single store.
+// output vector, on registers, before the single store. A producer whose output the plan
+// quantizes adds one quantize<E> stage after the chain (chain_epilogue).
 #include <cstdint>
+#include <type_traits>
 
 #include "kfuse/epilogue.hpp"
 #include "kfuse/graph/types.hpp"
@@ -94,6 +96,25 @@ struct chain {
     return x;
   }
 };
+
+/// The epilogue of a graph producer writing Out: the chain alone for float, the chain then
+/// quantize<E> when the plan absorbed the quantization of its output (Out = uint8_t / int8_t):
+/// the int8 tensor is written from registers, without an f32 round trip through memory.
+template <class Out>
+struct chain_epilogue {
+  using type = epilogue<chain>;
+  static KFUSE_INLINE type make(const chain& c, const quant_params&) { return type{c}; }
+};
+template <class Out>
+requires std::is_integral_v<Out>
+struct chain_epilogue<Out> {
+  using type = epilogue<chain, quantize<elem_of<Out>>>;
+  static KFUSE_INLINE type make(const chain& c, const quant_params& q) {
+    return type{c, quantize<elem_of<Out>>{q}};
+  }
+};
+template <class Out>
+using chain_epilogue_t = typename chain_epilogue<Out>::type;
 
 }  // namespace graph_ops
 

@@ -78,6 +78,7 @@ KFUSE_INLINE void run_rows_cmd(const command& c, const rows_shape& s, const Ep& 
 struct eltwise_params {
   rows_shape shape;
   chain_list stages;
+  quant_params out_q{};  // eltwise_chain_quantize_cmd: the int8 output's scale and zero point
 };
 
 /// out = chain(in): any fused stage chain; operands in c.in[1..3].
@@ -88,6 +89,17 @@ void eltwise_chain_cmd(const command& c) {
            {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
             static_cast<const float*>(c.in[3])}};
   run_rows_cmd<simd::vec_for<A, B>, T, T>(c, p.shape, epilogue<chain>{ch});
+}
+
+/// out = quantize(chain(in)): an f32 chain whose output the plan quantizes (Out = uint8_t or
+/// int8_t), in one pass.
+template <class A, class B, class Out>
+void eltwise_chain_quantize_cmd(const command& c) {
+  const auto& p = *static_cast<const eltwise_params*>(c.params);
+  chain ch{&p.stages,
+           {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
+            static_cast<const float*>(c.in[3])}};
+  run_rows_cmd<simd::vec_for<A, B>, float, Out>(c, p.shape, chain_epilogue<Out>::make(ch, p.out_q));
 }
 
 /// out = relu(in): the most common single stage, without the chain's switch.
