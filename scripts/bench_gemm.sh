@@ -6,12 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/bench
 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build $build --target gemm_bench gemm_bench_openblas
+flock /tmp/kfuse_bench.lock cmake --build $build --target gemm_bench gemm_bench_openblas
 out=$build/gemm-results
 mkdir -p $out
 export OMP_WAIT_POLICY=passive  # OpenMP workers must not spin against kfuse's threads
-reps=(--benchmark_repetitions=${KFUSE_BENCH_REPS:-5} --benchmark_report_aggregates_only=true)
-$build/bench/gemm_bench "${reps[@]}" --benchmark_out=$out/gemm.json --benchmark_out_format=json "$@" >/dev/null
-OPENBLAS_CORETYPE=SkylakeX $build/bench/gemm_bench_openblas "${reps[@]}" \
+reps=(--benchmark_repetitions=${KFUSE_BENCH_REPS:-5} --benchmark_display_aggregates_only=true)
+flock /tmp/kfuse_bench.lock $build/bench/gemm_bench "${reps[@]}" --benchmark_out=$out/gemm.json --benchmark_out_format=json "$@" >/dev/null
+OPENBLAS_CORETYPE=SkylakeX flock /tmp/kfuse_bench.lock $build/bench/gemm_bench_openblas "${reps[@]}" \
   --benchmark_out=$out/openblas.json --benchmark_out_format=json "$@" >/dev/null
 python3 scripts/gemm_table.py $out/gemm.json $out/openblas.json
