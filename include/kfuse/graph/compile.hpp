@@ -834,10 +834,9 @@ class graph_compiler {
   /// The live step that can write tensor x quantized to `to` in its epilogue, or -1: x is its
   /// output, f32, used once and not a graph output, and the producer's kernel has an int8
   /// output instantiation in this compiler: an f32 eltwise chain (u8 or i8); u8 from a linear of
-  /// the f32 or int8 recipe, a dense conv of the int8 recipe, or an nhwc depthwise conv (f32,
-  /// also in int8 plans). Each further one (f32 / bf16 dense conv, nchw depthwise, i8 outputs
-  /// of gemm / conv) would cost ~3-5 s of compile time in every TU that compiles plans
-  /// (docs/executor.md); those keep the separate quantize pass.
+  /// the f32 or int8 recipe or a dense / grouped conv of the int8 recipe. Each further one would
+  /// add seconds of compile time to every TU that compiles plans (depthwise: ~8 s per layout,
+  /// f32 dense conv ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
   int quantize_producer(std::int32_t x, dtype to, const std::vector<int>& uses,
                         const std::vector<int>& step_of) {
     if (x < 0 || step_of[std::size_t(x)] < 0) return -1;
@@ -852,8 +851,7 @@ class graph_compiler {
       case op_kind::conv2d: {
         if (to != dtype::u8) return -1;
         const precision pr = precision_of(g_.nodes()[std::size_t(p.node)]);
-        if (p.op == op_kind::conv2d && is_depthwise(p))
-          return pr != precision::bf16 && T(p.x).layout == tensor_layout::nhwc ? pi : -1;
+        if (p.op == op_kind::conv2d && is_depthwise(p)) return -1;
         if (pr == precision::int8) return graph_ops::gemm_available<i8, A, B>() ? pi : -1;
         return pr == precision::f32 && p.op == op_kind::linear ? pi : -1;
       }
@@ -1199,12 +1197,11 @@ class graph_compiler {
       chain.insert(chain.begin(), folded);
   }
 
-  template <class Recipe, class L, class Out = float>
+  template <class Recipe, class L>
   void lower_depthwise(const step& s, const node_desc& n, step_info& info,
                        std::vector<plan_command>& cmds, const conv_shape& cs) {
-    using P = graph_ops::depthwise_params<Recipe, L, A, B, Out>;
+    using P = graph_ops::depthwise_params<Recipe, L, A, B>;
     auto p = std::make_shared<P>();
-    p->out_q = out_quant_params(s);
     std::vector<float> w;
     std::vector<op_stage> chain;
     conv_weights(s, w, chain, cs.k, n.name);
@@ -1219,14 +1216,14 @@ class graph_compiler {
     if (operand_count(chain) > graph_ops::chain_max_operands)
       fail_node(n, "too many fused operands");
     p->stages = make_chain(chain, c, 1);
-    c.fn = &graph_ops::depthwise_cmd<Recipe, L, A, B, Out>;
+    c.fn = &graph_ops::depthwise_cmd<Recipe, L, A, B>;
     info.flops = cs.flops();
     info.bytes = double(T(s.x).bytes) + double(T(s.out).bytes) + 4.0 * double(w.size());
     c.threads = threads_for(info.bytes, info.flops);
     c.params = own(p);
     info.kernel = std::string("depthwise_conv2d ") +
                   (std::is_same_v<Recipe, bf16> ? "bf16 " : "f32 ") + std::string(L::name) +
-                  chain_suffix(s, chain);
+                  (chain.empty() ? "" : " [" + chain_text(chain) + "]");
     cmds.push_back(c);
   }
 
@@ -1236,15 +1233,12 @@ class graph_compiler {
     const conv_shape cs = conv_shape_of(x, T(s.others[0]), n.conv);
     const precision pr = precision_of(n);
     const bool nhwc_ = x.layout == tensor_layout::nhwc;
-    const bool q8 = T(s.out).type == dtype::u8;  // quantize fused (see quantize_producer)
     if (cs.is_depthwise()) {
       if (pr == precision::bf16) {
         if (nhwc_)
           lower_depthwise<bf16, nhwc>(s, n, info, cmds, cs);
         else
           lower_depthwise<bf16, nchw>(s, n, info, cmds, cs);
-      } else if (q8) {  // nhwc only (quantize_producer)
-        lower_depthwise<f32, nhwc, std::uint8_t>(s, n, info, cmds, cs);
       } else {
         // int8 depthwise runs in f32 here (its cost is memory, not arithmetic).
         if (nhwc_)
@@ -1254,6 +1248,7 @@ class graph_compiler {
       }
       return;
     }
+    const bool q8 = T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
     switch (pr) {
       case precision::bf16:
         if (nhwc_)
