@@ -79,7 +79,8 @@ if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally,
   asan_targets+=(kernels_conv2d_f32_nchw_avx512_bf16 kernels_conv2d_errors_avx512_bf16
     kernels_conv2d_lowp_avx512_bf16 kernels_conv2d_lowp_nchw_avx512_bf16
     kernels_conv_depthwise_lowp_avx512_bf16 kernels_pool2d_int8_avx512_bf16
-    kernels_batch_norm_avx512_bf16 graph_errors_avx512_bf16 tools_unit tools_graph_avx512_bf16)
+    kernels_batch_norm_avx512_bf16 graph_errors_avx512_bf16 graph_quant_fusion_avx512_bf16
+    tools_unit tools_graph_avx512_bf16)
 fi
 cmake --build build/asan -j "$jobs" --target $(existing_targets build/asan "${asan_targets[@]}")
 ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|examples|no_asan" -j "$jobs" \
