@@ -149,17 +149,7 @@ KFUSE_INLINE void nhwc_tile(const nhwc_rows<TX>& in, index_t ow0, const conv_sha
                             const Ep& ep) {
   constexpr int L = V::lanes, NR = NV * L;
   V acc[Rows][NV];
-  if (ck.first) {
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[r][j] = V(0.f);
-  } else {
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[r][j] = simd::load<V>(ck.part + (r * NV + j) * L);
-  }
+  start_tile(acc, ck.part, ck.first);
   const index_t lda = s.stride_w * in.pix;
   for (index_t r = 0; r < s.r; ++r) {
     const TX* row = in.rows[r];
@@ -171,10 +161,7 @@ KFUSE_INLINE void nhwc_tile(const nhwc_rows<TX>& in, index_t ow0, const conv_sha
     }
   }
   if (!ck.last) {
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) simd::store(ck.part + (r * NV + j) * L, acc[r][j]);
+    save_tile(acc, ck.part);
     return;
   }
 #pragma GCC unroll 8
@@ -321,17 +308,10 @@ KFUSE_INLINE void nchw_tile(const TW* KFUSE_RESTRICT w, index_t lda,
                             index_t np, const Ep& ep, float* part, const nchw_int_args& ia) {
   constexpr int L = V::lanes, NR = NV * L;
   V acc[Rows][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j)
-      acc[r][j] = First ? V(0.f) : simd::load<V>(part + (r * NV + j) * L);
+  start_tile(acc, part, First);
   MK::template accumulate<V, Rows, NV, NR>(acc, w, lda, panel, 0, kq);
   if constexpr (!Last) {
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * L, acc[r][j]);
+    save_tile(acc, part);
     return;
   }
 #pragma GCC unroll 8
@@ -407,17 +387,7 @@ KFUSE_INLINE void band_tile(const float* KFUSE_RESTRICT w, index_t lda,
                             index_t ch0, const Ep& ep, float* part, bool first, bool last) {
   constexpr int L = V::lanes, NR = NV * L;
   V acc[Rows][NV];
-  if (first) {
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[r][j] = V(0.f);
-  } else {
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[r][j] = simd::load<V>(part + (r * NV + j) * L);
-  }
+  start_tile(acc, part, first);
   const float* b0 = band + v0;
   for (index_t q = 0; q < ntaps; ++q) {
     const float* bq = b0 + taps[q];
@@ -432,10 +402,7 @@ KFUSE_INLINE void band_tile(const float* KFUSE_RESTRICT w, index_t lda,
     }
   }
   if (!last) {
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * L, acc[r][j]);
+    save_tile(acc, part);
     return;
   }
   // The tile's virtual pixels map to runs of output pixels (one run per output row it touches):

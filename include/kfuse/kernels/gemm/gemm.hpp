@@ -29,6 +29,26 @@ struct int_args {
   std::int32_t a_zero = 0;                 // A's zero point (after any s8 -> u8 shift)
 };
 
+/// Starts a tile's accumulators at zero, or from the partial sums (Rows x NV x L floats) that an
+/// earlier range of K saved with save_tile.
+template <class V, int Rows, int NV>
+KFUSE_INLINE void start_tile(V (&acc)[Rows][NV], const float* part, bool first) {
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j)
+      acc[r][j] = first ? V(0.f) : simd::load<V>(part + (r * NV + j) * V::lanes);
+}
+
+/// Saves a tile's accumulators as partial sums for the next range of K.
+template <class V, int Rows, int NV>
+KFUSE_INLINE void save_tile(const V (&acc)[Rows][NV], float* part) {
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * V::lanes, acc[r][j]);
+}
+
 /// The K loop of an int8 tile in a function of its own. Inlined into the tile, GCC 12 allocates
 /// the vpdpbusd accumulators together with the epilogue's constants and reloads them from the
 /// stack inside the loop (requantize measured 20-55% slower than bare); outlined, every
@@ -54,20 +74,13 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
                             index_t N, const Ep& ep, const int_args& ia, float* part = nullptr) {
   constexpr int L = V::lanes;
   V acc[Rows][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j)
-      acc[r][j] = First ? V(0.f) : simd::load<V>(part + (r * NV + j) * L);
+  start_tile(acc, part, First);
   if constexpr (MK::integer && V::lanes > 1)
     accumulate_tile<MK, V, Rows, NV, NR>(acc, a, lda, bp, k0, k1);
   else
     MK::template accumulate<V, Rows, NV, NR>(acc, a, lda, bp, k0, k1);
   if constexpr (!Last) {
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * L, acc[r][j]);
+    save_tile(acc, part);
     return;
   }
 #pragma GCC unroll 8
