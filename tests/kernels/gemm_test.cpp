@@ -9,16 +9,6 @@ using namespace kt;
 
 namespace {
 
-// A user stage: y = x * x * 0.01 + x (written once on simd::vec).
-struct user_square {
-  float k = 0.01f;
-  template <class V, class Ctx>
-  V operator()(V x, const Ctx&) const {
-    return kfuse::simd::fma(x * x, V(k), x);
-  }
-};
-double ref_stage(const user_square& s, double x, ref_ctx) { return x * x * s.k + x; }
-
 const index_t sizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 257, 1000};
 
 struct shape3 {

@@ -198,4 +198,15 @@ double ref_epilogue(const kfuse::epilogue<S...>& e, double x, ref_ctx c) {
   return x;
 }
 
+/// A user stage for the fused-epilogue tests: y = x * x * 0.01 + x (written once on simd::vec),
+/// with its double reference.
+struct user_square {
+  float k = 0.01f;
+  template <class V, class Ctx>
+  V operator()(V x, const Ctx&) const {
+    return kfuse::simd::fma(x * x, V(k), x);
+  }
+};
+inline double ref_stage(const user_square& s, double x, ref_ctx) { return x * x * s.k + x; }
+
 }  // namespace kt

@@ -18,15 +18,6 @@ using kfuse::conv_shape;
 
 namespace {
 
-// A user stage: y = x * x * 0.01 + x (written once on simd::vec).
-struct user_square {
-  float k = 0.01f;
-  template <class V, class Ctx>
-  V operator()(V x, const Ctx&) const {
-    return kfuse::simd::fma(x * x, V(k), x);
-  }
-};
-double ref_stage(const user_square& s, double x, ref_ctx) { return x * x * s.k + x; }
 using kt::ref_stage;
 
 using kt::make;
