@@ -124,6 +124,13 @@ void random_shapes(int count, std::mt19937& rng) {
                          "residual+relu");
     check_gemm<B, float>(p, kfuse::epilogue<kfuse::scale, user_square, kfuse::silu>{{0.5f}, {}, {}},
                          "user stage");
+    // An out-of-line epilogue runs on the saved tile: apply_tile once per tile, the inline
+    // stages vector by vector.
+    std::atomic<long> tile_calls{0};
+    check_gemm<B, float>(
+        p, kfuse::epilogue<user_tile_bias, kfuse::relu>{{p.bias.data(), &tile_calls}, {}},
+        "out-of-line user stage + relu");
+    CHECK(tile_calls.load() >= (M > 0 && N > 0 ? 1 : 0));
     check_gemm<B, std::int8_t>(p,
                                kfuse::epilogue<kfuse::bias, kfuse::quantize<kfuse::i8>>{
                                    {bias}, {{0.f, 0, {scales.data(), std::size_t(N)}}}},

@@ -1,6 +1,7 @@
 #pragma once
 // Shared test helpers: the arch under test, random data, poisoned buffers, tolerances and the
 // double-precision reference of every built-in stage.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -208,5 +209,24 @@ struct user_square {
   }
 };
 inline double ref_stage(const user_square& s, double x, ref_ctx) { return x * x * s.k + x; }
+
+/// A user stage declared out of line: y = x + values[channel]. gemm / conv2d save their register
+/// tile and call apply_tile once per tile (counted in `tile_calls`); kernels without a saved tile
+/// call operator() per vector.
+struct user_tile_bias {
+  static constexpr bool out_of_line = true;
+  const float* values = nullptr;
+  std::atomic<long>* tile_calls = nullptr;
+  template <class V, class Ctx>
+  V operator()(V x, const Ctx& c) const {
+    return x + c.channel_param(values);
+  }
+  template <class V, bool PerLane>
+  void apply_tile(const kfuse::saved_tile& t) const {
+    tile_calls->fetch_add(1, std::memory_order_relaxed);
+    t.transform<V, PerLane>([&](V x, const auto& c) { return x + c.channel_param(values); });
+  }
+};
+inline double ref_stage(const user_tile_bias& s, double x, ref_ctx c) { return x + s.values[c.c]; }
 
 }  // namespace kt

@@ -80,6 +80,10 @@ struct epilogue_traits<epilogue<S...>> {
   static constexpr std::size_t size = sizeof...(S);
   /// Some stage always reads a per-channel parameter (bias).
   static constexpr bool needs_channel = (detail::stage_needs_channel<S>() || ... || false);
+  /// Some stage runs as a call rather than inlined (the graph's run-time chain). A call clobbers
+  /// every vector register, so kernels save their register tile to memory before such an
+  /// epilogue: otherwise GCC saves and restores every live accumulator around each call.
+  static constexpr bool out_of_line = (detail::stage_out_of_line<S>() || ... || false);
   /// Rough cost per element, in vector ops (for grain sizes).
   static constexpr int cost = (detail::stage_cost<S>() + ... + 0);
   /// The element tag the last type-changing stage produces; void if none does.
@@ -109,6 +113,12 @@ template <class V, class Ctx, class... S>
 KFUSE_INLINE V apply(const epilogue<S...>& e, V x, const Ctx& ctx) {
   for_each_stage(e, [&](const auto& s) { x = detail::call_stage(s, x, ctx); });
   return x;
+}
+
+/// Runs every stage on a tile saved to memory, stage by stage (see saved_tile).
+template <class V, bool PerLane, class... S>
+KFUSE_INLINE void apply_to_tile(const epilogue<S...>& e, const saved_tile& t) {
+  for_each_stage(e, [&](const auto& s) { detail::apply_stage_to_tile<V, PerLane>(s, t); });
 }
 
 KFUSE_END_NAMESPACE

@@ -6,7 +6,10 @@
 // that maps a vector of f32 values (simd::vec<...>, or a one-lane vec on the generic arch) to
 // another. The same body serves every arch and backend. Optional static members:
 //   name (std::string_view), needs_channel (bool), cost (int), output_elem (an element tag:
-//   the storage type this stage produces), and a validate(check) template member.
+//   the storage type this stage produces), out_of_line (bool: the body is too big to be inlined
+//   at every output vector, see epilogue_traits), an apply_tile member (saved_tile) and a
+//   validate(check) template member.
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -42,6 +45,33 @@ struct lane_ctx {
                            : simd::load_partial<V>(per_channel + c, n);
     else
       return V(to_float(per_channel[c]));
+  }
+};
+
+/// A kernel's register tile saved to memory before an out-of-line epilogue (epilogue_traits):
+/// `rows` x `nv` vectors of f32 values, row r at vals + r * nv * V::lanes, of which the first
+/// `valid` columns are real. Vector (r, j) sits at flat index flat0 + r * flat_ld + j * lanes,
+/// channel ch0 + j * lanes (PerLane) or ch0 + r. A stage may run on the whole tile at once with
+///   template <class V, bool PerLane> void apply_tile(const saved_tile&) const;
+/// (one dispatch per tile instead of one per vector); other stages run vector by vector.
+struct saved_tile {
+  float* vals = nullptr;
+  int rows = 0, nv = 0;
+  index_t valid = 0, flat0 = 0, flat_ld = 0, ch0 = 0;
+
+  /// x = f(x, ctx) for every vector of the tile that holds real columns.
+  template <class V, bool PerLane, class F>
+  KFUSE_INLINE void transform(F&& f) const {
+    constexpr int L = V::lanes;
+    for (int r = 0; r < rows; ++r) {
+      float* row = vals + r * nv * L;
+      for (int j = 0; j < nv && j * L < valid; ++j) {
+        const index_t col = index_t(j) * L;
+        const int n = int(std::min<index_t>(L, valid - col));
+        const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col, PerLane ? ch0 + col : ch0 + r, n};
+        simd::store(row + col, V(f(simd::load<V>(row + col), ctx)));
+      }
+    }
   }
 };
 
@@ -118,6 +148,14 @@ constexpr int stage_cost() {
     return 1;
 }
 
+template <class S>
+constexpr bool stage_out_of_line() {
+  if constexpr (requires { S::out_of_line; })
+    return S::out_of_line;
+  else
+    return false;
+}
+
 template <class S, class V, class Ctx>
 concept vector_stage = requires(const S& s, V x, const Ctx& c) {
   { s(x, c) } -> std::same_as<V>;
@@ -148,6 +186,16 @@ KFUSE_INLINE V call_stage(const S& s, V x, const Ctx& c) {
     static_assert(epilogue_stage_has_no_vector_path<S>::value);
     return x;
   }
+}
+
+/// Runs one stage over a saved tile: its own apply_tile when it has one, else vector by vector.
+template <class V, bool PerLane, class S>
+KFUSE_INLINE void apply_stage_to_tile(const S& s, const saved_tile& t) {
+  if constexpr (requires { s.template apply_tile<V, PerLane>(t); })
+    s.template apply_tile<V, PerLane>(t);
+  else
+    t.transform<V, PerLane>(
+        [&](V x, const lane_ctx<V, PerLane>& c) { return call_stage(s, x, c); });
 }
 
 }  // namespace detail

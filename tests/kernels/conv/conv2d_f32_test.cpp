@@ -116,7 +116,13 @@ void all_shapes(std::mt19937& rng) {
     if constexpr (std::is_same_v<B, kfuse::backend::xsimd>) {
       check_conv<L, B>(p, kfuse::epilogue<>{}, "bare");
       check_conv<L, B>(p, kfuse::epilogue<kfuse::bias, kfuse::relu>{{bias}, {}}, "bias+relu");
-      check_conv<L, B>(p, kfuse::epilogue<kfuse::scale, user_square>{{0.5f}, {}}, "user stage");
+      // user_tile_bias makes the epilogue out of line: the GEMM-tile paths save the tile and run
+      // apply_tile once per tile, scale and user_square vector by vector on the saved values.
+      std::atomic<long> tile_calls{0};
+      check_conv<L, B>(p,
+                       kfuse::epilogue<kfuse::scale, user_square, user_tile_bias>{
+                           {0.5f}, {}, {p.bias.data(), &tile_calls}},
+                       "user stages, out of line");
     }
   }
 }

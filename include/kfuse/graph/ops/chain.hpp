@@ -38,62 +38,65 @@ struct chain_list {
 struct chain {
   static constexpr std::string_view name{"chain"};
   static constexpr int cost = 2;
+  // Its switch over every stage kind is not inlined at each output vector (GCC calls it).
+  static constexpr bool out_of_line = true;
   const chain_list* list = nullptr;
   const float* operands[chain_max_operands] = {};
 
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
-    const int n = list->count;
-    for (int s = 0; s < n; ++s) {
-      const chain_stage& st = list->stages[s];
-      switch (st.kind) {
-        case stage_kind::relu:
-          x = kfuse::relu{}(x, ctx);
-          break;
-        case stage_kind::leaky_relu:
-          x = kfuse::leaky_relu{st.p0}(x, ctx);
-          break;
-        case stage_kind::clamp:
-          x = kfuse::clamp{st.p0, st.p1}(x, ctx);
-          break;
-        case stage_kind::sigmoid:
-          x = kfuse::sigmoid{}(x, ctx);
-          break;
-        case stage_kind::silu:
-          x = kfuse::silu{}(x, ctx);
-          break;
-        case stage_kind::tanh:
-          x = kfuse::tanh{}(x, ctx);
-          break;
-        case stage_kind::gelu_tanh:
-          x = kfuse::gelu_tanh{}(x, ctx);
-          break;
-        case stage_kind::gelu_erf:
-          x = kfuse::gelu_erf{}(x, ctx);
-          break;
-        case stage_kind::hardswish:
-          x = kfuse::hardswish{}(x, ctx);
-          break;
-        case stage_kind::hardsigmoid:
-          x = kfuse::hardsigmoid{}(x, ctx);
-          break;
-        case stage_kind::scale:
-          x = x * V(st.p0);
-          break;
-        case stage_kind::bias:
-          x = x + ctx.channel_param(operands[st.operand]);
-          break;
-        case stage_kind::add:
-          x = x + (st.per_channel ? ctx.channel_param(operands[st.operand])
-                                  : ctx.load(operands[st.operand]));
-          break;
-        case stage_kind::mul:
-          x = x * (st.per_channel ? ctx.channel_param(operands[st.operand])
-                                  : ctx.load(operands[st.operand]));
-          break;
-      }
-    }
+    for (int s = 0; s < list->count; ++s)
+      visit(list->stages[s], [&](const auto& stage) { x = stage(x, ctx); });
     return x;
+  }
+
+  /// The whole saved tile of a gemm / conv kernel, stage by stage: one dispatch per stage per
+  /// tile instead of one per stage per vector.
+  template <class V, bool PerLane>
+  KFUSE_NOINLINE void apply_tile(const saved_tile& t) const {
+    for (int s = 0; s < list->count; ++s)
+      visit(list->stages[s], [&](const auto& stage) { t.transform<V, PerLane>(stage); });
+  }
+
+ private:
+  /// Calls f with a callable (x, ctx) -> x for the stage.
+  template <class F>
+  KFUSE_INLINE void visit(const chain_stage& st, F&& f) const {
+    const float* op = st.operand >= 0 ? operands[st.operand] : nullptr;
+    switch (st.kind) {
+      case stage_kind::relu:
+        return f(kfuse::relu{});
+      case stage_kind::leaky_relu:
+        return f(kfuse::leaky_relu{st.p0});
+      case stage_kind::clamp:
+        return f(kfuse::clamp{st.p0, st.p1});
+      case stage_kind::sigmoid:
+        return f(kfuse::sigmoid{});
+      case stage_kind::silu:
+        return f(kfuse::silu{});
+      case stage_kind::tanh:
+        return f(kfuse::tanh{});
+      case stage_kind::gelu_tanh:
+        return f(kfuse::gelu_tanh{});
+      case stage_kind::gelu_erf:
+        return f(kfuse::gelu_erf{});
+      case stage_kind::hardswish:
+        return f(kfuse::hardswish{});
+      case stage_kind::hardsigmoid:
+        return f(kfuse::hardsigmoid{});
+      case stage_kind::scale:
+        return f([p = st.p0]<class V>(V x, const auto&) { return x * V(p); });
+      case stage_kind::bias:
+        return f([op]<class V>(V x, const auto& ctx) { return x + ctx.channel_param(op); });
+      case stage_kind::add:
+        if (st.per_channel)
+          return f([op]<class V>(V x, const auto& ctx) { return x + ctx.channel_param(op); });
+        return f([op]<class V>(V x, const auto& ctx) { return x + ctx.load(op); });
+      case stage_kind::mul:
+        if (st.per_channel)
+          return f([op]<class V>(V x, const auto& ctx) { return x * ctx.channel_param(op); });
+        return f([op]<class V>(V x, const auto& ctx) { return x * ctx.load(op); });
+    }
   }
 };
 

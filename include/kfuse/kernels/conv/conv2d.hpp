@@ -164,23 +164,11 @@ KFUSE_INLINE void nhwc_tile(const nhwc_rows<TX>& in, index_t ow0, const conv_sha
     save_tile(acc, ck.part);
     return;
   }
+  if constexpr (MK::integer) {
 #pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-    if constexpr (MK::integer) MK::template finish<V, NV>(acc[r], sums, a_zero);
-    Out* o = out + r * s.k;
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) {
-      const index_t col = j * L;
-      if (col >= ch_valid) break;
-      const int n = int(std::min<index_t>(L, ch_valid - col));
-      const lane_ctx<V, true> ctx{flat0 + r * s.k + col, ch0 + col, n};
-      const V y = apply(ep, acc[r][j], ctx);
-      if (n == L)
-        simd::store(o + col, y);
-      else
-        simd::store_partial(o + col, y, n);
-    }
+    for (int r = 0; r < Rows; ++r) MK::template finish<V, NV>(acc[r], sums, a_zero);
   }
+  store_tile<true>(acc, out, s.k, flat0, s.k, ch0, ch_valid, ep);
 }
 
 template <class MK, class V, int MR, int NV, int Rows, class TX, class Out, class Ep>
@@ -326,20 +314,8 @@ KFUSE_INLINE void nchw_tile(const TW* KFUSE_RESTRICT w, index_t lda,
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = simd::load<V>(bits + j * L);
     }
-    Out* o = out + r * ldo;
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) {
-      const index_t col = j * L;
-      if (col >= np) break;
-      const int n = int(std::min<index_t>(L, np - col));
-      const lane_ctx<V, false> ctx{flat0 + r * ldo + col, ch0 + r, n};
-      const V y = apply(ep, acc[r][j], ctx);
-      if (n == L)
-        simd::store(o + col, y);
-      else
-        simd::store_partial(o + col, y, n);
-    }
   }
+  store_tile<false>(acc, out, ldo, flat0, ldo, ch0, np, ep);
 }
 
 template <class MK, class V, int NV, bool First, bool Last, int Rows, class TW, class Out, class Ep>

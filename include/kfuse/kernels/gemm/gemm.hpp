@@ -49,6 +49,46 @@ KFUSE_INLINE void save_tile(const V (&acc)[Rows][NV], float* part) {
     for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * V::lanes, acc[r][j]);
 }
 
+/// Runs the epilogue on a finished Rows x NV tile and stores it once: row r goes to
+/// out + r * ld (its first `valid` columns); lane_ctx gets flat index flat0 + r * flat_ld + col
+/// and channel ch0 + col (PerLane) or ch0 + r. An out-of-line epilogue (the graph's run-time
+/// chain, epilogue_traits) would be a call per output vector, and each call clobbers every
+/// vector register (GCC saved and restored the tile around each one, and the chain dispatched
+/// its stages once per vector: gemm ran 10-15% slower than with the same compile-time stages).
+/// So the tile is saved to memory and the epilogue runs on it stage by stage.
+template <bool PerLane, class V, int Rows, int NV, class Out, class Ep>
+KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
+                             index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
+                             const Ep& ep) {
+  constexpr int L = V::lanes;
+  constexpr bool saved_first = epilogue_traits<Ep>::out_of_line;
+  alignas(64) float saved[saved_first ? Rows * NV * L : 1];
+  if constexpr (saved_first) {
+    save_tile(acc, saved);
+    apply_to_tile<V, PerLane>(ep, saved_tile{saved, Rows, NV, valid, flat0, flat_ld, ch0});
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const index_t col = j * L;
+      if (col >= valid) break;
+      const int n = int(std::min<index_t>(L, valid - col));
+      V y;
+      if constexpr (saved_first) {
+        y = simd::load<V>(saved + (r * NV + j) * L);
+      } else {
+        const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col, PerLane ? ch0 + col : ch0 + r, n};
+        y = apply(ep, acc[r][j], ctx);
+      }
+      if (n == L)
+        simd::store(out + r * ld + col, y);
+      else
+        simd::store_partial(out + r * ld + col, y, n);
+    }
+  }
+}
+
 /// The K loop of an int8 tile in a function of its own. Inlined into the tile, GCC 12 allocates
 /// the vpdpbusd accumulators together with the epilogue's constants and reloads them from the
 /// stack inside the loop (requantize measured 20-55% slower than bare); outlined, every
@@ -98,22 +138,12 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
         else
           std::memcpy(dst, &acc[r][j].r, sizeof(std::int32_t) * std::size_t(n));
       }
-    } else {
-      if constexpr (MK::integer) MK::template finish<V, NV>(acc[r], ia.col_sums + col0, ia.a_zero);
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) {
-        const index_t col = col0 + j * L;
-        if (col >= N) break;
-        const int n = int(std::min<index_t>(L, N - col));
-        const lane_ctx<V, true> ctx{row * N + col, col, n};
-        const V y = apply(ep, acc[r][j], ctx);
-        if (n == L)
-          simd::store(c + row * ldc + col, y);
-        else
-          simd::store_partial(c + row * ldc + col, y, n);
-      }
+    } else if constexpr (MK::integer) {
+      MK::template finish<V, NV>(acc[r], ia.col_sums + col0, ia.a_zero);
     }
   }
+  if constexpr (!(MK::integer && std::is_same_v<Out, std::int32_t>))
+    store_tile<true>(acc, c + row0 * ldc + col0, ldc, row0 * N + col0, N, col0, N - col0, ep);
 }
 
 // A full panel for `rows` rows, 1 <= rows <= Rows. Tiles of more than MR rows (the small-M path,
