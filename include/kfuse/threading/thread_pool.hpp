@@ -1,11 +1,11 @@
 #pragma once
 // A persistent thread pool and parallel_for(begin, end, grain, fn(range, worker)).
 //
-// The calling thread takes part (it is worker 0). Workers spin briefly after a job, then park on
-// an atomic wait (a futex on Linux), so an idle pool costs no CPU. One job runs at a time: a
-// parallel_for issued while the pool is busy (another application thread) runs on the calling
-// thread alone, as worker 0, so the pool never oversubscribes cores. A nested parallel_for (from
-// inside a body running on this pool) runs inline and keeps the worker index of the thread it
+// The calling thread takes part (it is worker 0). Workers spin for up to spin_window after a
+// job, then park on an atomic wait (a futex on Linux), so an idle pool costs no CPU. One job runs
+// at a time: a parallel_for issued while the pool is busy (another application thread) runs on the
+// calling thread alone, as worker 0, so the pool never oversubscribes cores. A nested parallel_for
+// (from inside a body running on this pool) runs inline and keeps the worker index of the thread it
 // runs on, so per-worker scratch indexed by it is never shared by two threads. An exception
 // thrown by a body stops the hand-out of chunks and is rethrown by parallel_for once every thread
 // has left the job (the first one wins when several throw).
@@ -24,6 +24,7 @@
 // of busy threads is therefore at most N + pool size - 1, never N x pool size.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
@@ -86,6 +87,40 @@ inline int default_thread_count() {
   return physical_core_count();
 }
 
+namespace detail {
+/// How long an idle worker spins before it parks. Parking is a futex, and in a VM a futex
+/// wake-up takes 10-90 us (the sleeper's vCPU may have halted), while the nodes of a replayed
+/// plan arrive microseconds apart. Measured here, a 2-thread fork/join of ~1 us of work: 10.6 us
+/// back to back with the earlier 2048-iteration spins (every job woke a parked worker), 1.9 us
+/// with these windows, 65-75 us after 1 ms idle (the worker parked: by design).
+inline constexpr std::chrono::microseconds spin_window{100};
+/// How long a job's caller spins for its helpers before it parks. Longer than any wake-up: if
+/// the caller parked while a helper was being woken, the helper's acknowledgement would have
+/// to wake the caller in turn, the helper would park meanwhile, and every following job would
+/// pay two wake-ups (seen: 160-210 us per fork/join with a 100 us window here). The caller only
+/// spins while its own job is still running.
+inline constexpr std::chrono::microseconds join_spin_window{1000};
+
+KFUSE_INLINE void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// Spins until done() or `window` has passed; returns done()'s last value.
+template <class Done>
+bool spin_until(Done&& done, std::chrono::microseconds window) {
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned i = 1;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > window) return done();
+  }
+}
+}  // namespace detail
+
 class thread_pool {
  public:
   /// `threads` counts the calling thread: thread_pool(2) starts one worker.
@@ -131,14 +166,19 @@ class thread_pool {
     // while a worker may still read it.
     pending_.store(threads_ - 1, std::memory_order_relaxed);
     error_ = nullptr;
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
+    // seq_cst pairs with the workers' (sleepers_ then generation_): either a worker sees the new
+    // generation before it parks, or this thread sees it parked and wakes it. The wake-up is a
+    // system call, made only when needed.
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) generation_.notify_all();
     run_chunks(0);
-    // Wait for the helpers: spin briefly (jobs are usually balanced), then park.
-    for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
-      if (spin < 4096) continue;
-      const int p = pending_.load(std::memory_order_acquire);
-      if (p != 0) pending_.wait(p, std::memory_order_acquire);
+    // Wait for the helpers: spin (jobs are usually balanced), then park.
+    if (!detail::spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; },
+                            detail::join_spin_window)) {
+      caller_parked_.store(true, std::memory_order_seq_cst);
+      for (int p; (p = pending_.load(std::memory_order_seq_cst)) != 0;)
+        pending_.wait(p, std::memory_order_seq_cst);
+      caller_parked_.store(false, std::memory_order_relaxed);
     }
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
@@ -190,19 +230,22 @@ class thread_pool {
     // instead would lose a job published before this thread first ran (a deadlock).
     unsigned seen = 0;
     for (;;) {
-      // Spin a little for back-to-back jobs, then park until the generation changes.
+      // Spin for back-to-back jobs, then park until the generation changes.
       unsigned now = seen;
-      for (int spin = 0; spin < 2048 && (now = generation_.load(std::memory_order_acquire)) == seen;
-           ++spin) {
-      }
-      if (now == seen) {
-        generation_.wait(seen, std::memory_order_acquire);
+      if (!detail::spin_until(
+              [&] { return (now = generation_.load(std::memory_order_acquire)) != seen; },
+              detail::spin_window)) {
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        generation_.wait(seen, std::memory_order_seq_cst);
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
         now = generation_.load(std::memory_order_acquire);
       }
       seen = now;
       if (stop_.load(std::memory_order_relaxed)) return;
       if (w < job_.threads) run_chunks(w);
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+          caller_parked_.load(std::memory_order_seq_cst))
+        pending_.notify_one();
     }
   }
 
@@ -215,6 +258,8 @@ class thread_pool {
   std::atomic<index_t> next_chunk_{0};
   std::atomic<int> pending_{0};
   std::atomic<unsigned> generation_{0};
+  std::atomic<int> sleepers_{0};            // workers parked on generation_
+  std::atomic<bool> caller_parked_{false};  // the job's caller parked on pending_
   std::atomic<bool> stop_{false};
   static inline thread_local const thread_pool* current_pool_ = nullptr;
   static inline thread_local int current_worker_ = 0;
