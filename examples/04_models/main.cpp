@@ -230,6 +230,12 @@ void run_mlp(const options& o, checks& ck) {
     r.replay();
     const auto rep = kfuse::compare_outputs(y32, y, o.batch);
     std::printf("  %s: %s\n", prec_name(v.prec), kfuse::to_string(rep).c_str());
+    if (v.prec == kfuse::precision::int8) {
+      // The int8 recipe's own fusions: dequantization scales in the epilogues, and the
+      // quantization of each layer's input written by the layer before it.
+      std::printf("  int8 plan:\n");
+      print_plan_summary(*v.plan);
+    }
     // bf16 keeps 8 mantissa bits, int8 about 7 per layer: both must keep the classifier's
     // decisions on nearly every row and the outputs' direction.
     const bool bf = v.prec == kfuse::precision::bf16;
@@ -363,6 +369,12 @@ void run_block(const options& o, checks& ck) {
     r.replay();
     const auto rep = kfuse::compare_outputs(yt32, y, test_n);
     std::printf("  %s: %s\n", prec_name(v.prec), kfuse::to_string(rep).c_str());
+    if (v.prec == kfuse::precision::int8) {
+      // The int8 recipe's own fusions: dequantization scales in the epilogues, and the
+      // quantization of each layer's input written by the layer before it.
+      std::printf("  int8 plan:\n");
+      print_plan_summary(*v.plan);
+    }
     const bool bf = v.prec == kfuse::precision::bf16;
     ck.expect(kfuse::meets(rep, {.min_cosine = bf ? 0.999 : 0.99, .min_top1 = bf ? 0.75 : 0.6}),
               std::string("block ") + prec_name(v.prec) + " agrees with fp32");

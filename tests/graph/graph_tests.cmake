@@ -1,9 +1,12 @@
 # Graph executor tests. graph_test and graph_errors_test each instantiate the plan compiler
 # (kfuse/graph/compile.hpp: every op adapter); CI builds them for avx512_bf16 (this machine's
-# tier, int8 included) and generic (the scalar paths). The executor tests also carry "threads"
-# so the ThreadSanitizer phase runs them.
-kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "ci;threads"
-                    ARCHS generic avx512_bf16)
+# tier, int8 included). The generic copies (~40 CPU-s each) run under "full": the executor's own
+# logic is the same code on every arch, and the scalar kernels it calls are in CI's kernel tests.
+# The executor tests also carry "threads" so the ThreadSanitizer phase runs them.
+kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "ci;threads" ARCHS avx512_bf16)
+if(KFUSE_FULL_TESTS)
+  kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "full;threads" ARCHS generic)
+endif()
 kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp LABELS "ci" ARCHS avx512_bf16)
 # Zero heap allocations during replay, on every thread (replaces the global operator new, so it
 # stays out of the AddressSanitizer build: label no_asan).
@@ -12,4 +15,8 @@ kfuse_add_arch_test(graph_noalloc SOURCES graph/graph_noalloc_test.cpp LABELS "c
 # Quantize absorption into producers' epilogues (int8 MLP and conv chains, explicit quantize
 # nodes): fused vs unfused within one quantization step.
 kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp LABELS "ci"
-                    ARCHS generic avx512_bf16)
+                    ARCHS avx512_bf16)
+if(KFUSE_FULL_TESTS)
+  kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp LABELS "full"
+                      ARCHS generic)
+endif()
