@@ -73,10 +73,11 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=addr
 asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert_avx512_bf16
   simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 layout_convert_avx512_bf16 threading_thread_pool
   kernels_conv2d_f32_avx512_bf16 kernels_conv_depthwise_f32_avx512_bf16
-  kernels_pool2d_float_avx512_bf16 kernels_softmax_avx512_bf16 kernels_norm_avx512_bf16
-  graph_exec_avx512_bf16 tools_profiler_avx512_bf16)  # (its trace JSON test runs it too)
+  kernels_pool2d_float_avx512_bf16 graph_exec_avx512_bf16
+  tools_profiler_avx512_bf16)  # (its trace JSON test runs it too)
 if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally, not in CI's budget
-  asan_targets+=(kernels_conv2d_f32_nchw_avx512_bf16 kernels_conv2d_errors_avx512_bf16
+  asan_targets+=(kernels_softmax_avx512_bf16 kernels_norm_avx512_bf16
+    kernels_conv2d_f32_nchw_avx512_bf16 kernels_conv2d_errors_avx512_bf16
     kernels_conv2d_lowp_avx512_bf16 kernels_conv2d_lowp_nchw_avx512_bf16
     kernels_conv_depthwise_lowp_avx512_bf16 kernels_pool2d_int8_avx512_bf16
     kernels_batch_norm_avx512_bf16 graph_errors_avx512_bf16 graph_quant_fusion_avx512_bf16
