@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "kfuse/graph/compile.hpp"
+#include "graph/compiler_instance.hpp"
 #include "support/test_support.hpp"
 
 namespace gt {

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "graph/compiler_instance.hpp"
 #include "kfuse/arch/cpu_features.hpp"
-#include "kfuse/graph/compile.hpp"
 #include "kfuse/tools/accuracy.hpp"
 #include "kfuse/tools/calibrate_graph.hpp"
 #include "kfuse/tools/replay_profiler.hpp"
