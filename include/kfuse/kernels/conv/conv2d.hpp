@@ -127,6 +127,55 @@ KFUSE_INLINE T convert_to(float v) {
 /// Pointers to the R input rows of one output row: row r's pixel (ow, s) sits at
 /// rows[r] + (ow * stride_w + s * dilation_w) * pix; null when the row is all padding and may be
 /// skipped (float recipes).
+/// The padded input rows one NHWC conv thread reads: R slots, each remembering which row it
+/// holds (a key >= 0, or pad_row: a row of padding values). Consecutive output rows of a stride-1
+/// conv share R - 1 input rows, so each row is copied once instead of R times.
+template <class TX>
+struct padded_rows {
+  static constexpr index_t pad_row = -2, no_row = -3, empty = -1;
+  aligned_array<TX> data;
+  index_t row_size;
+  std::vector<index_t> key;
+  std::vector<char> used;
+
+  padded_rows(int slots, index_t row_size)
+      : data(std::size_t(slots * row_size)),
+        row_size(row_size),
+        key(std::size_t(slots), empty),
+        used(std::size_t(slots)) {}
+
+  /// ptr[r] = the slot holding row need[r] (nullptr for no_row), filling missing rows with
+  /// fill(key, row) in slots that no row of this call needs.
+  template <class Fill>
+  void assign(const index_t* need, const TX** ptr, Fill&& fill) {
+    const int slots = int(key.size());
+    std::fill(used.begin(), used.end(), char(0));
+    auto find = [&](index_t k) {
+      for (int i = 0; i < slots; ++i)
+        if (key[std::size_t(i)] == k) return i;
+      return -1;
+    };
+    for (int r = 0; r < slots; ++r) {  // rows already held keep their slots
+      const int i = need[r] == no_row ? -1 : find(need[r]);
+      if (i >= 0) used[std::size_t(i)] = 1;
+    }
+    for (int r = 0; r < slots; ++r) {
+      if (need[r] == no_row) {
+        ptr[r] = nullptr;
+        continue;
+      }
+      int i = find(need[r]);
+      if (i < 0) {
+        i = int(std::find(used.begin(), used.end(), char(0)) - used.begin());
+        key[std::size_t(i)] = need[r];
+        used[std::size_t(i)] = 1;
+        fill(need[r], data.data() + i * row_size);
+      }
+      ptr[r] = data.data() + i * row_size;
+    }
+  }
+};
+
 template <class TX>
 struct nhwc_rows {
   const TX* const* rows = nullptr;
@@ -818,7 +867,24 @@ struct conv2d {
     const int threads = int(std::min<index_t>(pool, items));
     const index_t ntiles = (OW + MR - 1) / MR;
     auto body = [&](range rg, int) {
-      detail::aligned_array<TX> buf(copy_rows ? std::size_t(s.r * wp * cg) : 0);
+      detail::padded_rows<TX> row_cache(copy_rows ? int(s.r) : 0, wp * cg);
+      std::vector<index_t> need(std::size_t(s.r));
+      // Copies input row `key` ((image, group, row) as set below) with its padding columns.
+      auto fill_row = [&](index_t key, TX* row) {
+        if (key == row_cache.pad_row) {
+          std::fill(row, row + wp * cg, pad);
+          return;
+        }
+        const index_t ih = key % s.h, ng = key / s.h;
+        const TX* src = x + ((ng / s.groups * s.h + ih) * s.w) * s.c + ng % s.groups * cg;
+        std::fill(row, row + s.pad_left * cg, pad);
+        if (cg == s.c)
+          std::memcpy(row + s.pad_left * cg, src, sizeof(TX) * std::size_t(s.w * cg));
+        else
+          for (index_t iw = 0; iw < s.w; ++iw)
+            std::memcpy(row + (s.pad_left + iw) * cg, src + iw * s.c, sizeof(TX) * std::size_t(cg));
+        std::fill(row + (s.pad_left + s.w) * cg, row + wp * cg, pad);
+      };
       detail::aligned_array<float> part(chunks > 1 ? std::size_t(band_rows * ntiles * MR * NR) : 0);
       std::vector<const TX*> rowptr(std::size_t(s.r));
       detail::nhwc_rows<TX> in{rowptr.data(), copy_rows ? cg : s.c};
@@ -834,30 +900,16 @@ struct conv2d {
             for (index_t r = 0; r < s.r; ++r) {
               const index_t ih = oh * s.stride_h - s.pad_top + r * s.dilation_h;
               const bool valid = ih >= 0 && ih < s.h;
-              const TX* src = valid ? x + ((n * s.h + ih) * s.w) * s.c + g * cg : nullptr;
               if (!copy_rows) {
-                rowptr[std::size_t(r)] = src;
+                rowptr[std::size_t(r)] =
+                    valid ? x + ((n * s.h + ih) * s.w) * s.c + g * cg : nullptr;
                 continue;
               }
-              TX* row = buf.data() + r * wp * cg;
-              rowptr[std::size_t(r)] = row;
-              if (!valid) {
-                if (!integer) {
-                  rowptr[std::size_t(r)] = nullptr;
-                  continue;
-                }
-                std::fill(row, row + wp * cg, pad);
-                continue;
-              }
-              std::fill(row, row + s.pad_left * cg, pad);
-              if (cg == s.c)
-                std::memcpy(row + s.pad_left * cg, src, sizeof(TX) * std::size_t(s.w * cg));
-              else
-                for (index_t iw = 0; iw < s.w; ++iw)
-                  std::memcpy(row + (s.pad_left + iw) * cg, src + iw * s.c,
-                              sizeof(TX) * std::size_t(cg));
-              std::fill(row + (s.pad_left + s.w) * cg, row + wp * cg, pad);
+              // float skips an all-padding row; int8 reads one row of zero points for it.
+              need[std::size_t(r)] = valid ? (n * s.groups + g) * s.h + ih
+                                           : (integer ? row_cache.pad_row : row_cache.no_row);
             }
+            if (copy_rows) row_cache.assign(need.data(), rowptr.data(), fill_row);
             // Balanced tiles of at most MR pixels (a 7-wide row runs as 4 + 3, not 6 + 1).
             const index_t base = OW / ntiles, extra = OW % ntiles;
             index_t ow0 = 0;
