@@ -2,6 +2,7 @@
 //   direct      the 1000 kernel calls, kfuse::eltwise(in, out, 64, relu), in place after the first
 //   replay/T    the recorded plan (compiled unfused, T threads), replay()
 //   op_by_op/T  the same plan run without a replay buffer (plan::run: allocation + lookups)
+//   fork_join/2 one 2-thread parallel_for of two trivial chunks: the cost of splitting a node
 // Counter ns_per_node = time / 1000. Overhead per node = replay - direct (the kernels are the
 // same; replay skips the per-call argument checks, so it can come out below zero).
 #include <benchmark/benchmark.h>
@@ -90,10 +91,27 @@ void replay_fused(benchmark::State& state) {
   per_node(state);
 }
 
+// What a node split across threads pays on top of its kernel: one fork/join of the pool (two
+// chunks, one per thread, each touching one cache line). Small nodes never pay it: the plan runs
+// them on the calling thread (docs/executor.md, threads per node).
+void fork_join(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  alignas(64) float lines[2][16] = {};
+  for (auto _ : state) {
+    kfuse::parallel_for(
+        0, 2, 1, [&](kfuse::range r, int) { lines[r.begin][0] += 1.f; }, threads);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(lines);
+  state.counters["ns_per_fork_join"] = benchmark::Counter(
+      double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
 BENCHMARK(direct);
 BENCHMARK(replay)->Arg(1)->Arg(2);
 BENCHMARK(op_by_op)->Arg(1)->Arg(2);
 BENCHMARK(replay_fused);
+BENCHMARK(fork_join)->Arg(2);
 BENCHMARK_MAIN();
