@@ -86,10 +86,9 @@ struct chain {
         return f(kfuse::hardsigmoid{});
       case stage_kind::scale:
         return f([p = st.p0]<class V>(V x, const auto&) { return x * V(p); });
-      case stage_kind::bias:
-        return f([op]<class V>(V x, const auto& ctx) { return x + ctx.channel_param(op); });
+      case stage_kind::bias:  // a per-channel add
       case stage_kind::add:
-        if (st.per_channel)
+        if (st.kind == stage_kind::bias || st.per_channel)
           return f([op]<class V>(V x, const auto& ctx) { return x + ctx.channel_param(op); });
         return f([op]<class V>(V x, const auto& ctx) { return x + ctx.load(op); });
       case stage_kind::mul:
