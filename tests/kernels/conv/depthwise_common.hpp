@@ -9,16 +9,6 @@
 
 namespace kt {
 
-// A user stage: y = x * x * 0.01 + x (written once on simd::vec).
-struct dw_user_stage {
-  float k = 0.01f;
-  template <class V, class Ctx>
-  V operator()(V x, const Ctx&) const {
-    return kfuse::simd::fma(x * x, V(k), x);
-  }
-};
-inline double ref_stage(const dw_user_stage& s, double x, ref_ctx) { return x * x * s.k + x; }
-
 /// Depthwise shape: C, H, W, R, S, stride (h, w), pads (t, l, b, r), dilation, N.
 inline kfuse::conv_shape dw_shape(index_t c, index_t h, index_t w, index_t r, index_t s, index_t sh,
                                   index_t sw, index_t pt, index_t pl, index_t pb, index_t pr,

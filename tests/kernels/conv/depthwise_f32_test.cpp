@@ -24,7 +24,7 @@ void f32_epilogues() {
       dw_check<kfuse::f32, L, B, float, float>(
           s, x, w, kfuse::epilogue<kfuse::bias, kfuse::relu>{{bs}, {}}, "bias+relu");
       dw_check<kfuse::f32, L, B, float, float>(
-          s, x, w, kfuse::epilogue<kfuse::add<>, dw_user_stage>{{{rs}}, {}}, "residual+user");
+          s, x, w, kfuse::epilogue<kfuse::add<>, user_square>{{{rs}}, {}}, "residual+user");
       dw_check<kfuse::f32, L, B, float, std::int8_t>(
           s, x, w, kfuse::epilogue<kfuse::bias, kfuse::quantize<kfuse::i8>>{{bs}, {{0.f, 3, qs}}},
           "bias+quantize<i8>");

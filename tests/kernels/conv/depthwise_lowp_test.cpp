@@ -30,7 +30,7 @@ void bf16_cases() {
           s, x, wb, kfuse::epilogue<kfuse::bias, kfuse::relu>{{bs}, {}},
           "bf16 weights, bias+relu -> f32");
       dw_check<kfuse::bf16, L, B, kfuse::bf16_t, kfuse::bf16_t>(
-          s, x, w, kfuse::epilogue<kfuse::add<kfuse::bf16>, dw_user_stage>{{{rs}}, {}},
+          s, x, w, kfuse::epilogue<kfuse::add<kfuse::bf16>, user_square>{{{rs}}, {}},
           "bf16 residual+user");
     }
   });
