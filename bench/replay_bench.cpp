@@ -2,11 +2,13 @@
 //   direct      the 1000 kernel calls, kfuse::eltwise(in, out, 64, relu), in place after the first
 //   replay/T    the recorded plan (compiled unfused, T threads), replay()
 //   op_by_op/T  the same plan run without a replay buffer (plan::run: allocation + lookups)
-//   fork_join/2 one 2-thread parallel_for of two trivial chunks: the cost of splitting a node
+//   fork_join/2 one 2-thread parallel_for of two trivial chunks (the caller claims both)
+//   split/2     two chunks of 5 us on two threads: ns_per_split - 5000 = the cost of a split
 // Counter ns_per_node = time / 1000. Overhead per node = replay - direct (the kernels are the
 // same; replay skips the per-call argument checks, so it can come out below zero).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <vector>
 
 #include "kfuse/graph/compile.hpp"
@@ -107,8 +109,30 @@ void fork_join(benchmark::State& state) {
       double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// A node split over two threads on an idle machine: two chunks of 5 us of spinning each, one per
+// thread. Time - 5 us = what the split costs on top of perfect halving (the fork/join target,
+// <= 1 us). fork_join/2 above has trivial chunks, which the caller now claims both of before a
+// worker arrives: it measures the cost of publishing a job, not of a split.
+void split(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  using clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    kfuse::parallel_for(
+        0, 2, 1,
+        [&](kfuse::range, int) {
+          const auto until = clock::now() + std::chrono::microseconds(5);
+          while (clock::now() < until) {
+          }
+        },
+        threads);
+  }
+  state.counters["ns_per_split"] = benchmark::Counter(
+      double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
+BENCHMARK(split)->Arg(2)->UseRealTime();
 BENCHMARK(direct);
 BENCHMARK(replay)->Arg(1)->Arg(2);
 BENCHMARK(op_by_op)->Arg(1)->Arg(2);

@@ -13,8 +13,22 @@ packages=(
 if [[ "${1:-}" == "--peers" ]]; then
   # XNNPACK does not pull in the pthreadpool headers; dnnl's CMake config needs the OpenCL ICD dev files.
   packages+=(libdnnl-dev libopenblas-openmp-dev libxnnpack-dev libpthreadpool-dev ocl-icd-opencl-dev
-    libtorch-dev)
+    libtorch-dev python3-torch python3-onnx python3-numpy util-linux)
+  command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 fi
+
+# ONNX Runtime (npm onnxruntime-node, prebuilt CPU binaries; no install scripts run) for the
+# same-run comparisons of scripts/bench_threading.sh, in $KFUSE_ORT_DIR.
+install_ort() {
+  local dir=${KFUSE_ORT_DIR:-$HOME/.cache/kfuse/ort}
+  if [[ -d $dir/node_modules/onnxruntime-node ]]; then
+    echo "setup: onnxruntime-node present in $dir"
+    return 0
+  fi
+  echo "setup: installing onnxruntime-node@1.30.0 into $dir"
+  mkdir -p "$dir"
+  (cd "$dir" && npm install --no-save --ignore-scripts --no-audit --no-fund onnxruntime-node@1.30.0 >/dev/null)
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -22,6 +36,7 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
+  if [[ "${1:-}" == "--peers" ]]; then install_ort; fi
   exit 0
 fi
 
@@ -32,3 +47,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: done"
+if [[ "${1:-}" == "--peers" ]]; then install_ort; fi

@@ -72,6 +72,7 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=addr
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert_avx512_bf16
   simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 layout_convert_avx512_bf16 threading_thread_pool
+  threading_cpu_budget graph_threading_avx512_bf16
   kernels_conv2d_f32_avx512_bf16 kernels_conv_depthwise_f32_avx512_bf16
   kernels_pool2d_float_avx512_bf16 graph_exec_avx512_bf16
   tools_profiler_avx512_bf16)  # (its trace JSON test runs it too)
@@ -88,11 +89,13 @@ ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|example
   --output-on-failure
 
 phase "tsan build + threading tests"
-# The thread pool and the executor (graph_exec runs plans on 1 and 2 threads).
+# The thread pool and the executor (graph_exec runs plans on 1 and 2 threads; graph_threading
+# pinned to one core, against a busy loop, and one replay buffer on two threads).
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFUSE_SANITIZE=thread \
   -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/tsan -j "$jobs" \
-  --target $(existing_targets build/tsan threading_thread_pool graph_exec_avx512_bf16)
+  --target $(existing_targets build/tsan threading_thread_pool threading_cpu_budget \
+    graph_exec_avx512_bf16 graph_threading_avx512_bf16)
 ctest --test-dir build/tsan -L threads -LE no_asan -j "$jobs" --output-on-failure
 
 if [[ -x scripts/examples_matrix.sh ]]; then

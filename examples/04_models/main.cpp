@@ -417,10 +417,12 @@ void run_block(const options& o, checks& ck) {
 
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
-  std::printf("kfuse models demo: arch %s, %d threads (pool of %d)\n",
-              std::string(kfuse::arch::native::name).c_str(),
-              o.threads > 0 ? std::min(o.threads, kfuse::pool_threads(0)) : kfuse::pool_threads(0),
+  const int used =
+      o.threads > 0 ? std::min(o.threads, kfuse::pool_threads(0)) : kfuse::pool_threads(0);
+  std::printf("kfuse models demo: arch %s, %d thread%s (pool of %d)\n",
+              std::string(kfuse::arch::native::name).c_str(), used, used == 1 ? "" : "s",
               kfuse::pool_threads(0));
+  std::printf("pool: %s\n", kfuse::default_pool().size_reason().c_str());
   const kfuse::machine_limits& lim = kfuse::cached_machine_limits();
   std::printf(
       "machine limits (50-100 ms probe): f32 %.0f, bf16 %.0f, int8 %.0f G/s per core; "

@@ -256,4 +256,114 @@ inline std::vector<double> block_reference(const block_weights& b, const float* 
   return y;
 }
 
+// ---- MobileNetV3-style small CNN ---------------------------------------------------------------
+// The shape of MobileNetV3-small, shortened: a 3x3 stride-2 stem with hardswish, six inverted
+// residual blocks (1x1 expansion, depthwise 3x3 or 5x5, optional squeeze-excite with ReLU and
+// hardsigmoid, 1x1 projection, residual where the shape allows), a 1x1 head, global average pool
+// and a linear layer to 10 classes. Convolutions carry a bias (batch norm folded). Input
+// (N, 3, 224, 224), stored NHWC. scripts/make_models.py builds the same network in PyTorch.
+struct mobile_block {
+  index_t expand, out;
+  int k, stride;
+  index_t se;  // squeeze width (0: no squeeze-excite)
+  bool hswish;
+};
+
+struct mobile_weights {
+  static constexpr index_t stem = 16, head = 288, classes = 10, image = 224;
+  static constexpr mobile_block blocks[] = {
+      {16, 16, 3, 2, 8, false}, {72, 24, 3, 2, 0, false},  {88, 24, 3, 1, 0, false},
+      {96, 40, 5, 2, 24, true}, {240, 40, 5, 1, 64, true}, {120, 48, 5, 2, 32, true},
+  };
+  struct conv {
+    std::vector<float> w, b;
+  };
+  std::vector<conv> convs;  // in build order
+  std::vector<conv> fcs;    // squeeze-excite linears and the classifier, in build order
+
+  static mobile_weights make(std::uint64_t seed) {
+    rng r(seed);
+    mobile_weights m;
+    auto add_conv = [&](index_t out, index_t in_per_group, int k) {
+      const index_t fan_in = in_per_group * k * k;
+      m.convs.push_back(
+          {r.kaiming(std::size_t(out * fan_in), fan_in), r.bias(std::size_t(out), fan_in)});
+    };
+    auto add_fc = [&](index_t out, index_t in) {
+      m.fcs.push_back({r.kaiming(std::size_t(out * in), in), r.bias(std::size_t(out), in)});
+    };
+    index_t c = stem;
+    add_conv(stem, 3, 3);
+    for (const mobile_block& b : blocks) {
+      if (b.expand != c) add_conv(b.expand, c, 1);
+      add_conv(b.expand, 1, b.k);
+      if (b.se) add_fc(b.se, b.expand), add_fc(b.expand, b.se);
+      add_conv(b.out, b.expand, 1);
+      c = b.out;
+    }
+    add_conv(head, c, 1);
+    add_fc(classes, head);
+    return m;
+  }
+};
+
+/// Input x: (1, 3, 224, 224) stored NHWC; output: logits [1, classes]. Batch 1 only: the
+/// squeeze-excite multiply is a per-channel operand (a per-image gate is issue 10's work).
+inline kfuse::graph build_mobile(const mobile_weights& m) {
+  const index_t batch = 1;
+  using M = mobile_weights;
+  kfuse::graph g;
+  std::size_t ci = 0, fi = 0;
+  int uid = 0;
+  auto name = [&](const char* what) { return std::string(what) + std::to_string(uid++); };
+  auto conv = [&](kfuse::tensor_id x, index_t in, index_t out, int k, int stride, int groups) {
+    const auto& w = m.convs[ci++];
+    kfuse::conv2d_params p;
+    p.stride_h = p.stride_w = stride;
+    p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = k / 2;
+    p.groups = groups;
+    const std::string n = name("conv");
+    return g.conv2d(n, x, g.constant(n + ".w", {out, in / groups, k, k}, w.w.data()),
+                    g.constant(n + ".b", {out}, w.b.data()), p);
+  };
+  auto fc = [&](kfuse::tensor_id x, index_t in, index_t out) {
+    const auto& w = m.fcs[fi++];
+    const std::string n = name("fc");
+    return g.linear(n, x, g.constant(n + ".w", {out, in}, w.w.data()),
+                    g.constant(n + ".b", {out}, w.b.data()));
+  };
+  auto act = [&](kfuse::tensor_id x, bool hs) {
+    return hs ? g.hardswish(name("hswish"), x) : g.relu(name("relu"), x);
+  };
+  kfuse::pool2d_params gap;
+  gap.kind = kfuse::pool_mode::global_average;
+  auto x =
+      g.input("x", {batch, 3, M::image, M::image}, kfuse::dtype::f32, kfuse::tensor_layout::nhwc);
+  auto y = act(conv(x, 3, M::stem, 3, 2, 1), true);
+  index_t c = M::stem;
+  for (const mobile_block& b : M::blocks) {
+    auto h = y;
+    if (b.expand != c) h = act(conv(h, c, b.expand, 1, 1, 1), b.hswish);
+    h = act(conv(h, b.expand, b.expand, b.k, b.stride, int(b.expand)), b.hswish);
+    if (b.se) {
+      auto s = g.flatten(name("flatten"), g.pool2d(name("se_pool"), h, gap));
+      s = g.relu(name("relu"), fc(s, b.expand, b.se));
+      s = g.hardsigmoid(name("hsigmoid"), fc(s, b.se, b.expand));
+      // The channel multiply: a per-channel operand (batch 1: the gate has C values).
+      kfuse::eltwise_stage gate{kfuse::stage_kind::mul};
+      gate.operand = s;
+      gate.per_channel = true;
+      h = g.eltwise(name("se_mul"), h, {gate});
+    }
+    h = conv(h, b.expand, b.out, 1, 1, 1);
+    if (b.stride == 1 && b.out == c) h = g.add(name("residual"), h, y);
+    y = h;
+    c = b.out;
+  }
+  y = act(conv(y, c, M::head, 1, 1, 1), true);
+  y = g.flatten("flatten", g.pool2d("pool", y, gap));
+  g.output(fc(y, M::head, M::classes));
+  return g;
+}
+
 }  // namespace models

@@ -78,7 +78,7 @@ TEST_CASE("replay: no heap allocation on any thread", "[graph][threads]") {
   const gt::mlp net(32);
   for (int threads : {1, 2}) {
     INFO("threads=" << threads);
-    const plan p = compile(net.build(), {.threads = threads, .parallel_min_bytes = 0});
+    const plan p = compile(net.build(), {.threads = threads, .fork_join_ns = 0});
     const auto xa = gt::random_vec(std::size_t(32 * net.K), 1), xb = gt::random_vec(xa.size(), 2);
     std::vector<float> y(std::size_t(32 * net.N));
     auto r = p.record({bind(xa)}, {bind(y)});
@@ -103,7 +103,7 @@ TEST_CASE("replay: no heap allocation on any thread", "[graph][threads]") {
   auto y = g.cast("back", b, dtype::f32);
   for (int i = 0; i < 100; ++i) y = g.relu("r" + std::to_string(i), y);
   g.output(y);
-  const plan p = compile(g, {.threads = 2, .fuse = false, .parallel_min_bytes = 0});
+  const plan p = compile(g, {.threads = 2, .fuse = false, .fork_join_ns = 0});
   const auto xv = gt::random_vec(300, 3);
   std::vector<float> out(600);
   auto r = p.record({bind(xv)}, {bind(out)});

@@ -190,7 +190,7 @@ TEST_CASE("graph quant fusion: int8 MLP writes u8 activations from the gemm epil
                      << m.qy.scale);
     CHECK(max_step_diff(yp, yq) <= 1);
     // 2 threads: bitwise the same as 1.
-    const plan p2 = compile(g, {.threads = 2, .prec = precision::int8, .parallel_min_bytes = 0});
+    const plan p2 = compile(g, {.threads = 2, .prec = precision::int8, .fork_join_ns = 0});
     CHECK(run_poisoned<std::uint8_t>(p2, {m.x}, yp.size()) == yp);
     // And the int8 plan tracks the f32 plan: dequantized y within a few steps of the f32 logits.
     graph gf = m.build(false);
@@ -424,7 +424,7 @@ TEST_CASE("graph quant fusion: int8 conv chain (dense producers, nchw and nhwc)"
       const auto yq = run_poisoned<std::uint8_t>(q, {c.x}, n_out);
       INFO("steps: relu0 " << c.q0.scale << ", relu1 " << c.q1.scale << ", y " << c.q2.scale);
       CHECK(max_step_diff(yp, yq) <= 1);
-      const plan p2 = compile(g, {.threads = 2, .prec = precision::int8, .parallel_min_bytes = 0});
+      const plan p2 = compile(g, {.threads = 2, .prec = precision::int8, .fork_join_ns = 0});
       CHECK(run_poisoned<std::uint8_t>(p2, {c.x}, n_out) == yp);
       // Against the f32 plan: the int8 chain stays within a few steps of y.
       const auto yf = run_poisoned<float>(compile(c.build(L), {.threads = 1}), {c.x}, n_out);

@@ -104,7 +104,7 @@ TEST_CASE("graph: repeated replays are stable; 1 and 2 threads are bitwise ident
   const graph g = net.build();
   const auto x = gt::random_vec(std::size_t(64 * net.K), 9);
   const plan p1 = compile(g, {.threads = 1});
-  const plan p2 = compile(g, {.threads = 2, .parallel_min_bytes = 0});
+  const plan p2 = compile(g, {.threads = 2, .fork_join_ns = 0});
   std::vector<float> y1(std::size_t(64 * net.N)), y2(y1.size());
   auto r1 = p1.record({bind(x)}, {bind(y1)});
   auto r2 = p2.record({bind(x)}, {bind(y2)});
@@ -123,7 +123,7 @@ TEST_CASE("graph: repeated replays are stable; 1 and 2 threads are bitwise ident
 
 TEST_CASE("graph: several application threads replay one plan at once", "[graph][threads]") {
   const gt::mlp net(16);
-  const plan p = compile(net.build(), {.threads = 2, .parallel_min_bytes = 0});
+  const plan p = compile(net.build(), {.threads = 2, .fork_join_ns = 0});
   const auto x = gt::random_vec(std::size_t(16 * net.K), 4);
   const auto expect = net.direct(x);
   std::atomic<int> bad{0};
@@ -294,7 +294,7 @@ TEST_CASE("graph: a user executor runs the parallel work", "[graph][threads]") {
   };
   const gt::mlp net(64);
   const auto x = gt::random_vec(std::size_t(64 * net.K), 3);
-  const plan p = compile(net.build(), {.threads = 2, .parallel_min_bytes = 0, .exec = &ex});
+  const plan p = compile(net.build(), {.threads = 2, .fork_join_ns = 0, .exec = &ex});
   std::vector<float> y(std::size_t(64 * net.N));
   auto r = p.record({bind(x)}, {bind(y)});
   r.replay();
@@ -573,7 +573,7 @@ TEST_CASE("graph: ResNet basic block (conv-BN-ReLU x2, residual, pool, linear)",
     rq.replay();
     for (std::size_t i = 0; i < y.size(); ++i)
       REQUIRE(std::fabs(yq[i] - ref[i]) <= 1e-4 * (1 + max_ref));
-    const plan p2 = compile(g, {.threads = 2, .parallel_min_bytes = 0});
+    const plan p2 = compile(g, {.threads = 2, .fork_join_ns = 0});
     std::vector<float> y2(y.size());
     auto r2 = p2.record({bind(x)}, {bind(y2)});
     r2.replay();

@@ -20,3 +20,16 @@ if(KFUSE_FULL_TESTS)
   kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp LABELS "full"
                       ARCHS generic)
 endif()
+# Threading where inference runs: the process pinned to one core with pools of 1..8 threads,
+# application threads against a busy loop, one replay buffer on two threads (docs/executor.md).
+# Its own executable: the pinning must come before the default pool exists, which
+# KFUSE_NUM_THREADS=4 then makes oversubscribe the core.
+kfuse_add_arch_test(graph_threading SOURCES graph/graph_threading_test.cpp LABELS "ci;threads"
+                    ARCHS avx512_bf16)
+if(TARGET graph_threading_avx512_bf16)
+  set(f ${CMAKE_CURRENT_BINARY_DIR}/graph_threading_avx512_bf16_env.cmake)
+  file(WRITE ${f} "if(DEFINED graph_threading_avx512_bf16_TESTS)\n"
+                  "  set_tests_properties(\${graph_threading_avx512_bf16_TESTS} PROPERTIES "
+                  "ENVIRONMENT KFUSE_NUM_THREADS=4)\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${f})
+endif()

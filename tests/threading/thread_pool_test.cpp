@@ -8,6 +8,10 @@
 #include <stdexcept>
 #include <thread>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include "support/test_support.hpp"
 
 using kfuse::index_t;
@@ -214,11 +218,56 @@ TEST_CASE("thread_pool: construction and destruction are clean", "[threads]") {
   CHECK(kfuse::default_thread_count() >= 1);
 }
 
-TEST_CASE("thread_pool: default size is the physical core count", "[threads]") {
+TEST_CASE("thread_pool: default size is the cores it may use, and says why", "[threads]") {
   const int cores = kfuse::physical_core_count();
   CHECK(cores >= 1);
   CHECK(cores <= int(std::max(1u, std::thread::hardware_concurrency())));
-  if (std::getenv("KFUSE_NUM_THREADS") == nullptr) CHECK(kfuse::default_thread_count() == cores);
+  const kfuse::thread_budget b = kfuse::current_thread_budget();
+  CHECK(kfuse::default_thread_count() == b.threads);
+  const auto in = kfuse::current_cpu_budget_inputs();
+  if (!in.env && !in.quota) CHECK(b.threads == cores);
+  CHECK(kfuse::default_pool().size_reason().find(std::to_string(kfuse::default_pool().size()) +
+                                                 " thread") == 0);
+  thread_pool three(3);
+  CHECK(three.size_reason() == "3 threads: asked for");
+}
+
+TEST_CASE("thread_pool: two threads on one core stay correct; late workers find nothing",
+          "[threads]") {
+#if defined(__linux__)
+  // A thread pinned to one CPU; the pools it creates inherit the mask.
+  std::thread([] {
+    const auto cpus = kfuse::affinity_cpus();
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus.front(), &set);
+    REQUIRE(sched_setaffinity(0, sizeof set, &set) == 0);
+    for (int size : {2, 3, 8}) {
+      thread_pool pool(size);
+      index_t calls = 0;
+      for (int rep = 0; rep < 200; ++rep) {
+        // jobs of ~20-200 us: long enough for the pool to notice its workers are late
+        const index_t n = 4 + rep % 7;
+        std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+        pool.parallel_for(0, n, 1, [&](range r, int w) {
+          REQUIRE(w < size);
+          const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+          while (std::chrono::steady_clock::now() < until) {
+          }
+          for (index_t i = r.begin; i < r.end; ++i) hits[std::size_t(i)]++;
+        });
+        ++calls;
+        for (auto& h : hits) REQUIRE(h.load() == 1);
+      }
+      const kfuse::pool_stats s = pool.stats();
+      // Every call either published a job or ran alone while oversubscribed (never timed).
+      CHECK(index_t(s.jobs + s.solo_jobs) == calls);
+      CHECK(s.missed_jobs <= s.jobs);
+      INFO("jobs " << s.jobs << ", alone " << s.solo_jobs << ", missed " << s.missed_jobs);
+      CHECK(pool.fork_join_ns() >= 0);
+    }
+  }).join();
+#endif
 }
 
 namespace {

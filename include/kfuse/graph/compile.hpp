@@ -34,7 +34,19 @@ class graph_compiler {
   plan run() {
     d_ = std::make_shared<plan_data>();
     d_->options = opt_;
+    if (opt_.threads < 0)
+      fail("compile", "threads = " + std::to_string(opt_.threads) +
+                          ": must be >= 1, or 0 for the default pool's size");
+    if (!(opt_.fork_join_ns < 0 || opt_.fork_join_ns >= 0))
+      fail("compile",
+           "fork_join_ns is NaN: give a cost in ns, 0 to split every node, or < 0 "
+           "to measure it");
     d_->threads = opt_.threads > 0 ? std::min(opt_.threads, pool_threads(0)) : pool_threads(0);
+    if (opt_.exec) d_->threads = std::min(d_->threads, std::max(1, opt_.exec->concurrency));
+    d_->fork_join_ns = opt_.fork_join_ns >= 0 ? opt_.fork_join_ns
+                       : d_->threads <= 1     ? 0
+                       : opt_.exec            ? user_executor_fork_join_ns
+                                              : default_pool().fork_join_ns();
     copy_tensors();
     check_ids();
     topo_sort();
@@ -932,12 +944,23 @@ class graph_compiler {
     q.zero_point = s.out_quant.zero_point;
     return q;
   }
+  // Per-thread rates of the cost model: a node's time on one thread is flops / flop_rate +
+  // bytes / byte_rate (ns). Round figures for one core of an AVX2/AVX-512 machine running kfuse's
+  // kernels (docs/executor.md); they only decide whether a split pays for its fork/join.
+  static constexpr double flop_rate = 50.0;  // flop per ns (50 GFLOP/s)
+  static constexpr double byte_rate = 20.0;  // bytes per ns (20 GB/s)
+  static constexpr double user_executor_fork_join_ns = 5000;
+  // The thread count that minimises t1 / t + fork/join; 1 unless that saves 10% or more.
   int threads_for(double bytes, double flops) const {
     const int t = d_->threads;
+    const double fj = d_->fork_join_ns;
     if (t <= 1) return 1;
-    if (bytes < double(opt_.parallel_min_bytes) && flops < 32.0 * double(opt_.parallel_min_bytes))
-      return 1;
-    return t;
+    if (fj <= 0) return t;
+    const double t1 = flops / flop_rate + bytes / byte_rate;
+    int best = 1;
+    for (int k = 2; k <= t; ++k)
+      if (t1 / k + fj < t1 / best + (best > 1 ? fj : 0)) best = k;
+    return t1 / best + fj <= 0.9 * t1 ? best : 1;
   }
   graph_ops::rows_shape rows_for(const plan_tensor& t, bool per_channel) const {
     const index_t n = shape_numel(t.shape);

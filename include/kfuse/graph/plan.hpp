@@ -79,6 +79,7 @@ struct plan_data {
   fusion_report report;
   compile_options options;
   int threads = 1;
+  double fork_join_ns = 0;  // the split cost the per-node thread counts were chosen with
   std::vector<std::shared_ptr<const void>> owned;  // parameter blocks, packed weights, constants
 };
 
@@ -112,6 +113,8 @@ class plan {
   std::size_t intermediate_bytes() const { return data().intermediate_bytes; }
   /// Threads the plan's biggest steps use.
   int threads() const { return data().threads; }
+  /// The cost of splitting a node (ns) the per-node thread counts were chosen with.
+  double fork_join_ns() const { return data().fork_join_ns; }
   std::size_t input_count() const { return data().inputs.size(); }
   std::size_t output_count() const { return data().outputs.size(); }
   const plan_tensor& input(std::size_t i) const {

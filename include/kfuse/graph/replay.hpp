@@ -2,11 +2,13 @@
 // replay_buffer: a plan recorded against bound inputs and outputs, as a flat array of POD
 // commands (function pointer + resolved pointers + parameters + work range). replay() walks it:
 // no heap allocation, no lookup, no virtual call; only the kernels run.
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -25,14 +27,18 @@ class replay_buffer {
   replay_buffer& operator=(const replay_buffer&) = delete;
 
   /// Runs every command in order. Safe to call from several threads on distinct replay buffers
-  /// (even of one plan): each has its own arena (threading rules: docs/executor.md).
+  /// (even of one plan): each has its own arena. One buffer used from two threads at once (a
+  /// replay or a rebind while another runs) throws kfuse::error in the second thread; the first
+  /// one's results are not affected (threading rules: docs/executor.md).
   void replay() {
+    const claim mine(*this);
     const scoped_executor use(exec_);
     for (const command& c : cmds_) c.fn(c);
   }
 
   /// The same, timing each command for a profiler (steady clock, nanoseconds).
   void replay(const profiler_hook& hook) {
+    const claim mine(*this);
     const scoped_executor use(exec_);
     using clock = std::chrono::steady_clock;
     const std::int32_t n = std::int32_t(cmds_.size());
@@ -94,7 +100,33 @@ class replay_buffer {
       detail::fail("replay", what + " is not aligned to its element size");
   }
 
+  // Set while replay() or a rebind runs: one atomic exchange per call finds a second thread.
+  struct in_use_flag {
+    std::atomic<bool> on{false};
+    in_use_flag() = default;
+    in_use_flag(in_use_flag&&) noexcept {}  // a moved buffer starts free (moving one in use is
+    in_use_flag& operator=(in_use_flag&&) noexcept { return *this; }  // a race of its own)
+  };
+  struct claim {
+    in_use_flag& f;
+    explicit claim(replay_buffer& r) : f(r.in_use_) {
+      if (!r.d_)
+        detail::fail("replay",
+                     "empty replay buffer (default-constructed or moved-from): use plan::record");
+      if (f.on.exchange(true, std::memory_order_acquire))
+        detail::fail("replay", "this replay buffer (plan of " + std::to_string(r.d_->steps.size()) +
+                                   " steps, first '" + r.first_step_name() +
+                                   "') is already in use on another thread (replay or bind_input / "
+                                   "bind_output at the same time); record one buffer per thread");
+    }
+    ~claim() { f.on.store(false, std::memory_order_release); }
+    claim(const claim&) = delete;
+    claim& operator=(const claim&) = delete;
+  };
+  std::string first_step_name() const { return d_->steps.empty() ? "" : d_->steps[0].name; }
+
   void rebind(bool output, std::size_t i, binding b) {
+    const claim mine(*this);
     const auto& ids = output ? d_->outputs : d_->inputs;
     if (i >= ids.size())
       detail::fail("replay", std::string(output ? "output " : "input ") + std::to_string(i) +
@@ -112,6 +144,7 @@ class replay_buffer {
   std::vector<patch> patches_;
   std::vector<std::uint32_t> in_begin_, out_begin_;  // patches_ ranges per input / output
   const executor* exec_ = nullptr;
+  in_use_flag in_use_;
 };
 
 namespace detail {

@@ -139,8 +139,11 @@ struct compile_options {
   precision prec = precision::f32;
   /// Run the fusion passes (batch-norm folding, epilogue absorption, eltwise merging).
   bool fuse = true;
-  /// Nodes moving fewer bytes than this run on the calling thread only (no fork/join).
-  std::size_t parallel_min_bytes = std::size_t(1) << 16;
+  /// What splitting a node over threads costs, in ns. < 0: measured by the pool
+  /// (thread_pool::fork_join_ns(), once per process); 0: split every node (tests). A node runs
+  /// on t threads when that makes it at least 10% faster by the cost model of
+  /// docs/executor.md (its flops and bytes at per-thread rates, plus this once).
+  double fork_join_ns = -1;
   /// Run parallel work on this executor instead of kfuse's pool (must outlive the plan).
   const executor* exec = nullptr;
 };

@@ -208,6 +208,8 @@ class profiler {
                   runs > 0 ? total / runs * 1e6 : 0.0, runs, lim.source.c_str(), lim.f32_gflops,
                   lim.bf16_gflops, lim.int8_gops, lim.mem_gbs_1t, lim.mem_gbs_all, lim.cores);
     out += buf;
+    // Why the pool has its size ("1 thread: 1 core in the affinity mask of 2 online; ...").
+    out += "pool: " + default_pool().size_reason() + "\n";
     return out;
   }
 

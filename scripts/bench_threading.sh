@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Threading where inference runs: kfuse (bench/threading_bench) and ONNX Runtime (npm
+# onnxruntime-node through bench/ort/ort_run.js, intraOpNumThreads = the same count) on the same
+# models, in the same run, under four conditions:
+#   a  1 thread
+#   b  2 threads, idle machine
+#   c  2 threads, the process pinned to one core (taskset; KFUSE_NUM_THREADS=2 keeps kfuse's pool
+#      at 2, which its default would size to 1)
+#   d  2 threads while a busy-loop process occupies one core (pinned to the second CPU)
+# Prints the CPU, kfuse's probed limits and pool, ONNX Runtime's per-call overhead from node, and
+# one markdown table (medians of KFUSE_BENCH_ROUNDS alternated rounds) with the targets of
+# docs/executor.md: c/a <= 1.15, d/a <= 1.3, each no worse than ONNX Runtime's.
+#   scripts/bench_threading.sh [model ...]     models: mlp_b1 mlp_b64 block_b1 mobile_b1
+# Needs the peers: scripts/setup.sh --peers. Serialized with flock on /tmp/kfuse_bench.lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${KFUSE_BENCH_BUILD:-build/bench}
+rounds=${KFUSE_BENCH_ROUNDS:-3}
+ort_dir=${KFUSE_ORT_DIR:-$HOME/.cache/kfuse/ort}
+models=("$@")
+((${#models[@]})) || models=(mlp_b1 mlp_b64 block_b1 mobile_b1)
+[[ -d $ort_dir/node_modules/onnxruntime-node ]] || { echo "no onnxruntime-node in $ort_dir: scripts/setup.sh --peers" >&2; exit 2; }
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF \
+  -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$build" --target threading_bench -j "${KFUSE_JOBS:-1}" >/dev/null
+/usr/bin/python3 scripts/make_models.py "$build/models" >/dev/null
+out=$build/threading-results
+rm -rf "$out" && mkdir -p "$out"
+
+mapfile -t cpus < <(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' | while IFS=- read -r a b; do seq "$a" "${b:-$a}"; done)
+((${#cpus[@]} >= 2)) || { echo "needs two CPUs in the affinity mask" >&2; exit 2; }
+pin=${cpus[0]} busy_cpu=${cpus[1]}
+declare -A shape=([mlp_b1]=1,784 [mlp_b64]=64,784 [block_b1]=1,64,56,56 [mobile_b1]=1,3,224,224 [tiny]=1,1)
+declare -A reps=([mlp_b1]=400 [mlp_b64]=100 [block_b1]=60 [mobile_b1]=150 [tiny]=2000)
+
+busy_pid=
+stop_busy() {
+  if [[ -n $busy_pid ]]; then
+    kill "$busy_pid" 2>/dev/null || true
+    wait "$busy_pid" 2>/dev/null || true
+  fi
+  busy_pid=
+}
+trap stop_busy EXIT
+# run_condition COND ROUND: every model, kfuse then ONNX Runtime, under COND.
+run_condition() {
+  local cond=$1 round=$2 threads=2 prefix=() env=()
+  case $cond in
+    a) threads=1 ;;
+    c) prefix=(taskset -c "$pin"); env=(KFUSE_NUM_THREADS=2) ;;
+    d) taskset -c "$busy_cpu" bash -c 'while :; do :; done' & busy_pid=$!; sleep 0.2 ;;
+  esac
+  for m in "${models[@]}"; do
+    env "${env[@]}" "${prefix[@]}" "$build/bench/threading_bench" \
+      --benchmark_filter="kfuse_replay/$m/threads:$threads/" --benchmark_repetitions=5 \
+      --benchmark_min_time=0.2 --benchmark_format=json >"$out/kfuse_${m}_${cond}_$round.json" 2>/dev/null
+    NODE_PATH=$ort_dir/node_modules "${prefix[@]}" node bench/ort/ort_run.js "$build/models/$m.onnx" \
+      --shape "x=${shape[$m]}" --threads "$threads" --reps "${reps[$m]}" --warmup 20 \
+      >"$out/ort_${m}_${cond}_$round.txt"
+  done
+  stop_busy
+}
+(
+  flock 9
+  NODE_PATH=$ort_dir/node_modules node bench/ort/ort_run.js "$build/models/tiny.onnx" --shape x=1,1 \
+    --threads 1 --reps 2000 --warmup 100 >"$out/ort_tiny.txt"
+  for ((r = 0; r < rounds; ++r)); do
+    for cond in a b c d; do run_condition "$cond" "$r"; done
+  done
+) 9>/tmp/kfuse_bench.lock
+
+/usr/bin/python3 - "$out" "$rounds" "${models[@]}" <<'PY'
+import json, re, statistics, subprocess, sys
+out, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def kfuse(m, c, r):
+    doc = json.load(open(f"{out}/kfuse_{m}_{c}_{r}.json"))
+    med = [b for b in doc["benchmarks"] if b.get("aggregate_name") == "median"]
+    b = med[0] if med else doc["benchmarks"][0]
+    if b.get("error_occurred"): raise SystemExit(f"kfuse {m}: {b.get('error_message')}")
+    return b["real_time"] * {"ns": 1e-3, "us": 1, "ms": 1e3}[b["time_unit"]], b, doc["context"]
+def ort(m, c, r):
+    return float(re.search(r"median ([0-9.]+) ms", open(f"{out}/ort_{m}_{c}_{r}.txt").read()).group(1)) * 1e3
+cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+name = re.search(r"Model name:\s*(.*)", cpu).group(1)
+ctx = kfuse(models[0], "a", 0)[2]
+print(f"CPU: {name}, {ctx.get('num_cpus')} CPUs; kfuse limits: {ctx.get('kfuse.limits')}")
+print(f"kfuse pool (unpinned): {ctx.get('kfuse.pool')}; measured split cost {float(ctx.get('kfuse.fork_join_ns', 0)):.0f} ns")
+tiny = re.search(r"median ([0-9.]+) ms", open(f"{out}/ort_tiny.txt").read()).group(1)
+print(f"ONNX Runtime per-call overhead from node (x + 1 on one float): {float(tiny) * 1e3:.1f} us")
+print(f"medians of {rounds} alternated rounds; a = 1 thread, b = 2 threads, c = 2 threads pinned to one core, "
+      "d = 2 threads with a busy loop on one core\n")
+print("| model | kfuse a | b | c | d | c/a | d/a | ORT a | b | c | d | c/a | d/a | c/a <= 1.15 and <= ORT's | d/a <= 1.3 and <= ORT's | split nodes, solo jobs/run in c, d |")
+print("|---" * 16 + "|")
+def us(t): return f"{t / 1000:.2f} ms" if t >= 1000 else f"{t:.1f} us"
+for m in models:
+    k = {c: statistics.median(kfuse(m, c, r)[0] for r in range(rounds)) for c in "abcd"}
+    o = {c: statistics.median(ort(m, c, r) for r in range(rounds)) for c in "abcd"}
+    kc, kd, oc, od = k["c"] / k["a"], k["d"] / k["a"], o["c"] / o["a"], o["d"] / o["a"]
+    bc, bd = kfuse(m, "c", 0)[1], kfuse(m, "d", 0)[1]
+    met_c = "met" if kc <= 1.15 and kc <= oc * 1.03 else "no"
+    met_d = "met" if kd <= 1.3 and kd <= od * 1.03 else "no"
+    print(f"| {m} | {us(k['a'])} | {us(k['b'])} | {us(k['c'])} | {us(k['d'])} | {kc:.2f} | {kd:.2f} | "
+          f"{us(o['a'])} | {us(o['b'])} | {us(o['c'])} | {us(o['d'])} | {oc:.2f} | {od:.2f} | {met_c} | {met_d} | "
+          f"{bc.get('split_nodes', 0):.0f}/{bc.get('steps', 0):.0f}, {bc.get('solo_jobs_per_run', 0):.1f}, {bd.get('solo_jobs_per_run', 0):.1f} |")
+PY
