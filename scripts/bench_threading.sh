@@ -77,29 +77,41 @@ def kfuse(m, c, r):
     med = [b for b in doc["benchmarks"] if b.get("aggregate_name") == "median"]
     b = med[0] if med else doc["benchmarks"][0]
     if b.get("error_occurred"): raise SystemExit(f"kfuse {m}: {b.get('error_message')}")
-    return b["real_time"] * {"ns": 1e-3, "us": 1, "ms": 1e3}[b["time_unit"]], b, doc["context"]
+    mean = b["real_time"] * {"ns": 1e-3, "us": 1, "ms": 1e3}[b["time_unit"]]
+    return {"median": b["median_call_us"], "mean": mean}, b, doc["context"]
 def ort(m, c, r):
-    return float(re.search(r"median ([0-9.]+) ms", open(f"{out}/ort_{m}_{c}_{r}.txt").read()).group(1)) * 1e3
+    line = open(f"{out}/ort_{m}_{c}_{r}.txt").read()
+    return {k: float(re.search(k + r" ([0-9.]+) ms", line).group(1)) * 1e3 for k in ("median", "mean")}
 cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
 name = re.search(r"Model name:\s*(.*)", cpu).group(1)
 ctx = kfuse(models[0], "a", 0)[2]
 print(f"CPU: {name}, {ctx.get('num_cpus')} CPUs; kfuse limits: {ctx.get('kfuse.limits')}")
 print(f"kfuse pool (unpinned): {ctx.get('kfuse.pool')}; measured split cost {float(ctx.get('kfuse.fork_join_ns', 0)):.0f} ns")
-tiny = re.search(r"median ([0-9.]+) ms", open(f"{out}/ort_tiny.txt").read()).group(1)
-print(f"ONNX Runtime per-call overhead from node (x + 1 on one float): {float(tiny) * 1e3:.1f} us")
-print(f"medians of {rounds} alternated rounds; a = 1 thread, b = 2 threads, c = 2 threads pinned to one core, "
-      "d = 2 threads with a busy loop on one core\n")
-print("| model | kfuse a | b | c | d | c/a | d/a | ORT a | b | c | d | c/a | d/a | c/a <= 1.15 and <= ORT's | d/a <= 1.3 and <= ORT's | split nodes, solo jobs/run in c, d |")
-print("|---" * 16 + "|")
+tiny = float(re.search(r"median ([0-9.]+) ms", open(f"{out}/ort_tiny.txt").read()).group(1)) * 1e3
+print(f"ONNX Runtime per-call overhead from node (x + 1 on one float): {tiny:.1f} us (in every ORT figure below)")
+print(f"Medians of {rounds} alternated rounds. a = 1 thread, b = 2 threads, c = 2 threads pinned to one core, "
+      "d = 2 threads while a busy loop runs on one core.")
 def us(t): return f"{t / 1000:.2f} ms" if t >= 1000 else f"{t:.1f} us"
+for stat, what in (("median", "median call (the statistic of ONNX Runtime's latency line)"),
+                   ("mean", "mean call (throughput: a stall of a time slice counts in full)")):
+    print(f"\n{what}; targets c/a <= 1.15 and d/a <= 1.3, each no worse than ONNX Runtime's (3% noise allowed)\n")
+    print("| model | kfuse a | b | c | d | c/a | d/a | ORT a | b | c | d | c/a | d/a | c target | d target |")
+    print("|---" * 15 + "|")
+    for m in models:
+        k = {c: statistics.median(kfuse(m, c, r)[0][stat] for r in range(rounds)) for c in "abcd"}
+        o = {c: statistics.median(ort(m, c, r)[stat] for r in range(rounds)) for c in "abcd"}
+        kc, kd, oc, od = k["c"] / k["a"], k["d"] / k["a"], o["c"] / o["a"], o["d"] / o["a"]
+        met_c = "met" if kc <= 1.15 and kc <= oc * 1.03 else ("no (vs ORT)" if kc <= 1.15 else "no")
+        met_d = "met" if kd <= 1.3 and kd <= od * 1.03 else ("no (vs ORT)" if kd <= 1.3 else "no")
+        print(f"| {m} | {us(k['a'])} | {us(k['b'])} | {us(k['c'])} | {us(k['d'])} | {kc:.2f} | {kd:.2f} | "
+              f"{us(o['a'])} | {us(o['b'])} | {us(o['c'])} | {us(o['d'])} | {oc:.2f} | {od:.2f} | {met_c} | {met_d} |")
+print("\nkfuse's pool per run (round 0): split nodes / steps; jobs published, run alone, late, stalled in c and d")
 for m in models:
-    k = {c: statistics.median(kfuse(m, c, r)[0] for r in range(rounds)) for c in "abcd"}
-    o = {c: statistics.median(ort(m, c, r) for r in range(rounds)) for c in "abcd"}
-    kc, kd, oc, od = k["c"] / k["a"], k["d"] / k["a"], o["c"] / o["a"], o["d"] / o["a"]
-    bc, bd = kfuse(m, "c", 0)[1], kfuse(m, "d", 0)[1]
-    met_c = "met" if kc <= 1.15 and kc <= oc * 1.03 else "no"
-    met_d = "met" if kd <= 1.3 and kd <= od * 1.03 else "no"
-    print(f"| {m} | {us(k['a'])} | {us(k['b'])} | {us(k['c'])} | {us(k['d'])} | {kc:.2f} | {kd:.2f} | "
-          f"{us(o['a'])} | {us(o['b'])} | {us(o['c'])} | {us(o['d'])} | {oc:.2f} | {od:.2f} | {met_c} | {met_d} | "
-          f"{bc.get('split_nodes', 0):.0f}/{bc.get('steps', 0):.0f}, {bc.get('solo_jobs_per_run', 0):.1f}, {bd.get('solo_jobs_per_run', 0):.1f} |")
+    row = []
+    for c in "cd":
+        b = kfuse(m, c, 0)[1]
+        row.append(f"{c}: {b.get('jobs_per_run', 0):.2f} published, {b.get('solo_jobs_per_run', 0):.2f} alone, "
+                   f"{b.get('late_per_run', 0):.3f} late, {b.get('stalled_per_run', 0):.4f} stalled")
+    b = kfuse(m, "b", 0)[1]
+    print(f"- {m}: {b.get('split_nodes', 0):.0f}/{b.get('steps', 0):.0f} split; " + "; ".join(row))
 PY

@@ -1,5 +1,6 @@
 // Copied from the shared benchmark tooling (shared/ort/ort_run.js) so that a clean clone can run
-// scripts/bench_threading.sh; install onnxruntime-node with scripts/setup.sh --peers.
+// scripts/bench_threading.sh (which also reads the mean it adds to the latency line); install
+// onnxruntime-node with scripts/setup.sh --peers.
 // ONNX Runtime (npm onnxruntime-node, CPU EP) as a same-run peer: golden outputs and timing.
 //
 //   node ort_run.js MODEL.onnx [--input NAME=FILE.npy]... [--shape NAME=d0,d1,...]...
@@ -102,8 +103,9 @@ function usage(msg) {
   }
   t.sort((a, b) => a - b);
   const med = t[Math.floor(t.length / 2)];
+  const mean = t.reduce((a, b) => a + b, 0) / t.length;
   console.log(`latency: median ${med.toFixed(4)} ms, min ${t[0].toFixed(4)} ms, max ${t[t.length - 1].toFixed(4)} ms ` +
-    `(${t.length} runs, ${o.threads} threads)`);
+    `(${t.length} runs, ${o.threads} threads); mean ${mean.toFixed(4)} ms`);
   if (o.outdir) {
     fs.mkdirSync(o.outdir, {recursive: true});
     for (const name of s.outputNames) writeNpy(path.join(o.outdir, name.replace(/[^A-Za-z0-9_.-]/g, '_') + '.npy'), out[name]);

@@ -107,6 +107,8 @@ struct pool_stats {
   std::uint64_t late_jobs = 0;     //   none joined in time
   std::uint64_t stalled_jobs = 0;  //   one kept the caller waiting (descheduled mid-chunk)
   std::uint64_t solo_periods = 0;  // times the pool found itself oversubscribed
+  std::uint64_t parks = 0;         // times a worker parked (each costs a wake-up later)
+  std::uint64_t wakes = 0;         // jobs whose caller made the wake-up system call
 };
 
 class thread_pool {
@@ -137,7 +139,9 @@ class thread_pool {
   const std::string& size_reason() const noexcept { return reason_; }
   pool_stats stats() const {
     const std::lock_guard<std::mutex> lock(job_mutex_);
-    return stats_;
+    pool_stats s = stats_;
+    s.parks = parks_.load(std::memory_order_relaxed);
+    return s;
   }
 
   /// What splitting a node over two threads costs, in ns: a job of two chunks of 10 us of
@@ -192,7 +196,10 @@ class thread_pool {
     // system call, made only when needed.
     generation_.fetch_add(1, std::memory_order_seq_cst);
     const bool parked = sleepers_.load(std::memory_order_seq_cst) != 0;
-    if (parked) generation_.notify_all();
+    if (parked) {
+      ++stats_.wakes;
+      generation_.notify_all();
+    }
     run_chunks(0);
     const auto t1 = clock::now();
     // Close it: no worker joins from here on; wait for those inside (their chunks only).
@@ -298,6 +305,7 @@ class thread_pool {
       auto changed = [&] { return (now = generation_.load(std::memory_order_acquire)) != seen; };
       if (!detail::spin_until(changed, detail::idle_window,
                               [&] { return solo_.load(std::memory_order_relaxed); })) {
+        parks_.fetch_add(1, std::memory_order_relaxed);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         generation_.wait(seen, std::memory_order_seq_cst);
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
@@ -360,9 +368,10 @@ class thread_pool {
   std::exception_ptr error_;
   std::atomic<std::uint64_t> state_{0};
   std::atomic<index_t> next_chunk_{0};
-  std::atomic<int> helped_{0};            // workers that ran a chunk of this job
-  std::atomic<unsigned> generation_{0};   // bumped per job: idle workers wait on it
-  std::atomic<int> sleepers_{0};          // workers parked on generation_
+  std::atomic<int> helped_{0};           // workers that ran a chunk of this job
+  std::atomic<unsigned> generation_{0};  // bumped per job: idle workers wait on it
+  std::atomic<int> sleepers_{0};         // workers parked on generation_
+  std::atomic<std::uint64_t> parks_{0};
   std::atomic<unsigned> caller_wake_{0};  // the job's caller parks on it
   std::atomic<bool> caller_parked_{false};
   std::atomic<bool> solo_{false};  // oversubscribed: jobs run on the caller alone
