@@ -98,7 +98,7 @@ TEST_CASE("graph: an eltwise chain merges into one in-place pass", "[graph]") {
   }
 }
 
-TEST_CASE("graph: repeated replays are stable; 1 and 2 threads are bitwise identical",
+TEST_CASE("graph: repeated replays are stable, 1 and 2 threads are bitwise identical",
           "[graph][threads]") {
   const gt::mlp net(64);
   const graph g = net.build();

@@ -61,7 +61,7 @@ TEST_CASE("pool2d: output sizes follow PyTorch (ceil mode drops a window startin
   CHECK(global_case(pool_kind::avg, 3, 9, 9).out_dims() == kfuse::dims4{1, 3, 1, 1});
 }
 
-TEST_CASE("pool2d f32: max propagates NaN; 1 and 2 threads are bitwise identical", "[pool2d]") {
+TEST_CASE("pool2d f32: max propagates NaN, 1 and 2 threads are bitwise identical", "[pool2d]") {
   if (!cpu_can_run()) return;
   std::mt19937 rng(5);
   auto both = [&]<class L>() {

@@ -181,7 +181,7 @@ TEST_CASE("parallel_for: concurrent callers on one pool get correct results", "[
   CHECK_FALSE(bad);
 }
 
-TEST_CASE("parallel_for: an exception in a body reaches the caller; the pool stays usable",
+TEST_CASE("parallel_for: an exception in a body reaches the caller, the pool stays usable",
           "[threads]") {
   for (int size : {1, 2, 4}) {
     thread_pool pool(size);
@@ -232,7 +232,7 @@ TEST_CASE("thread_pool: default size is the cores it may use, and says why", "[t
   CHECK(three.size_reason() == "3 threads: asked for");
 }
 
-TEST_CASE("thread_pool: two threads on one core stay correct; late workers find nothing",
+TEST_CASE("thread_pool: two threads on one core stay correct, late workers find nothing",
           "[threads]") {
 #if defined(__linux__)
   // A thread pinned to one CPU; the pools it creates inherit the mask.

@@ -48,7 +48,7 @@ TEST_CASE("batch_sweep: a setup callable runs once per batch, its runner is time
   CHECK(res.best >= 0);  // no budget: the highest throughput
 }
 
-TEST_CASE("batch_sweep: a callable that runs the inference itself; max_reps bounds it", "[tools]") {
+TEST_CASE("batch_sweep: a callable that runs the inference itself, max_reps bounds it", "[tools]") {
   int calls = 0;
   kfuse::sweep_options opt;
   opt.batches = {2};

@@ -264,7 +264,7 @@ TEST_CASE("bf16: scalar conversion of the hand-picked cases", "[convert][bf16]")
   }
 }
 
-TEST_CASE("bf16: scalar f32 -> bf16 matches the double reference; NaN stays quiet NaN",
+TEST_CASE("bf16: scalar f32 -> bf16 matches the double reference, NaN stays quiet NaN",
           "[convert][bf16]") {
   std::mt19937 rng(1);
   int failures = 0;
