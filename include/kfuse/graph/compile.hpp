@@ -21,6 +21,7 @@
 #include "kfuse/graph/ops/norm.hpp"
 #include "kfuse/graph/ops/pool.hpp"
 #include "kfuse/graph/ops/shape.hpp"
+#include "kfuse/graph/thread_choice.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -944,23 +945,8 @@ class graph_compiler {
     q.zero_point = s.out_quant.zero_point;
     return q;
   }
-  // Per-thread rates of the cost model: a node's time on one thread is flops / flop_rate +
-  // bytes / byte_rate (ns). Round figures for one core of an AVX2/AVX-512 machine running kfuse's
-  // kernels (docs/executor.md); they only decide whether a split pays for its fork/join.
-  static constexpr double flop_rate = 50.0;  // flop per ns (50 GFLOP/s)
-  static constexpr double byte_rate = 20.0;  // bytes per ns (20 GB/s)
-  static constexpr double user_executor_fork_join_ns = 5000;
-  // The thread count that minimises t1 / t + fork/join; 1 unless that saves 10% or more.
   int threads_for(double bytes, double flops) const {
-    const int t = d_->threads;
-    const double fj = d_->fork_join_ns;
-    if (t <= 1) return 1;
-    if (fj <= 0) return t;
-    const double t1 = flops / flop_rate + bytes / byte_rate;
-    int best = 1;
-    for (int k = 2; k <= t; ++k)
-      if (t1 / k + fj < t1 / best + (best > 1 ? fj : 0)) best = k;
-    return t1 / best + fj <= 0.9 * t1 ? best : 1;
+    return node_threads(d_->threads, d_->fork_join_ns, bytes, flops);
   }
   graph_ops::rows_shape rows_for(const plan_tensor& t, bool per_channel) const {
     const index_t n = shape_numel(t.shape);
