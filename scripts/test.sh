@@ -81,7 +81,10 @@ asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert
   threading_cpu_budget graph_threading_avx512_bf16
   kernels_conv2d_f32_avx512_bf16 kernels_conv_depthwise_f32_avx512_bf16
   kernels_pool2d_float_avx512_bf16 graph_exec_avx512_bf16
-  tools_profiler_avx512_bf16)  # (its trace JSON test runs it too)
+  tools_profiler_avx512_bf16  # (its trace JSON test runs it too)
+  robustness_kernel_probes_avx512_bf16 robustness_graph_probes_avx512_bf16
+  robustness_graph_fuzz_avx512_bf16  # randomized differential test, ~5 s here
+  epilogue_nan_inf_avx512_bf16)
 if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally, not in CI's budget
   asan_targets+=(kernels_softmax_avx512_bf16 kernels_norm_avx512_bf16
     kernels_conv2d_f32_nchw_avx512_bf16 kernels_conv2d_errors_avx512_bf16
@@ -101,7 +104,7 @@ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFUSE_SANI
   -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/tsan -j "$jobs" \
   --target $(existing_targets build/tsan threading_thread_pool threading_cpu_budget \
-    graph_exec_avx512_bf16 graph_threading_avx512_bf16)
+    graph_exec_avx512_bf16 graph_threading_avx512_bf16 robustness_graph_probes_avx512_bf16)
 ctest --test-dir build/tsan -L threads -LE no_asan -j "$jobs" --output-on-failure
 
 if [[ -x scripts/examples_matrix.sh ]]; then

@@ -2,6 +2,7 @@
 // basic block (conv3x3-BN-ReLU, conv3x3-BN, + residual, ReLU, global average pool, linear) with
 // seeded Kaiming-normal weights, compiles each into fp32, bf16 and int8 plans (int8 calibrated
 // on sample inputs), and prints:
+//   * the arch and vector impl in use ("scalar fallback" when built without SIMD -march flags),
 //   * the fusion report and the memory plan,
 //   * the fp32 plan checked against a double-precision forward pass,
 //   * the agreement of the bf16 and int8 plans with the fp32 plan (accuracy report),
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kfuse/arch/target.hpp"
 #include "kfuse/graph/compile.hpp"
 #include "kfuse/tools/accuracy.hpp"
 #include "kfuse/tools/batch_sweep.hpp"
@@ -419,9 +421,11 @@ int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   const int used =
       o.threads > 0 ? std::min(o.threads, kfuse::pool_threads(0)) : kfuse::pool_threads(0);
+  // The arch and vector impl the plans run on (compile()'s defaults: arch::native, xsimd); a
+  // build without SIMD -march flags says "scalar fallback" here and in every report below.
   std::printf("kfuse models demo: arch %s, %d thread%s (pool of %d)\n",
-              std::string(kfuse::arch::native::name).c_str(), used, used == 1 ? "" : "s",
-              kfuse::pool_threads(0));
+              kfuse::target_of<kfuse::arch::native, kfuse::backend::xsimd>().text().c_str(), used,
+              used == 1 ? "" : "s", kfuse::pool_threads(0));
   std::printf("pool: %s\n", kfuse::default_pool().size_reason().c_str());
   const kfuse::machine_limits& lim = kfuse::cached_machine_limits();
   std::printf(

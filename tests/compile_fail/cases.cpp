@@ -52,8 +52,8 @@ void run() {
 #elif defined(KFUSE_CF_QUANTIZE_F32)
   eltwise(in_f, out_f, 64, epilogue<quantize<f32>>{});
 #elif defined(KFUSE_CF_HWY_TOO_NARROW)
-  // Built with -march=x86-64-v3 but without -maes -mpclmul: Highway 1.0.3's static target drops
-  // to SSSE3, narrower than the avx2 arch this TU is compiled for.
+  // Built with -march=x86-64-v3 and Highway included before kfuse (without -maes -mpclmul):
+  // Highway 1.0.3's static target drops to SSSE3, narrower than the avx2 arch of this TU.
   eltwise<arch::native, backend::hwy>(in_f, out_f, 64, epilogue<relu>{});
 #endif
 }

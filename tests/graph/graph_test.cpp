@@ -48,6 +48,17 @@ TEST_CASE("graph: fusion report and memory plan", "[graph]") {
   CHECK(r.nodes_before == 8);
   CHECK(r.nodes_after == 4);
   const std::string text = r.text();
+  // First line: the arch and vector impl compile() built the plan for (arch::native and xsimd by
+  // default), also on every step; never the scalar fallback here (the generic copy of this test
+  // is built with KFUSE_FORCE_GENERIC: "arch: generic (scalar)").
+  const std::string impl = simd::impl_name<arch::native, backend::xsimd>();
+  CHECK(text.rfind("arch: " + std::string(arch::native::name) + " (" + impl + ")\nfusion: ", 0) ==
+        0);
+  CHECK(text.find("scalar fallback") == std::string::npos);
+  CHECK(r.target.arch == arch::native::name);
+  CHECK(r.target.impl == impl);
+  CHECK_FALSE(r.target.scalar_fallback);
+  for (const step_info& s : p.steps()) CHECK(s.target.text() == r.target.text());
   CHECK(text.find("fused gelu1 (eltwise) into fc1 (linear)") != std::string::npos);
   CHECK(text.find("fused half (eltwise) into fc2 (linear)") != std::string::npos);
   CHECK(text.find("fused residual (eltwise) into fc_skip (linear)") != std::string::npos);

@@ -90,6 +90,13 @@ TEST_CASE("replay_profiler: one event per step per replay, trace parses", "[tool
   CHECK(doc["traceEvents"].arr.size() == ev.size());
   const std::string table = prof.table();
   CHECK(table.find("m.fc") != std::string::npos);
+  // The arch line names what the plan was compiled for (replay_profiler takes it from the steps).
+  INFO(table);
+  CHECK(prof.target_given());
+  CHECK(prof.target().text() == p.report().target.text());
+  CHECK(table.find("\narch: " + std::string(kfuse::arch::native::name) + " (" +
+                   kfuse::simd::impl_name<kfuse::arch::native, kfuse::backend::xsimd>() + ")\n") !=
+        std::string::npos);
 
   // The hooked replay computes the same as the plain one.
   std::vector<float> y2(y.size());

@@ -123,6 +123,34 @@ TEST_CASE("profiler: rows sorted by time with exact rates and roofline verdicts"
   CHECK(t.find("limits (given)") != std::string::npos);
 }
 
+TEST_CASE("profiler: the table names the arch and vector impl", "[tools]") {
+  kfuse::profiler p(test_limits());
+  const auto a = p.add_node({"a", "eltwise", 10, 10, kfuse::compute_kind::f32, 1});
+  p.record(a, 0, 1000);
+  // Default: this TU's default kernels (arch::native, xsimd). The generic copy of this test is
+  // built with KFUSE_FORCE_GENERIC, so it is "generic (scalar)", asked for, not the fallback.
+  const std::string native = std::string(kfuse::arch::native::name) + " (" +
+                             kfuse::simd::impl_name<kfuse::arch::native, kfuse::backend::xsimd>() +
+                             ")";
+  std::string t = p.table();
+  INFO(t);
+  CHECK_FALSE(p.target_given());
+  CHECK(t.find("\narch (this TU's default kernels): " + native + "\npool: ") != std::string::npos);
+  CHECK(t.find("scalar fallback") == std::string::npos);
+
+  // Named explicitly (replay_profiler does this with the plan's target).
+  p.set_target(kfuse::make_target_info<kfuse::arch::generic>("scalar"));
+  t = p.table();
+  CHECK(p.target_given());
+  CHECK(t.find("\narch: generic (scalar)\n") != std::string::npos);
+
+  // A plan compiled without SIMD -march flags (tests/first_use builds such a TU).
+  p.set_target(kfuse::target_info{"generic", "scalar", true});
+  t = p.table();
+  CHECK(t.find("\narch: generic (scalar) -- scalar fallback: compiled without -march flags for a "
+               "SIMD target; build with -march=native") != std::string::npos);
+}
+
 TEST_CASE("profiler: begin/end, time(), continued events and bad use", "[tools]") {
   kfuse::profiler p(test_limits());
   const auto a = p.add_node({"a", "eltwise", 10, 10, kfuse::compute_kind::f32, 1});

@@ -499,7 +499,9 @@ std::vector<Out> run_nchw(const std::vector<In>& in, const kfuse::dims4& d, cons
 
 // Power-of-two scales keep x / scale exact, so ties stay ties and the expectation is exact.
 const std::vector<float> ch_scales{0.5f, 0.25f, 2.f, 1.f, 0.125f};
-const std::vector<std::int32_t> ch_zps{0, 3, -5, 10, -128};
+// Zero points inside each type's range (a zero point outside it is an error).
+const std::vector<std::int32_t> ch_zps_i8{0, 3, -5, 10, -128};
+const std::vector<std::int32_t> ch_zps_u8{0, 3, 250, 10, 255};
 
 template <class E>
 double expect_q(double x, double s, double z) {
@@ -510,6 +512,7 @@ double expect_q(double x, double s, double z) {
 template <class B, class E>
 void check_quantize_stages() {
   using Q = kfuse::storage_t<E>;
+  const std::vector<std::int32_t>& ch_zps = std::is_same_v<E, kfuse::u8> ? ch_zps_u8 : ch_zps_i8;
   const kfuse::dims4 d{2, 5, 3, 7};  // 5 channels; rows of 5 values in nhwc
   const index_t n = kfuse::numel(d);
   // halves, ties, out of range and NaN

@@ -78,6 +78,41 @@
 #define KFUSE_X86_INT8_DOT \
   (KFUSE_X86 && (KFUSE_TIER == KFUSE_TIER_AVX2_VNNI || KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI))
 
+// Highway 1.0.3 makes its SSE4 / AVX2 / AVX3 static targets require AES and PCLMUL as well
+// (hwy/detect_targets.h), so plain -march=x86-64-v2 / -v3 / -v4, which enable neither, would
+// silently get its 128-bit SSSE3 target. kfuse uses no AES or carry-less multiply op: on x86 it
+// sets Highway's own switch HWY_DISABLE_PCLMUL_AES before the first Highway include, so the static
+// target follows the -march flags alone (SSE4, AVX2, AVX3), the same in every TU of one tier. A TU
+// that included Highway before kfuse keeps Highway's choice (docs/toolchain.md).
+#if KFUSE_X86 && !defined(HWY_DISABLE_PCLMUL_AES) && !defined(HIGHWAY_HWY_DETECT_TARGETS_H_)
+#define HWY_DISABLE_PCLMUL_AES 1
+#endif
+
+// KFUSE_SCALAR_FALLBACK is 1 when arch::native is the one-lane generic arch although the build
+// did not ask for it (KFUSE_FORCE_GENERIC): the TU was compiled without -march flags for a SIMD
+// tier (a plain x86-64 compiler targets SSE2, below kfuse's sse4 tier). Reports say "scalar
+// fallback"; defining KFUSE_WARN_SCALAR_FALLBACK (CMake: -DKFUSE_WARN_SCALAR_FALLBACK=ON) turns
+// it into one compiler warning per such TU.
+#if KFUSE_TIER == KFUSE_TIER_GENERIC && !defined(KFUSE_FORCE_GENERIC)
+#define KFUSE_SCALAR_FALLBACK 1
+#if defined(KFUSE_WARN_SCALAR_FALLBACK)
+#if defined(__GNUC__) || defined(__clang__)
+// #warning, not #pragma GCC warning: that one is silent in system headers, and find_package
+// consumers include kfuse as one (-isystem).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+// clang-format off
+#warning "kfuse: scalar fallback: this translation unit has no -march flags for a SIMD target, so arch::native is generic (one lane). Compile with e.g. -march=native or -march=x86-64-v3, or use kfuse_add_arch_sources; define KFUSE_FORCE_GENERIC if the scalar code is wanted (docs/toolchain.md)"
+// clang-format on
+#pragma GCC diagnostic pop
+#elif defined(_MSC_VER)
+#pragma message("warning: kfuse: scalar fallback: no SIMD target flags, arch::native is generic")
+#endif
+#endif
+#else
+#define KFUSE_SCALAR_FALLBACK 0
+#endif
+
 #define KFUSE_BEGIN_NAMESPACE \
   namespace kfuse {           \
   inline namespace KFUSE_ISA_NS {

@@ -6,12 +6,12 @@
 
 namespace kfuse {
 
-/// y = max(x, 0)
+/// y = max(x, 0); relu(NaN) = NaN (max(0, x): the x86 max returns its second operand on NaN)
 struct relu {
   static constexpr std::string_view name{"relu"};
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, const Ctx&) const {
-    return simd::max(x, V(0.f));
+    return simd::max(V(0.f), x);
   }
 };
 
@@ -25,7 +25,7 @@ struct leaky_relu {
   }
 };
 
-/// y = min(max(x, lo), hi); relu6 is clamp{0, 6}
+/// y = min(max(x, lo), hi); relu6 is clamp{0, 6}; clamp(NaN) = NaN (simd::clamp)
 struct clamp {
   static constexpr std::string_view name{"clamp"};
   float lo = 0.f;
@@ -98,12 +98,13 @@ struct gelu_tanh {
   }
 };
 
-/// y = x * clamp(x + 3, 0, 6) / 6
+/// y = x * clamp(x + 3, 0, 6) / 6, the gate scaled first so that x * gate cannot overflow
+/// (hardswish(FLT_MAX) = FLT_MAX; PyTorch's x * relu6(x + 3) / 6 gives inf there)
 struct hardswish {
   static constexpr std::string_view name{"hardswish"};
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, const Ctx&) const {
-    return x * simd::clamp(x + V(3.f), V(0.f), V(6.f)) * V(1.f / 6.f);
+    return x * (simd::clamp(x + V(3.f), V(0.f), V(6.f)) * V(1.f / 6.f));
   }
 };
 

@@ -27,7 +27,9 @@ struct bias {
   }
   template <class Check>
   void validate(const Check& c) const {
+    c.expect_data(values.data(), values.size(), "bias values");
     c.expect_per_channel(index_t(values.size()), "bias values");
+    c.expect_params_apart(values.data(), values.size_bytes(), "bias values");
   }
 };
 
@@ -45,11 +47,17 @@ struct second_tensor {
   }
   template <class Check>
   void validate(const Check& c) const {
-    if (per_channel)
+    c.expect_data(other.data(), other.size(), per_channel ? "operand values" : "second tensor");
+    if (per_channel) {
       c.expect_per_channel(index_t(other.size()), "operand values");
-    else if (index_t(other.size()) != c.numel)
-      c.fail("second tensor has " + std::to_string(other.size()) + " elements, the output " +
-             std::to_string(c.numel));
+      c.expect_params_apart(other.data(), other.size_bytes(), "operand values");
+    } else {
+      if (index_t(other.size()) != c.numel)
+        c.fail("second tensor has " + std::to_string(other.size()) + " elements, the output " +
+               std::to_string(c.numel));
+      c.expect_operand_apart(other.data(), other.size_bytes(), sizeof(storage_t<E>),
+                             "second tensor");
+    }
   }
 };
 }  // namespace stage_detail

@@ -99,11 +99,14 @@ KFUSE_INLINE bool uses_channel(const epilogue<S...>& e) {
 }
 
 /// Checks every stage's parameters; throws kfuse::error naming the kernel and the stage.
+/// With the output (out, out_bytes from out to past its last element, bytes per element)
+/// stages also check that their operands do not overlap it (stage_check).
 template <class... S>
-void validate(const epilogue<S...>& e, std::string_view kernel, index_t numel, index_t channels) {
+void validate(const epilogue<S...>& e, std::string_view kernel, index_t numel, index_t channels,
+              const void* out = nullptr, std::size_t out_bytes = 0, std::size_t out_elem = 0) {
   for_each_stage(e, [&](const auto& st) {
     using St = std::remove_cvref_t<decltype(st)>;
-    stage_check c{kernel, detail::stage_name<St>(), numel, channels};
+    stage_check c{kernel, detail::stage_name<St>(), numel, channels, out, out_bytes, out_elem};
     if constexpr (requires { st.validate(c); }) st.validate(c);
   });
 }

@@ -9,18 +9,34 @@
 namespace kfuse {
 
 namespace stage_detail {
+/// Zero points must lie in [lo, hi]: the range of the integer type they belong to.
 template <class Check>
-void validate_quant(const Check& c, const quant_params& q) {
+void validate_zero_point(const Check& c, std::int32_t z, std::int32_t lo, std::int32_t hi) {
+  if (z < lo || z > hi)
+    c.fail("zero point " + std::to_string(z) + " is outside the integer type's range [" +
+           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+template <class Check>
+void validate_quant(const Check& c, const quant_params& q, std::int32_t zlo, std::int32_t zhi) {
   if (q.scales.empty()) {
     if (!(q.scale > 0.f) || !std::isfinite(q.scale)) c.fail("scale must be positive and finite");
+    validate_zero_point(c, q.zero_point, zlo, zhi);
     return;
   }
+  c.expect_data(q.scales.data(), q.scales.size(), "scales");
+  c.expect_data(q.zero_points.data(), q.zero_points.size(), "zero points");
   c.expect_per_channel(index_t(q.scales.size()), "scales");
   if (!q.zero_points.empty() && q.zero_points.size() != q.scales.size())
     c.fail(std::to_string(q.zero_points.size()) + " zero points for " +
            std::to_string(q.scales.size()) + " scales");
   for (float s : q.scales)
     if (!(s > 0.f) || !std::isfinite(s)) c.fail("every scale must be positive and finite");
+  for (std::int32_t z : q.zero_points) validate_zero_point(c, z, zlo, zhi);
+  if (q.zero_points.empty()) validate_zero_point(c, q.zero_point, zlo, zhi);
+}
+template <class E, class Check>
+void validate_quant(const Check& c, const quant_params& q) {
+  validate_quant(c, q, std::int32_t(elem_traits<E>::min), std::int32_t(elem_traits<E>::max));
 }
 
 template <class V, class Ctx>
@@ -70,7 +86,7 @@ struct quantize {
   }
   template <class Check>
   void validate(const Check& c) const {
-    stage_detail::validate_quant(c, q);
+    stage_detail::validate_quant<E>(c, q);
   }
 };
 
@@ -85,7 +101,8 @@ struct dequantize {
   }
   template <class Check>
   void validate(const Check& c) const {
-    stage_detail::validate_quant(c, q);
+    // The input's integer type is not known here: a zero point of u8 or i8 passes.
+    stage_detail::validate_quant(c, q, -128, 255);
   }
 };
 
@@ -108,7 +125,17 @@ struct requantize {
   }
   template <class Check>
   void validate(const Check& c) const {
-    if (!multipliers.empty()) c.expect_per_channel(index_t(multipliers.size()), "multipliers");
+    stage_detail::validate_zero_point(c, zero_point, std::int32_t(elem_traits<E>::min),
+                                      std::int32_t(elem_traits<E>::max));
+    if (multipliers.empty()) {
+      if (!(multiplier > 0.f) || !std::isfinite(multiplier))
+        c.fail("multiplier must be positive and finite");
+      return;
+    }
+    c.expect_data(multipliers.data(), multipliers.size(), "multipliers");
+    c.expect_per_channel(index_t(multipliers.size()), "multipliers");
+    for (float m : multipliers)
+      if (!(m > 0.f) || !std::isfinite(m)) c.fail("every multiplier must be positive and finite");
   }
 };
 

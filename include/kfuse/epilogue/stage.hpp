@@ -81,12 +81,44 @@ struct stage_check {
   std::string_view kernel;
   std::string_view stage;
   index_t numel = 0;
-  index_t channels = 0;  // 0: the tensor has no channel axis
+  index_t channels = 0;       // 0: the tensor has no channel axis
+  const void* out = nullptr;  // the kernel's output (unknown when null)
+  std::size_t out_bytes = 0;  // from out to one past its last element
+  std::size_t out_elem = 0;   // bytes per output element
   [[noreturn]] void fail(const std::string& what) const {
     throw error(std::string(kernel) + ": stage '" + std::string(stage) + "': " + what);
   }
+  /// A parameter array of count elements must have memory behind it.
+  void expect_data(const void* p, std::size_t count, std::string_view what) const {
+    if (p == nullptr && count != 0)
+      fail(std::string(what) + " is null but has " + std::to_string(count) + " elements");
+  }
+  /// A second tensor read at each output's own index may be the output itself (each element is
+  /// read before it is overwritten) when it covers exactly the output, with the same element
+  /// size; any other overlap would read values the kernel already wrote.
+  void expect_operand_apart(const void* p, std::size_t bytes, std::size_t elem,
+                            std::string_view what) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p), o = reinterpret_cast<std::uintptr_t>(out);
+    if (out == nullptr || p == nullptr || bytes == 0 || out_bytes == 0 || a >= o + out_bytes ||
+        o >= a + bytes)
+      return;
+    if (p == out && bytes == out_bytes && elem == out_elem) return;
+    fail(std::string(what) +
+         " overlaps the output (only the output buffer itself, same size and element type, "
+         "may be used as the operand)");
+  }
+  /// A parameter array (read at any index, e.g. per channel) must not share a byte with the
+  /// output.
+  void expect_params_apart(const void* p, std::size_t bytes, std::string_view what) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p), o = reinterpret_cast<std::uintptr_t>(out);
+    if (out == nullptr || p == nullptr || bytes == 0 || out_bytes == 0 || a >= o + out_bytes ||
+        o >= a + bytes)
+      return;
+    fail(std::string(what) + " overlap the output buffer");
+  }
   /// A per-channel parameter list must have one value per channel.
   void expect_per_channel(index_t count, std::string_view what) const {
+    if (numel == 0) return;  // an empty tensor: nothing is read
     if (channels == 0)
       fail(std::string(what) +
            " is per channel but the tensor has no channel axis (pass a "

@@ -11,6 +11,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kfuse/graph/graph.hpp"
@@ -56,6 +57,7 @@ class graph_compiler {
     build_steps();
     if (opt_.fuse) fuse();
     lower();
+    set_target(*d_, make_target_info<A>(simd::impl_name<A, B>()));
     plan_memory();
     return plan(std::shared_ptr<const plan_data>(d_));
   }
@@ -73,6 +75,13 @@ class graph_compiler {
     return r + "]";
   }
   static bool is_float(dtype t) { return t == dtype::f32 || t == dtype::bf16 || t == dtype::f16; }
+  /// A tensor's size in bytes, checked: every later shape_numel of it then fits index_t.
+  static std::size_t tensor_bytes(const std::string& name, const std::vector<index_t>& shape,
+                                  dtype type) {
+    const std::string what = "tensor '" + name + "' " + shape_str(shape);
+    return detail::checked_bytes("graph", what, detail::checked_count("graph", what, shape),
+                                 dtype_size(type));
+  }
   std::int32_t new_tensor(std::string name, std::vector<index_t> shape, dtype type,
                           tensor_layout layout = tensor_layout::plain) {
     plan_tensor t;
@@ -80,7 +89,7 @@ class graph_compiler {
     t.shape = std::move(shape);
     t.type = type;
     t.layout = layout;
-    t.bytes = std::size_t(shape_numel(t.shape)) * dtype_size(type);
+    t.bytes = tensor_bytes(t.name, t.shape, type);
     d_->tensors.push_back(std::move(t));
     producer_.push_back(-1);
     return std::int32_t(d_->tensors.size() - 1);
@@ -198,7 +207,7 @@ class graph_compiler {
         t.where = plan_tensor::storage::constant;
         t.data = td.has_data ? td.data.data() : nullptr;
       }
-      t.bytes = std::size_t(shape_numel(t.shape)) * dtype_size(t.type);
+      t.bytes = tensor_bytes(t.name, t.shape, t.type);
       d_->tensors.push_back(std::move(t));
       producer_.push_back(-1);
     }
@@ -219,6 +228,43 @@ class graph_compiler {
         if (e <= 0 && (ts[i].is_input || ts[i].is_constant))
           fail("graph", "tensor '" + ts[i].name + "' has a non-positive extent in " +
                             shape_str(ts[i].shape));
+    check_names_and_quant();
+    // A weight declared without data (graph::weight) may not reach a kernel, whatever slot it
+    // is used in (operands of add / mul / concat included).
+    for (const node_desc& n : g_.nodes())
+      for (tensor_id in : n.inputs)
+        if (in.index >= 0 && std::size_t(in.index) < ts.size() &&
+            ts[std::size_t(in.index)].is_constant && !ts[std::size_t(in.index)].has_data)
+          fail_node(
+              n, "weight '" + ts[std::size_t(in.index)].name + "' has no data (graph::set_data)");
+  }
+
+  /// Names identify nodes and tensors in every error, report and profile: they must be unique
+  /// (a node's output tensor carries the node's name). Quant params must be usable: a positive
+  /// finite scale and a zero point inside the tensor's integer range.
+  void check_names_and_quant() {
+    std::unordered_map<std::string_view, const char*> seen;
+    for (const tensor_desc& td : g_.tensors()) {
+      const char* what = td.is_input ? "an input" : td.is_constant ? "a constant" : "a node";
+      if (td.name.empty()) fail("graph", std::string(what) + " has an empty name");
+      const auto [it, fresh] = seen.emplace(td.name, what);
+      if (!fresh)
+        fail("graph", "duplicate name '" + td.name + "': " + it->second + " and " + what +
+                          " (names must be unique)");
+      if (!td.has_quant) continue;
+      const tensor_quant& q = td.quant;
+      const std::int32_t lo = td.type == dtype::u8 ? 0 : -128;
+      const std::int32_t hi = td.type == dtype::i8 ? 127 : 255;
+      if (!(q.scale > 0.f) || !std::isfinite(q.scale))
+        fail("graph", "tensor '" + td.name + "': quant scale must be positive and finite, not " +
+                          std::to_string(q.scale));
+      if (q.zero_point < lo || q.zero_point > hi)
+        fail("graph", "tensor '" + td.name + "': quant zero point " + std::to_string(q.zero_point) +
+                          " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" +
+                          (td.type == dtype::i8 || td.type == dtype::u8
+                               ? " (" + std::string(dtype_name(td.type)) + ")"
+                               : ""));
+    }
   }
 
   /// Slots that may be left empty (tensor_id{}): bias of linear / conv, gamma / beta of norms.
@@ -320,7 +366,7 @@ class graph_compiler {
     o.shape = std::move(shape);
     o.type = type;
     o.layout = layout;
-    o.bytes = std::size_t(shape_numel(o.shape)) * dtype_size(type);
+    o.bytes = tensor_bytes(o.name, o.shape, type);
     const tensor_desc& od = g_.tensor(n.output);
     if (od.has_quant) {
       o.has_quant = true;
@@ -361,8 +407,14 @@ class graph_compiler {
                            " tensor operands in one eltwise node");
         if (n.stages.size() > std::size_t(graph_ops::chain_max_stages))
           fail_node(n, "more than " + std::to_string(graph_ops::chain_max_stages) + " stages");
-        for (const eltwise_stage& s : n.stages)
+        for (const eltwise_stage& s : n.stages) {
           if (s.kind == stage_kind::clamp && !(s.p0 <= s.p1)) fail_node(n, "clamp: lo exceeds hi");
+          if ((s.kind == stage_kind::scale || s.kind == stage_kind::leaky_relu) &&
+              !std::isfinite(s.p0))
+            fail_node(
+                n, std::string(s.kind == stage_kind::scale ? "scale factor" : "leaky_relu slope") +
+                       " must be finite, not " + std::to_string(s.p0));
+        }
         set_out(n, x.shape, x.type, x.layout);
         break;
       }
@@ -439,6 +491,9 @@ class graph_compiler {
             (n.pool.kind == pool_mode::average || n.pool.kind == pool_mode::global_average))
           fail_node(n, "average pooling of " + std::string(dtype_name(x.type)) + " input '" +
                            x.name + "' needs its quant params (graph::set_quant)");
+        if (n.pool.kind == pool_mode::global_max || n.pool.kind == pool_mode::global_average)
+          if (n.pool.pad_top || n.pool.pad_left || n.pool.pad_bottom || n.pool.pad_right)
+            fail_node(n, "global pooling takes no padding");
         const pool_shape ps = pool_shape_of(x, n.pool);
         try {
           check_pool_shape("pool2d", ps);
@@ -501,6 +556,11 @@ class graph_compiler {
                              std::to_string(C) + " channels");
         }
         if (!(n.eps >= 0.f)) fail_node(n, "eps must be non-negative");
+        const std::vector<float> var = constant_f32(n.inputs[2].index);
+        for (std::size_t c = 0; c < var.size(); ++c)
+          if (!(var[c] >= 0.f))
+            fail_node(n, "variance of channel " + std::to_string(c) + " is negative or NaN (" +
+                             std::to_string(var[c]) + ")");
         set_out(n, x.shape, dtype::f32, x.layout);
         break;
       }
@@ -607,6 +667,10 @@ class graph_compiler {
         if (q_in && to != dtype::f32) fail_node(n, "dequantize produces f32");
         if (q_out && !(n.quant.scale > 0.f && std::isfinite(n.quant.scale)))
           fail_node(n, "quantize scale must be positive and finite");
+        if (q_out && (n.quant.zero_point < (to == dtype::u8 ? 0 : -128) ||
+                      n.quant.zero_point > (to == dtype::u8 ? 255 : 127)))
+          fail_node(n, "quantize zero point " + std::to_string(n.quant.zero_point) +
+                           " is outside the range of " + std::string(dtype_name(to)));
         set_out(n, x.shape, to, x.layout);
         break;
       }
@@ -665,6 +729,7 @@ class graph_compiler {
     bool alive = true;
     std::string lowered_from;                   // batch_norm lowered to a chain, ...
     std::int32_t bn_scale = -1, bn_shift = -1;  // conv2d: a batch norm folded into the weights
+    bool bn_after_bias = false;  // the folded batch norm came after the chain's first stage (a bias)
     tensor_quant out_quant{};  // an int8 output (quantize absorbed): its scale and zero point
   };
 
@@ -756,12 +821,18 @@ class graph_compiler {
       step& p = steps_[std::size_t(step_of[std::size_t(e.x)])];
       // Batch norm right after a conv (nothing but its bias in between): fold it into the
       // weights and bias at lowering instead of running the per-channel affine.
+      // A bias before it is folded too, so it must be constant data (not a graph input).
       const bool fold =
           p.op == op_kind::conv2d && e.lowered_from == "batch_norm" && p.bn_scale < 0 &&
-          (p.chain.empty() || (p.chain.size() == 1 && p.chain[0].kind == stage_kind::bias));
+          (p.chain.empty() ||
+           (p.chain.size() == 1 && p.chain[0].kind == stage_kind::bias &&
+            p.chain[0].operand >= 0 &&
+            T(p.chain[0].operand).where == plan_tensor::storage::constant &&
+            T(p.chain[0].operand).data != nullptr));
       if (fold) {
         p.bn_scale = e.chain[0].operand;
         p.bn_shift = e.chain[1].operand;
+        p.bn_after_bias = !p.chain.empty();
         p.chain.insert(p.chain.end(), e.chain.begin() + 2, e.chain.end());
       } else {
         p.chain.insert(p.chain.end(), e.chain.begin(), e.chain.end());
@@ -1194,7 +1265,9 @@ class graph_compiler {
     for (index_t k = 0; k < K; ++k)
       for (index_t i = 0; i < per; ++i) w[std::size_t(k * per + i)] *= sc[std::size_t(k)];
     std::vector<float> b(static_cast<std::size_t>(K), 0.f);
-    const bool had_bias = !chain.empty() && chain[0].kind == stage_kind::bias;
+    // Only a bias that came before the batch norm is folded through it; a bias fused after it
+    // stays in the chain, after the folded one.
+    const bool had_bias = s.bn_after_bias;
     if (had_bias) b = constant_f32(chain[0].operand);
     for (index_t k = 0; k < K; ++k)
       b[std::size_t(k)] = b[std::size_t(k)] * sc[std::size_t(k)] + sh[std::size_t(k)];
@@ -1746,6 +1819,8 @@ class graph_compiler {
         at = std::max(at, b.second);
       }
       if (best == SIZE_MAX) best = at;
+      // Each tensor's size was checked; their placement in one arena is checked here.
+      detail::checked_add("graph", "the activation arena (bytes)", index_t(best), index_t(it.size));
       ts[std::size_t(it.t)].offset = best;
       done.push_back({best, it.size, it.first, it.last});
       arena = std::max(arena, best + it.size);

@@ -114,7 +114,14 @@ inline index_t shape_numel(const std::vector<index_t>& s) noexcept {
 /// A binding of `count` elements at p (inputs may be const: kfuse never writes them).
 template <class T>
 binding bind(T* p, std::size_t count) noexcept {
-  return binding{const_cast<void*>(static_cast<const void*>(p)), count * sizeof(T)};
+  binding b{const_cast<void*>(static_cast<const void*>(p)), count * sizeof(T)};
+  // Raw bytes (std::byte, char) carry no element type; uint8_t / int8_t do (u8 / i8 tensors).
+  using U = std::remove_cv_t<T>;
+  if constexpr (storage_type<U>) {
+    b.typed = true;
+    b.type = dtype_of<U>();
+  }
+  return b;
 }
 template <class C>
 binding bind(C& container) noexcept {

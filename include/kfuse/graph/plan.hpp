@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kfuse/arch/target_info.hpp"
 #include "kfuse/graph/names.hpp"
 #include "kfuse/kernels/checks.hpp"
 
@@ -26,16 +27,21 @@ struct step_info {
   std::vector<index_t> out_shape;  // its output
   dtype out_type = dtype::f32;
   tensor_layout out_layout = tensor_layout::plain;
+  target_info target;  // the arch and vector impl its kernel was compiled for (same for all steps)
 };
 
-/// What the fusion passes did.
+/// What the fusion passes did, and the arch and vector impl the plan's kernels were compiled for.
 struct fusion_report {
   std::vector<std::string> fused;  // "fused bn1 (batch_norm) into conv1 (conv2d)", ...
   int nodes_before = 0;            // graph nodes
   int nodes_after = 0;             // plan steps
+  target_info target;              // compile<A, B>: A and simd::impl_name<A, B>()
+  /// "arch: avx512_bf16 (xsimd:avx512bw)\nfusion: 8 nodes -> 4 steps\n  fused ...\n"; a plan
+  /// compiled for the scalar fallback says "scalar fallback" on its arch line.
   std::string text() const {
-    std::string s = "fusion: " + std::to_string(nodes_before) + " nodes -> " +
-                    std::to_string(nodes_after) + " steps\n";
+    std::string s = "arch: " + target.text() + "\n";
+    s += "fusion: " + std::to_string(nodes_before) + " nodes -> " + std::to_string(nodes_after) +
+         " steps\n";
     for (const std::string& f : fused) s += "  " + f + "\n";
     return s;
   }
@@ -83,6 +89,12 @@ struct plan_data {
   std::vector<std::shared_ptr<const void>> owned;  // parameter blocks, packed weights, constants
 };
 
+/// Records the target compile<A, B> built the plan for, in its report and in every step.
+inline void set_target(plan_data& d, const target_info& t) {
+  d.report.target = t;
+  for (step_info& s : d.steps) s.target = t;
+}
+
 }  // namespace detail
 
 class plan {
@@ -118,10 +130,16 @@ class plan {
   std::size_t input_count() const { return data().inputs.size(); }
   std::size_t output_count() const { return data().outputs.size(); }
   const plan_tensor& input(std::size_t i) const {
-    return data().tensors.at(std::size_t(data().inputs.at(i)));
+    if (i >= data().inputs.size())
+      detail::fail("plan", "input " + std::to_string(i) + " does not exist (the plan has " +
+                               std::to_string(data().inputs.size()) + ")");
+    return data().tensors[std::size_t(data().inputs[i])];
   }
   const plan_tensor& output(std::size_t i) const {
-    return data().tensors.at(std::size_t(data().outputs.at(i)));
+    if (i >= data().outputs.size())
+      detail::fail("plan", "output " + std::to_string(i) + " does not exist (the plan has " +
+                               std::to_string(data().outputs.size()) + ")");
+    return data().tensors[std::size_t(data().outputs[i])];
   }
   const std::vector<plan_tensor>& tensors() const { return data().tensors; }
   bool empty() const noexcept { return !d_; }

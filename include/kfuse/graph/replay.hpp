@@ -69,7 +69,11 @@ class replay_buffer {
   std::span<const command> commands() const noexcept { return cmds_; }
   /// The plan step command i runs (name, op, flops, bytes ...).
   const step_info& step(std::int32_t step_index) const {
-    return d_->steps.at(std::size_t(step_index));
+    if (!d_ || step_index < 0 || std::size_t(step_index) >= d_->steps.size())
+      detail::fail("replay", "step " + std::to_string(step_index) +
+                                 " does not exist (the plan has " +
+                                 std::to_string(d_ ? d_->steps.size() : 0) + ")");
+    return d_->steps[std::size_t(step_index)];
   }
   const std::vector<step_info>& steps() const { return d_->steps; }
   std::size_t arena_bytes() const noexcept { return d_ ? d_->arena_bytes : 0; }
@@ -90,6 +94,10 @@ class replay_buffer {
     const std::string what =
         std::string(output ? "output " : "input ") + std::to_string(i) + " ('" + t.name + "')";
     if (b.data == nullptr) detail::fail("replay", what + " is bound to a null pointer");
+    if (b.typed && b.type != t.type)
+      detail::fail("replay", what + " is bound to a buffer of " + std::string(dtype_name(b.type)) +
+                                 ", the plan's tensor holds " + std::string(dtype_name(t.type)) +
+                                 " (convert the data, or add a cast / quantize node)");
     if (b.bytes != t.bytes)
       detail::fail("replay",
                    what + " is bound to " + std::to_string(b.bytes) + " bytes, the plan expects " +
@@ -98,6 +106,22 @@ class replay_buffer {
                        " elements)");
     if (reinterpret_cast<std::uintptr_t>(b.data) % dtype_size(t.type) != 0)
       detail::fail("replay", what + " is not aligned to its element size");
+  }
+
+  /// An output buffer shares no byte with an input or another output: a plan reads its inputs
+  /// after it has begun to write its outputs, so an aliased output would be silently wrong.
+  static void check_apart(std::span<const binding> in, std::span<const binding> out) {
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      for (std::size_t i = 0; i < in.size(); ++i)
+        if (detail::bytes_overlap(out[o].data, out[o].bytes, in[i].data, in[i].bytes))
+          detail::fail("replay", "output " + std::to_string(o) + " overlaps input " +
+                                     std::to_string(i) +
+                                     ": a plan cannot run in place (bind separate buffers)");
+      for (std::size_t j = 0; j < o; ++j)
+        if (detail::bytes_overlap(out[o].data, out[o].bytes, out[j].data, out[j].bytes))
+          detail::fail("replay", "outputs " + std::to_string(j) + " and " + std::to_string(o) +
+                                     " overlap (bind separate buffers)");
+    }
   }
 
   // Set while replay() or a rebind runs: one atomic exchange per call finds a second thread.
@@ -133,6 +157,15 @@ class replay_buffer {
                                  " does not exist (the plan has " + std::to_string(ids.size()) +
                                  ")");
     check_binding(d_->tensors[std::size_t(ids[i])], output, i, b);
+    std::vector<binding>& list = output ? bound_out_ : bound_in_;
+    const binding old = list[i];
+    list[i] = b;
+    try {
+      check_apart(bound_in_, bound_out_);
+    } catch (...) {
+      list[i] = old;  // nothing changes on error
+      throw;
+    }
     const auto& begin = output ? out_begin_ : in_begin_;
     for (std::uint32_t p = begin[i]; p < begin[i + 1]; ++p)
       *patches_[p].slot = static_cast<const unsigned char*>(b.data) + patches_[p].offset;
@@ -144,6 +177,7 @@ class replay_buffer {
   std::vector<patch> patches_;
   std::vector<std::uint32_t> in_begin_, out_begin_;  // patches_ ranges per input / output
   const executor* exec_ = nullptr;
+  std::vector<binding> bound_in_, bound_out_;  // what is bound now (overlap checks of rebinds)
   in_use_flag in_use_;
 };
 
@@ -176,9 +210,12 @@ inline replay_buffer plan::record(std::span<const binding> inputs,
     replay_buffer::check_binding(d.tensors[std::size_t(d.inputs[i])], false, i, inputs[i]);
   for (std::size_t i = 0; i < outputs.size(); ++i)
     replay_buffer::check_binding(d.tensors[std::size_t(d.outputs[i])], true, i, outputs[i]);
+  replay_buffer::check_apart(inputs, outputs);
 
   replay_buffer r;
   r.d_ = d_;
+  r.bound_in_.assign(inputs.begin(), inputs.end());
+  r.bound_out_.assign(outputs.begin(), outputs.end());
   r.exec_ = d.options.exec;
   r.arena_.reset(static_cast<unsigned char*>(detail::arena_alloc(d.arena_bytes)));
   std::size_t total = 0;
@@ -250,6 +287,7 @@ inline void plan::run(std::span<const binding> inputs, std::span<const binding> 
     replay_buffer::check_binding(d.tensors[std::size_t(d.inputs[i])], false, i, inputs[i]);
   for (std::size_t i = 0; i < outputs.size(); ++i)
     replay_buffer::check_binding(d.tensors[std::size_t(d.outputs[i])], true, i, outputs[i]);
+  replay_buffer::check_apart(inputs, outputs);
   const scoped_executor use(d.options.exec);
   // Eager: one allocation per intermediate tensor, pointers found through a map per use.
   std::unordered_map<std::int32_t, std::unique_ptr<void, void (*)(void*)>> buffers;

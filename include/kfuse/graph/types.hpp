@@ -99,10 +99,15 @@ struct tensor_quant {
   std::int32_t zero_point = 0;
 };
 
-/// A caller's buffer bound to a graph input or output: its address and size in bytes.
+/// A caller's buffer bound to a graph input or output: its address, its size in bytes and,
+/// when made by bind() from a typed pointer, its element type (checked against the tensor's:
+/// a bf16 buffer bound where the plan expects f32 is an error, not a reinterpretation).
+/// binding{p, bytes} and bind() of void / std::byte / char buffers are untyped: size only.
 struct binding {
   void* data = nullptr;
   std::size_t bytes = 0;
+  bool typed = false;
+  dtype type = dtype::f32;
 };
 
 /// A user-supplied executor (defined in kfuse/threading/thread_pool.hpp).

@@ -49,6 +49,7 @@ inline void check_batch_norm_params(const batch_norm_params& p, index_t channels
   constexpr std::string_view k = "batch_norm";
   auto count = [&](std::span<const float> s, const char* what, bool optional) {
     if (optional && s.empty()) return;
+    check_buffer(k, what, s.data(), index_t(s.size()));
     if (index_t(s.size()) != channels)
       fail(k, std::string(what) + " has " + std::to_string(s.size()) + " values for " +
                   std::to_string(channels) + " channels");
@@ -80,14 +81,13 @@ run_info batch_norm(tensor_view<In, L> in, tensor_view<Out, L> out, const batch_
   constexpr std::string_view k = "batch_norm";
   if (!(in.dims == out.dims)) detail::fail(k, "input and output shapes differ");
   const dims4& d = in.dims;
-  if (d.n < 0 || d.c < 0 || d.h < 0 || d.w < 0) detail::fail(k, "negative extent");
-  const index_t n = numel(d);
+  const index_t n = detail::checked_count(k, "the tensor", {d.n, d.c, d.h, d.w});
   const InT* x = in.data;
   detail::check_buffer(k, "input", x, n);
   detail::check_buffer(k, "output", out.data, n);
   detail::check_overlap(k, x, n, out.data, n);
   detail::check_batch_norm_params(p, d.c);
-  validate(ep, k, n, d.c);
+  validate(ep, k, n, d.c, out.data, sizeof(*out.data) * std::size_t(n), sizeof(*out.data));
   if (n == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "none", 0};
   std::vector<float> folded(2 * std::size_t(d.c));
   float* scale = folded.data();

@@ -109,7 +109,7 @@ run_info eltwise_impl(const In* in, Out* out, index_t n, const dims4* dims, bool
   check_buffer(k, "output", out, n);
   check_overlap(k, in, n, out, n);
   const index_t channels = dims ? dims->c : 0;
-  validate(ep, k, n, channels);
+  validate(ep, k, n, channels, out, sizeof(Out) * std::size_t(n), sizeof(Out));
   if (n == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "eltwise", 0};
   if (!dims || !uses_channel(ep)) return eltwise_rows<A, B>(in, out, 1, n, 0, false, ep, opt);
   if (channels_last)
@@ -145,9 +145,9 @@ run_info eltwise(tensor_view<In, L> in, tensor_view<Out, L> out, const epilogue<
                  const run_options& opt = {}) {
   if (!(in.dims == out.dims)) detail::fail("eltwise", "input and output shapes differ");
   const dims4& d = in.dims;
-  if (d.n < 0 || d.c < 0 || d.h < 0 || d.w < 0) detail::fail("eltwise", "negative extent");
+  const index_t n = detail::checked_count("eltwise", "the tensor", {d.n, d.c, d.h, d.w});
   return detail::eltwise_impl<A, B>(static_cast<const std::remove_const_t<In>*>(in.data), out.data,
-                                    numel(d), &d, std::is_same_v<L, nhwc>, ep, opt);
+                                    n, &d, std::is_same_v<L, nhwc>, ep, opt);
 }
 
 KFUSE_END_NAMESPACE

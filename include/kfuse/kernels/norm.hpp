@@ -235,11 +235,13 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
   if (!beta.empty() && index_t(beta.size()) != cols)
     fail(k,
          "beta has " + std::to_string(beta.size()) + " values for rows of " + std::to_string(cols));
-  const index_t n = rows * cols;
+  check_buffer(k, "gamma", gamma.data(), index_t(gamma.size()));
+  check_buffer(k, "beta", beta.data(), index_t(beta.size()));
+  const index_t n = checked_mul(k, "rows x cols", rows, cols);
   check_buffer(k, "input", in, n);
   check_buffer(k, "output", out, n);
   check_overlap(k, in, n, out, n);
-  validate(ep, k, n, cols);
+  validate(ep, k, n, cols, out, sizeof(Out) * std::size_t(n), sizeof(Out));
   if (n == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "none", 0};
   constexpr index_t target = index_t(1) << 14;  // ~64 KiB of f32 input per chunk
   const bool stream = use_streaming_stores<V>(out, rows, cols);

@@ -402,14 +402,9 @@ struct pool2d {
     const index_t n_in = numel(s.in_dims()), n_out = numel(od);
     detail::check_buffer(k, "input", in.data, n_in);
     detail::check_buffer(k, "output", out.data, n_out);
-    {
-      const auto a0 = reinterpret_cast<std::uintptr_t>(in.data),
-                 a1 = a0 + sizeof(T) * std::size_t(n_in);
-      const auto b0 = reinterpret_cast<std::uintptr_t>(out.data),
-                 b1 = b0 + sizeof(Out) * std::size_t(n_out);
-      if (a0 < b1 && b0 < a1) detail::fail(k, "input and output overlap");
-    }
-    validate(ep, k, n_out, s.c);
+    detail::check_disjoint(k, "input", in.data, n_in, out.data, n_out);
+    validate(ep, k, n_out, s.c, out.data, sizeof(Out) * std::size_t(n_out), sizeof(Out));
+    if (n_out == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "none", 0};
 
     const bool is_max = s.kind == pool_kind::max;
     const index_t ohn = od.h, own = od.w;

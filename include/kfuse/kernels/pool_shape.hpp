@@ -55,9 +55,12 @@ namespace detail {
 /// Throws kfuse::error "<kernel>: ..." naming the first problem with the geometry.
 inline void check_pool_shape(std::string_view kernel, const pool_shape& s) {
   auto num = [](index_t v) { return std::to_string(v); };
-  if (s.n < 1 || s.c < 1 || s.h < 1 || s.w < 1)
-    fail(kernel, "input extent must be positive (N " + num(s.n) + ", C " + num(s.c) + ", H " +
-                     num(s.h) + ", W " + num(s.w) + ")");
+  // A batch of 0 is an empty tensor: the kernel does nothing (docs/robustness.md).
+  if (s.n < 0 || s.c < 1 || s.h < 1 || s.w < 1)
+    fail(kernel, "input extent must be positive, N may be 0 (N " + num(s.n) + ", C " + num(s.c) +
+                     ", H " + num(s.h) + ", W " + num(s.w) + ")");
+  // The input count (and so the output's) in bytes, checked once for every size computed later.
+  checked_bytes(kernel, "the input", checked_count(kernel, "the input", {s.n, s.c, s.h, s.w}), 4);
   if (s.global) {
     if (s.pad_top || s.pad_left || s.pad_bottom || s.pad_right)
       fail(kernel, "global pooling takes no padding");
@@ -68,8 +71,12 @@ inline void check_pool_shape(std::string_view kernel, const pool_shape& s) {
   if (s.stride_h < 1 || s.stride_w < 1) fail(kernel, "strides must be positive");
   if (s.pad_top < 0 || s.pad_left < 0 || s.pad_bottom < 0 || s.pad_right < 0)
     fail(kernel, "padding must not be negative");
-  if (2 * s.pad_top > s.r || 2 * s.pad_bottom > s.r || 2 * s.pad_left > s.s ||
-      2 * s.pad_right > s.s)
+  checked_add(kernel, "padded height", checked_add(kernel, "padded height", s.h, s.pad_top),
+              s.pad_bottom);
+  checked_add(kernel, "padded width", checked_add(kernel, "padded width", s.w, s.pad_left),
+              s.pad_right);
+  if (s.pad_top > s.r / 2 || s.pad_bottom > s.r / 2 || s.pad_left > s.s / 2 ||
+      s.pad_right > s.s / 2)
     fail(kernel, "padding (top " + num(s.pad_top) + ", left " + num(s.pad_left) + ", bottom " +
                      num(s.pad_bottom) + ", right " + num(s.pad_right) +
                      ") must be at most half the window (" + num(s.r) + "x" + num(s.s) + ")");

@@ -342,7 +342,7 @@ run_info softmax_impl(const In* in, Out* out, index_t outer, index_t axis, index
   using V = simd::vec_for<A, B>;
   constexpr int L = V::lanes;
   constexpr std::string_view k = "softmax";
-  const index_t n = outer * axis * inner;
+  const index_t n = checked_count(k, "the tensor", {outer, axis, inner});
   check_buffer(k, "input", in, n);
   check_buffer(k, "output", out, n);
   check_overlap(k, in, n, out, n);
@@ -420,6 +420,7 @@ run_info softmax_shape(const In* in, Out* out, std::span<const index_t> shape, i
     fail(k, "axis " + std::to_string(axis) + " is out of range for a " + std::to_string(rank) +
                 "-D tensor of shape " + shape_string(shape));
   if (axis < 0) axis += rank;
+  checked_count(k, "the tensor", shape);  // then every partial product below fits
   index_t outer = 1, inner = 1;
   for (int d = 0; d < rank; ++d) {
     if (shape[d] < 0) fail(k, "negative extent in shape " + shape_string(shape));
@@ -451,8 +452,7 @@ run_info softmax(const In* in, Out* out, index_t rows, index_t cols, const softm
 template <class A = arch::native, class B = backend::xsimd, class In, class Out>
 run_info softmax(std::span<In> in, std::span<Out> out, std::span<const index_t> shape, int axis,
                  const softmax_options& so = {}, const run_options& opt = {}) {
-  index_t n = 1;
-  for (index_t e : shape) n *= e;
+  const index_t n = detail::checked_count("softmax", "the tensor", shape);
   if (index_t(in.size()) != n || index_t(out.size()) != n)
     detail::fail("softmax", "input has " + std::to_string(in.size()) + " elements and output " +
                                 std::to_string(out.size()) + ", shape " +

@@ -57,6 +57,19 @@ struct hwy_impl {
   static KFUSE_INLINE reg tanh(reg a) { return hn::Tanh(D(), a); }
   static KFUSE_INLINE reg erf(reg a) { return erf_from_exp<hwy_impl>(a); }
   static KFUSE_INLINE reg round_even(reg a) { return hn::Round(a); }
+  // bf16 pairs (the bf16 GEMM emulation): lanes of 32 raw bits holding two bf16, element 2i in
+  // the low half; bf16_even / bf16_odd give the low / high element of each lane as f32.
+  static KFUSE_INLINE reg load_bits(const void* p) {
+    return hn::LoadU(D(), static_cast<const float*>(p));
+  }
+  static KFUSE_INLINE reg bf16_even(reg pairs) {
+    const hn::Rebind<std::uint32_t, D> du;
+    return hn::BitCast(D(), hn::ShiftLeft<16>(hn::BitCast(du, pairs)));
+  }
+  static KFUSE_INLINE reg bf16_odd(reg pairs) {
+    const hn::Rebind<std::uint32_t, D> du;
+    return hn::BitCast(D(), hn::And(hn::BitCast(du, pairs), hn::Set(du, 0xffff0000u)));
+  }
 
   template <class T>
   static KFUSE_INLINE reg load(const T* p) {

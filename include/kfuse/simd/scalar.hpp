@@ -1,6 +1,7 @@
 #pragma once
 // The scalar impl: one lane of plain C++. Used by the generic arch with either backend tag.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -34,6 +35,19 @@ struct scalar_impl {
   static KFUSE_INLINE reg tanh(reg a) { return std::tanh(a); }
   static KFUSE_INLINE reg erf(reg a) { return std::erf(a); }
   static KFUSE_INLINE reg round_even(reg a) { return std::nearbyint(a); }
+  // bf16 pairs (the bf16 GEMM emulation): lanes of 32 raw bits holding two bf16, element 2i in
+  // the low half; bf16_even / bf16_odd give the low / high element of each lane as f32.
+  static KFUSE_INLINE reg load_bits(const void* p) {
+    reg v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  }
+  static KFUSE_INLINE reg bf16_even(reg pairs) {
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(pairs) << 16);
+  }
+  static KFUSE_INLINE reg bf16_odd(reg pairs) {
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(pairs) & 0xffff0000u);
+  }
 
   template <class T>
   static KFUSE_INLINE reg load(const T* p) {

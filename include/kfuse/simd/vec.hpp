@@ -73,7 +73,8 @@ KFUSE_INLINE vec<I> fma(vec<I> a, vec<I> b, vec<I> c) {
   return vec<I>::wrap(I::fma(a.r, b.r, c.r));
 }
 /// min / max: with a NaN operand the x86 and scalar impls return b (minps / maxps), NEON
-/// returns NaN. Write max(lo, x) where a NaN x must survive, max(x, lo) where it must not.
+/// returns NaN. Write max(lo, x) where a NaN x must survive, max(x, lo) where it must not:
+/// the operand order is free, a NaN check is not (docs/robustness.md, NaN and Inf).
 template <class I>
 KFUSE_INLINE vec<I> min(vec<I> a, vec<I> b) {
   return vec<I>::wrap(I::min(a.r, b.r));
@@ -82,9 +83,10 @@ template <class I>
 KFUSE_INLINE vec<I> max(vec<I> a, vec<I> b) {
   return vec<I>::wrap(I::max(a.r, b.r));
 }
+/// min(max(x, lo), hi) with x last in both: clamp(NaN) is NaN, as in PyTorch.
 template <class I>
 KFUSE_INLINE vec<I> clamp(vec<I> x, vec<I> lo, vec<I> hi) {
-  return min(max(x, lo), hi);
+  return min(hi, max(lo, x));
 }
 template <class I>
 KFUSE_INLINE vec<I> abs(vec<I> a) {
@@ -172,13 +174,14 @@ struct impl_for<arch::native, B> {
   static_assert(!std::is_same_v<B, backend::hwy> || hwy_width_ok ||
                     std::is_same_v<arch::native, arch::sse4>,
                 "kfuse: Highway's static target in this TU is narrower than the arch (Highway "
-                "1.0.3 needs -maes -mpclmul for its AVX2/AVX3 targets; see toolchain-notes)");
+                "1.0.3's AVX2/AVX3 need -maes -mpclmul when Highway is included before kfuse; "
+                "see docs/toolchain.md)");
   using type = std::conditional_t<std::is_same_v<B, backend::hwy>, hwy_impl,
                                   xsimd_impl<typename xsimd_arch_for<arch::native>::type>>;
 #else
   static_assert(!std::is_same_v<B, backend::hwy>,
                 "kfuse: the Highway backend is not available in this TU (Highway 1.0.3's NEON "
-                "target needs +crypto); use kfuse::backend::xsimd");
+                "target needs +crypto, see docs/toolchain.md); use kfuse::backend::xsimd");
   using type = xsimd_impl<typename xsimd_arch_for<arch::native>::type>;
 #endif
 };

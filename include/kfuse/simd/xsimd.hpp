@@ -41,6 +41,17 @@ struct xsimd_impl {
   static KFUSE_INLINE reg tanh(reg a) { return xsimd::tanh(a); }
   static KFUSE_INLINE reg erf(reg a) { return xsimd::erf(a); }
   static KFUSE_INLINE reg round_even(reg a) { return xsimd::nearbyint(a); }
+  // bf16 pairs (the bf16 GEMM emulation): lanes of 32 raw bits holding two bf16, element 2i in
+  // the low half; bf16_even / bf16_odd give the low / high element of each lane as f32.
+  static KFUSE_INLINE reg load_bits(const void* p) {
+    return reg::load_unaligned(static_cast<const float*>(p));
+  }
+  static KFUSE_INLINE reg bf16_even(reg pairs) {
+    return xsimd::bitwise_cast<reg>(xsimd::bitwise_cast<ureg>(pairs) << 16);
+  }
+  static KFUSE_INLINE reg bf16_odd(reg pairs) {
+    return xsimd::bitwise_cast<reg>(xsimd::bitwise_cast<ureg>(pairs) & ureg(0xffff0000u));
+  }
 
   template <class T>
   static KFUSE_INLINE reg load(const T* p) {

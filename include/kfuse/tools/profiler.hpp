@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kfuse/arch/target.hpp"
 #include "kfuse/config/macros.hpp"
 #include "kfuse/error.hpp"
 #include "kfuse/tools/machine_limits.hpp"
@@ -134,6 +135,16 @@ class profiler {
     have_limits_ = true;
   }
 
+  /// The arch and vector impl the table names. Default: what this translation unit's default
+  /// kernels run on (target_of<arch::native, backend::xsimd>(), marked "this TU's default
+  /// kernels"); replay_profiler sets the plan's (step_info::target).
+  const target_info& target() const noexcept { return target_; }
+  void set_target(target_info t) {
+    target_ = std::move(t);
+    target_given_ = true;
+  }
+  bool target_given() const noexcept { return target_given_; }
+
   /// Per-node totals, sorted by total time (largest first).
   std::vector<profile_row> rows() {
     const machine_limits& lim = limits();
@@ -208,6 +219,9 @@ class profiler {
                   runs > 0 ? total / runs * 1e6 : 0.0, runs, lim.source.c_str(), lim.f32_gflops,
                   lim.bf16_gflops, lim.int8_gops, lim.mem_gbs_1t, lim.mem_gbs_all, lim.cores);
     out += buf;
+    // What the nodes ran on; the scalar fallback says so ("arch: generic (scalar) -- scalar ...").
+    out += std::string(target_given_ ? "arch: " : "arch (this TU's default kernels): ") +
+           target_.text() + "\n";
     // Why the pool has its size ("1 thread: 1 core in the affinity mask of 2 online; ...").
     out += "pool: " + default_pool().size_reason() + "\n";
     return out;
@@ -276,6 +290,8 @@ class profiler {
   std::vector<profile_event> events_;
   machine_limits limits_{};
   bool have_limits_ = false;
+  target_info target_ = target_of<arch::native, backend::xsimd>();
+  bool target_given_ = false;
   clock::time_point origin_ = clock::now();
   std::int32_t open_node_ = -1;
   std::int64_t open_start_ = 0;

@@ -1,6 +1,7 @@
 #pragma once
 // Profiling a replay buffer: each plan step becomes a profiler node (name, kernel, FLOPs, bytes,
-// threads, compute kind), and the executor's hook records every command into the profiler.
+// threads, compute kind), and the executor's hook records every command into the profiler. The
+// profiler's table then names the arch and vector impl the plan was compiled for.
 //
 //   kfuse::profiler prof;
 //   kfuse::replay_profiler rp(prof, buffer);
@@ -31,6 +32,9 @@ class replay_profiler {
       prof.add_node(std::move(n));
     }
     prof.reserve(prof.events().size() + 256 * r.steps().size());
+    // The table names the arch and vector impl the plan was compiled for.
+    if (!r.steps().empty() && r.steps().front().target.known())
+      prof.set_target(r.steps().front().target);
   }
 
   /// The hook for replay_buffer::replay(hook). Commands of one step form one event per run.

@@ -1,6 +1,7 @@
 // depthwise_conv2d, bf16 and i8 recipes: every shape of the set in both layouts, against
 // the double reference computed from the exact stored inputs.
-//  bf16: bf16 activations, f32 or bf16 weights, f32 compute; bf16 or f32 outputs (one bf16 ulp).
+//  bf16: bf16 activations, f32 (rounded to bf16 when packed) or bf16 weights, f32 compute; bf16
+//        or f32 outputs (one bf16 ulp).
 //  i8:   u8 / s8 activations with a zero point, s8 weights, exact integer sums; requantize per
 //        channel (u8) or per tensor (i8) within one quantization step; a float output of the
 //        scaled sums.
@@ -17,7 +18,9 @@ void bf16_cases() {
     using B = decltype(b);
     for (const auto& s : dw_shapes()) {
       const auto x = random_activations<kfuse::bf16_t>(kfuse::numel(s.in_dims()), rng, -4.f, 4.f);
-      const auto w = random_weights_oihw<float>(s, rng);
+      auto w = random_weights_oihw<float>(s, rng);
+      // The bf16 recipe rounds f32 weights to bf16 when packing: the reference uses those values.
+      for (float& v : w) v = kfuse::to_float(kfuse::to_bf16(v));
       const auto wb = random_weights_oihw<kfuse::bf16_t>(s, rng);
       const index_t n_out = kfuse::numel(s.out_dims());
       const auto bias = random_activations<float>(s.k, rng);

@@ -703,8 +703,8 @@ struct conv2d {
     const index_t n_in = numel(x.dims), n_out = numel(y.dims);
     detail::check_buffer(k, "input", x.data, n_in);
     detail::check_buffer(k, "output", y.data, n_out);
-    detail::check_overlap(k, x.data, n_in, y.data, n_out);
-    validate(ep, k, n_out, s.k);
+    detail::check_disjoint(k, "input", x.data, n_in, y.data, n_out);
+    validate(ep, k, n_out, s.k, y.data, sizeof(*y.data) * std::size_t(n_out), sizeof(*y.data));
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
     if (n_out == 0) return info;
     conv_shape sh = s;

@@ -46,9 +46,10 @@ namespace detail {
 /// Throws kfuse::error "<kernel>: ..." naming the first problem with the geometry.
 inline void check_conv_shape(std::string_view kernel, const conv_shape& s) {
   auto num = [](index_t v) { return std::to_string(v); };
-  if (s.n < 1 || s.c < 1 || s.h < 1 || s.w < 1)
-    fail(kernel, "input extent must be positive (N " + num(s.n) + ", C " + num(s.c) + ", H " +
-                     num(s.h) + ", W " + num(s.w) + ")");
+  // A batch of 0 is an empty tensor: the kernel does nothing (docs/robustness.md).
+  if (s.n < 0 || s.c < 1 || s.h < 1 || s.w < 1)
+    fail(kernel, "input extent must be positive, N may be 0 (N " + num(s.n) + ", C " + num(s.c) +
+                     ", H " + num(s.h) + ", W " + num(s.w) + ")");
   if (s.k < 1) fail(kernel, "output channel count K must be positive, not " + num(s.k));
   if (s.r < 1 || s.s < 1)
     fail(kernel, "kernel size must be positive (R " + num(s.r) + ", S " + num(s.s) + ")");
@@ -63,6 +64,21 @@ inline void check_conv_shape(std::string_view kernel, const conv_shape& s) {
   if (s.k % s.groups != 0)
     fail(kernel,
          "groups (" + num(s.groups) + ") do not divide the output channels (" + num(s.k) + ")");
+  // Every size the kernels compute from the shape, checked once here: padded extents, dilated
+  // kernel, the input, output and weight counts, and the weights padded to whole register
+  // blocks (at most 64 more output channels, 64 more input channels per group) in bytes.
+  const index_t ph = checked_add(
+      kernel, "padded height", checked_add(kernel, "padded height", s.h, s.pad_top), s.pad_bottom);
+  const index_t pw = checked_add(kernel, "padded width",
+                                 checked_add(kernel, "padded width", s.w, s.pad_left), s.pad_right);
+  checked_mul(kernel, "dilated kernel height", s.dilation_h, s.r);
+  checked_mul(kernel, "dilated kernel width", s.dilation_w, s.s);
+  checked_bytes(kernel, "the input", checked_count(kernel, "the input", {s.n, s.c, ph, pw}), 4);
+  checked_bytes(kernel, "the output", checked_count(kernel, "the output", {s.n, s.k, ph, pw}), 4);
+  checked_bytes(kernel, "the packed weights",
+                checked_count(kernel, "the weight tensor",
+                              {s.groups, s.k / s.groups + 64, s.c / s.groups + 64, s.r, s.s}),
+                4);
   if (s.h + s.pad_top + s.pad_bottom < s.dilation_h * (s.r - 1) + 1 ||
       s.w + s.pad_left + s.pad_right < s.dilation_w * (s.s - 1) + 1)
     fail(kernel,

@@ -8,9 +8,10 @@
 //   dw::run(kfuse::view<kfuse::nhwc>(x, shape.in_dims()), w,
 //           kfuse::view<kfuse::nhwc>(y, shape.out_dims()), {{bias}, {}});
 //
-// Recipes: f32; bf16 (bf16 activations, f32 weights and compute, any float output); i8 (u8 or s8
-// activations with a zero point, s8 weights; the products are summed exactly in f32, which equals
-// int32 accumulation for up to 512 taps, and the epilogue dequantizes or requantizes).
+// Recipes: f32; bf16 (bf16 activations, weights rounded to bf16 when packed, f32 compute: every
+// product is exact; any float output); i8 (u8 or s8 activations with a zero point, s8 weights;
+// the products are summed exactly in f32, which equals int32 accumulation for up to 512 taps, and
+// the epilogue dequantizes or requantizes).
 //
 // NHWC: lanes are channels. A register tile of PW output pixels x CV channel vectors is
 // accumulated over the taps; border pixels run the same tile with the tap range cut to the valid
@@ -615,15 +616,9 @@ struct depthwise_conv2d {
     const index_t n_in = numel(s.in_dims()), n_out = numel(od);
     detail::check_buffer(k, "input", in.data, n_in);
     detail::check_buffer(k, "output", out.data, n_out);
-    {
-      const auto a0 = reinterpret_cast<std::uintptr_t>(in.data),
-                 a1 = a0 + sizeof(T) * std::size_t(n_in);
-      const auto b0 = reinterpret_cast<std::uintptr_t>(out.data),
-                 b1 = b0 + sizeof(Out) * std::size_t(n_out);
-      if (a0 < b1 && b0 < a1)
-        detail::fail(k, "input and output overlap (a convolution cannot run in place)");
-    }
-    validate(ep, k, n_out, s.k);
+    detail::check_disjoint(k, "input", in.data, n_in, out.data, n_out);
+    validate(ep, k, n_out, s.k, out.data, sizeof(Out) * std::size_t(n_out), sizeof(Out));
+    if (n_out == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "none", 0};
 
     const detail::dw_geom g = detail::dw_geom_of(s);
     const float zp = float(in_zero_point);
@@ -701,10 +696,14 @@ struct depthwise_conv2d {
   }
 
  private:
+  /// A weight as the kernel holds it: bf16 weights are rounded to bf16 (nearest even), as every
+  /// bf16 kernel does on every arch, so the products with the bf16 activations are exact in f32.
   template <class W>
   static float weight_value(W v) {
     if constexpr (std::is_integral_v<W>)
       return float(v);
+    else if constexpr (std::is_same_v<Recipe, bf16>)
+      return to_float(to_bf16(to_float(v)));
     else
       return to_float(v);
   }

@@ -22,6 +22,15 @@ struct default_config {
   static constexpr int nr = nv * Lanes;
 };
 
+/// bf16 without vdpbf16ps on 16 vector registers (sse4, avx2; mk_bf16_pairs): 6 x 2 accumulators
+/// plus B's split pair, A's broadcast and the mask do not fit, and GCC 12 spilled accumulators
+/// (avx2, Zen 4, 256x1024x1024 on one core: 6 x 2 75 GFLOP/s, 5 x 2 107, 4 x 2 98).
+template <class A, int Lanes>
+struct default_config<bf16, A, Lanes> : default_config<f32, A, Lanes> {
+  static constexpr bool ymm_or_xmm = Lanes > 1 && A::vector_bytes < 64 && !A::is_arm;
+  static constexpr int mr = ymm_or_xmm ? 5 : default_config<f32, A, Lanes>::mr;
+};
+
 /// int8 (vpdpbusd) on Zen 5 runs best with 16 accumulators: 4 x 4 vectors measured 610 GOP/s at
 /// 256x1024x1024 against 330 for 6 x 4, 555 for 6 x 2 or 3 x 4, 410 for 5 x 4 (the peak probe
 /// also stalls with more than 12-16 vpdpbusd chains in flight).

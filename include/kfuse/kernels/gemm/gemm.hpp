@@ -233,10 +233,12 @@ struct select_microkernel<i8, A, V> {
 };
 template <class A, class V>
 struct select_microkernel<bf16, A, V> {
+  // Every arch rounds the weights to bf16 and adds the exact products in the same order: the
+  // emulation equals vdpbf16ps except for denormals (microkernels.hpp, mk_bf16_pairs).
 #if KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX512_BF16
-  using type = std::conditional_t<A::native_bf16_dot && V::lanes == 16, mk_bf16_dp, mk_fma<bf16_t>>;
+  using type = std::conditional_t<A::native_bf16_dot && V::lanes == 16, mk_bf16_dp, mk_bf16_pairs>;
 #else
-  using type = mk_fma<bf16_t>;
+  using type = mk_bf16_pairs;
 #endif
   using a_storage = bf16_t;
 };
@@ -308,9 +310,20 @@ struct gemm {
     if (ldc < N)
       detail::fail(k,
                    "ldc (" + std::to_string(ldc) + ") is less than N (" + std::to_string(N) + ")");
-    detail::check_buffer(k, "A", a, M == 0 ? 0 : (M - 1) * lda + K);
-    detail::check_buffer(k, "C", c, M == 0 ? 0 : (M - 1) * ldc + N);
-    validate(ep, k, M * N, N);
+    // Extents of A and C in elements ((M - 1) rows of ld plus one row), checked for overflow.
+    const index_t a_len =
+        M == 0 ? 0
+               : detail::checked_add(k, "A's extent",
+                                     detail::checked_mul(k, "A's extent", M - 1, lda), K);
+    const index_t c_len =
+        M == 0 ? 0
+               : detail::checked_add(k, "C's extent",
+                                     detail::checked_mul(k, "C's extent", M - 1, ldc), N);
+    detail::check_buffer(k, "A", a, a_len);
+    detail::check_buffer(k, "C", c, c_len);
+    detail::check_disjoint(k, "A", a, a_len, c, c_len);
+    validate(ep, k, detail::checked_mul(k, "M x N", M, N), N, c, sizeof(Out) * std::size_t(c_len),
+             sizeof(Out));
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(), 1};
     if (M == 0) return info;
 

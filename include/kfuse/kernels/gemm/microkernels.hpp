@@ -21,17 +21,14 @@ KFUSE_BEGIN_NAMESPACE
 namespace detail {
 
 /// f32 FMA on simd::vec: broadcast one A value per row, NV vectors of B per k. TA is A's storage
-/// type: f32, or bf16 on archs without a bf16 dot product (converted while broadcasting). TB is
-/// the packed weights' storage: f32, or f16 for the f16-weight recipe (converted while loading,
-/// which halves the bytes a memory-bound small-M GEMM streams).
+/// type (f32). TB is the packed weights' storage: f32, or f16 for the f16-weight recipe
+/// (converted while loading, which halves the bytes a memory-bound small-M GEMM streams).
 template <class TA, class TB = float>
 struct mk_fma {
   using storage = TB;
   static constexpr int k_group = 1;
   static constexpr bool integer = false;
-  static constexpr std::string_view name = std::is_same_v<TB, f16_t>   ? "f16w->f32 fma"
-                                           : std::is_same_v<TA, float> ? "f32 fma"
-                                                                       : "bf16->f32 fma";
+  static constexpr std::string_view name = std::is_same_v<TB, f16_t> ? "f16w->f32 fma" : "f32 fma";
 
   template <class V, int Rows, int NV, int NR>
   static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
@@ -48,6 +45,79 @@ struct mk_fma {
         for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(av, b[j], acc[r][j]);
       }
     }
+  }
+};
+
+/// bf16 x bf16 -> f32 on every arch without vdpbf16ps: vdpbf16ps emulated on simd::vec with the
+/// same packed weights (bf16, k pairs: panel row kk holds (B[2kk][n], B[2kk+1][n]) for n in the
+/// panel) and the same arithmetic. Both operands are bf16 values (the weights are rounded to
+/// nearest even when packed, the activations are stored as bf16), so every product is exact in
+/// f32, and an FMA adds it with one rounding, as vdpbf16ps does. Each pair of k is added in
+/// vdpbf16ps's order: acc = (acc + a[2kk+1] b[2kk+1]) + a[2kk] b[2kk], each sum rounded to
+/// nearest even. The result is vdpbf16ps's bit for bit (checked on Zen 4) except for denormals:
+/// vdpbf16ps treats denormal inputs as zero and flushes denormal products and sums to zero
+/// (whatever MXCSR says); this kernel keeps them (IEEE), as the FMA does under the default MXCSR.
+/// A pair is one load of B's bits per vector, split into its even and odd elements with a shift
+/// and a mask, and one 32-bit broadcast of A per row, split the same way.
+struct mk_bf16_pairs {
+  using storage = bf16_t;
+  static constexpr int k_group = 2;
+  static constexpr bool integer = false;
+  static constexpr std::string_view name = "bf16->f32 fma";
+
+  // One pair of k (Pair) or, for an odd K, its last k alone, whose B partner is the zero
+  // padding: vdpbf16ps adds that partner's zero product first (acc + 0, which only turns -0
+  // into +0), then the product.
+  template <bool Pair, class V, int Rows, int NV>
+  static KFUSE_INLINE void step(V (&acc)[Rows][NV], const bf16_t* a, index_t lda,
+                                const bf16_t* b_row) {
+    using I = typename V::impl;
+    constexpr int L = V::lanes;
+    V b[NV];
+    if constexpr (Pair) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) b[j] = V::wrap(I::bf16_odd(I::load_bits(b_row + j * 2 * L)));
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        const V av = V::wrap(I::bf16_odd(I::set1(pair_bits(a + r * lda))));
+#pragma GCC unroll 8
+        for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(av, b[j], acc[r][j]);
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int j = 0; j < NV; ++j) acc[r][j] = acc[r][j] + V(0.f);
+    }
+    // Keeps GCC 12 from hoisting the even half's loads and splits above the odd half's FMAs:
+    // with both halves live it spilled accumulators (avx2 5 x 2: 40 GFLOP/s instead of 107).
+    asm volatile("" ::: "memory");
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) b[j] = V::wrap(I::bf16_even(I::load_bits(b_row + j * 2 * L)));
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const V av =
+          Pair ? V::wrap(I::bf16_even(I::set1(pair_bits(a + r * lda)))) : V(to_float(a[r * lda]));
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(av, b[j], acc[r][j]);
+    }
+  }
+
+  // A's pair (a[0], a[1]) as the raw bits of one float (a[0] in the low half).
+  static KFUSE_INLINE float pair_bits(const bf16_t* a) {
+    float bits;
+    std::memcpy(&bits, a, 4);
+    return bits;
+  }
+
+  template <class V, int Rows, int NV, int NR>
+  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const bf16_t* KFUSE_RESTRICT a,
+                                      index_t lda, const bf16_t* KFUSE_RESTRICT bp, index_t k0,
+                                      index_t k1) {
+    static_assert(NR == NV * V::lanes);
+    const index_t full_end = k1 - (k1 - k0) % 2;  // k0 is even
+    for (index_t k = k0; k < full_end; k += 2) step<true>(acc, a + k, lda, bp + (k / 2) * (2 * NR));
+    if (full_end < k1) step<false>(acc, a + full_end, lda, bp + (full_end / 2) * (2 * NR));
   }
 };
 

@@ -39,7 +39,14 @@ class packed_weights {
     if (K <= 0 || N <= 0)
       detail::fail(kernel, "K and N must be positive (K=" + std::to_string(K) +
                                ", N=" + std::to_string(N) + ")");
-    detail::check_buffer(kernel, "B", b, K * N);
+    detail::check_buffer(kernel, "B", b, detail::checked_mul(kernel, "K x N", K, N));
+    // The padded panels (N up to a whole panel, K to a whole group) in bytes, checked before
+    // anything is allocated; the rest of the arithmetic stays below this.
+    detail::checked_bytes(kernel, "the packed weights",
+                          detail::checked_mul(kernel, "the packed weights",
+                                              detail::checked_add(kernel, "K", K, k_group),
+                                              detail::checked_add(kernel, "N", N, nr)),
+                          sizeof(T));
     const auto t0 = std::chrono::steady_clock::now();
     panels_ = (N + nr - 1) / nr;
     kp_ = (K + k_group - 1) / k_group * k_group;
