@@ -729,8 +729,8 @@ class graph_compiler {
     bool alive = true;
     std::string lowered_from;                   // batch_norm lowered to a chain, ...
     std::int32_t bn_scale = -1, bn_shift = -1;  // conv2d: a batch norm folded into the weights
-    bool bn_after_bias = false;  // the folded batch norm came after the chain's first stage (a bias)
-    tensor_quant out_quant{};  // an int8 output (quantize absorbed): its scale and zero point
+    bool bn_after_bias = false;  // the folded batch norm came after a bias (the chain's first)
+    tensor_quant out_quant{};    // an int8 output (quantize absorbed): its scale and zero point
   };
 
   void build_steps() {
@@ -825,8 +825,7 @@ class graph_compiler {
       const bool fold =
           p.op == op_kind::conv2d && e.lowered_from == "batch_norm" && p.bn_scale < 0 &&
           (p.chain.empty() ||
-           (p.chain.size() == 1 && p.chain[0].kind == stage_kind::bias &&
-            p.chain[0].operand >= 0 &&
+           (p.chain.size() == 1 && p.chain[0].kind == stage_kind::bias && p.chain[0].operand >= 0 &&
             T(p.chain[0].operand).where == plan_tensor::storage::constant &&
             T(p.chain[0].operand).data != nullptr));
       if (fold) {
