@@ -274,3 +274,32 @@ TEST_CASE("graph probes: batch norm folding keeps a bias fused after it, and a b
     }
   }
 }
+
+TEST_CASE("graph probes: a bf16 input or bias where the kernel reads f32 is an error",
+          "[robustness][graph]") {
+  const std::vector<float> w(12, 0.5f);
+  const std::vector<bf16_t> bb(3, to_bf16(1.f));
+  {
+    graph g;
+    auto x = g.input("x", {4, 4}, dtype::bf16);
+    g.output(g.linear("fc", x, g.constant("w", {3, 4}, w.data())));
+    CHECK_THROWS_WITH(compile(g),
+                      "graph: node 'fc' (linear): input 'x' is bf16; an f32 linear "
+                      "takes f32 (add a cast node first)");
+    CHECK_NOTHROW(compile(g, {.prec = precision::bf16}));
+  }
+  {
+    graph g;
+    auto x = g.input("x", {4, 4});
+    g.output(g.linear("fc", x, g.constant("w", {3, 4}, w.data()), g.constant("b", {3}, bb.data())));
+    CHECK_THROWS_WITH(compile(g), Contains("bias 'b' is bf16; give an f32 bias"));
+  }
+  {
+    graph g;
+    auto x = g.input("x", {1, 2, 2, 2}, dtype::bf16, tensor_layout::nchw);
+    const std::vector<float> z{0, 0}, o{1, 1};
+    g.output(g.batch_norm("bn", x, g.constant("m", {2}, z.data()), g.constant("v", {2}, o.data()),
+                          g.constant("g", {2}, o.data()), g.constant("b", {2}, z.data())));
+    CHECK_THROWS_WITH(compile(g), Contains("node 'bn' (batch_norm): input 'x' is bf16"));
+  }
+}

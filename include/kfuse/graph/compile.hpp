@@ -356,6 +356,24 @@ class graph_compiler {
       fail_node(n, std::string(what) + " '" + t.name + "' has no data (graph::set_data)");
     return t;
   }
+  /// The kernels of an f32 (or int8) linear / conv read f32 input; only the bf16 recipe takes
+  /// bf16 (it converts f32 itself).
+  void need_input_of_precision(const node_desc& n, const plan_tensor& x) {
+    const precision pr = precision_of(n);
+    if (x.type == dtype::f32 || (pr == precision::bf16 && x.type == dtype::bf16)) return;
+    fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) + "; " +
+                     std::string(pr == precision::bf16   ? "a bf16"
+                                 : pr == precision::int8 ? "an int8"
+                                                         : "an f32") +
+                     " " + std::string(op_name(n.op)) + " takes f32" +
+                     (pr == precision::bf16 ? " or bf16" : "") + " (add a cast node first)");
+  }
+  /// Biases are f32 operands of the epilogue chain.
+  void need_f32_bias(const node_desc& n, const plan_tensor& b) {
+    if (b.type != dtype::f32)
+      fail_node(
+          n, "bias '" + b.name + "' is " + std::string(dtype_name(b.type)) + "; give an f32 bias");
+  }
   void need_float(const node_desc& n, const plan_tensor& x) {
     if (!is_float(x.type))
       fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
@@ -421,6 +439,7 @@ class graph_compiler {
       case op_kind::conv2d: {
         const plan_tensor& x = T(n.inputs[0]);
         need_float(n, x);
+        need_input_of_precision(n, x);
         if (x.shape.size() != 4 || x.layout == tensor_layout::plain)
           fail_node(n, "input '" + x.name + "' must be 4-D (N, C, H, W) with layout nchw or nhwc");
         const plan_tensor& w = need_constant(n, 1, "weight");
@@ -444,6 +463,7 @@ class graph_compiler {
         }
         if (n.inputs.size() > 2) {
           const plan_tensor& b = need_constant(n, 2, "bias");
+          need_f32_bias(n, b);
           if (shape_numel(b.shape) != cs.k)
             fail_node(n, "bias '" + b.name + "' has " + std::to_string(shape_numel(b.shape)) +
                              " values for " + std::to_string(cs.k) + " output channels");
@@ -454,6 +474,7 @@ class graph_compiler {
       case op_kind::linear: {
         const plan_tensor& x = T(n.inputs[0]);
         need_float(n, x);
+        need_input_of_precision(n, x);
         if (x.shape.empty()) fail_node(n, "input '" + x.name + "' is a scalar");
         if (x.layout != tensor_layout::plain)
           fail_node(n, "input '" + x.name + "' is " + std::string(layout_name(x.layout)) +
@@ -471,6 +492,7 @@ class graph_compiler {
                            std::to_string(w.shape[1]));
         if (n.inputs.size() > 2) {
           const plan_tensor& b = need_constant(n, 2, "bias");
+          need_f32_bias(n, b);
           if (shape_numel(b.shape) != N)
             fail_node(n, "bias '" + b.name + "' has " + std::to_string(shape_numel(b.shape)) +
                              " values for " + std::to_string(N) + " output features");
@@ -546,6 +568,9 @@ class graph_compiler {
       case op_kind::batch_norm: {
         const plan_tensor& x = T(n.inputs[0]);
         need_float(n, x);
+        if (x.type != dtype::f32)
+          fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
+                           "; batch_norm takes f32 (add a cast node first)");
         const index_t C = channels_of(x);
         const char* names[] = {"", "mean", "var", "gamma", "beta"};
         for (std::size_t s = 1; s < 5; ++s) {
