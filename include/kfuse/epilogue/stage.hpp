@@ -14,6 +14,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "kfuse/detail/bytes_overlap.hpp"
 #include "kfuse/error.hpp"
 #include "kfuse/simd/vec.hpp"
 
@@ -98,10 +99,7 @@ struct stage_check {
   /// size; any other overlap would read values the kernel already wrote.
   void expect_operand_apart(const void* p, std::size_t bytes, std::size_t elem,
                             std::string_view what) const {
-    const auto a = reinterpret_cast<std::uintptr_t>(p), o = reinterpret_cast<std::uintptr_t>(out);
-    if (out == nullptr || p == nullptr || bytes == 0 || out_bytes == 0 || a >= o + out_bytes ||
-        o >= a + bytes)
-      return;
+    if (!detail::bytes_overlap(p, bytes, out, out_bytes)) return;
     if (p == out && bytes == out_bytes && elem == out_elem) return;
     fail(std::string(what) +
          " overlaps the output (only the output buffer itself, same size and element type, "
@@ -110,11 +108,8 @@ struct stage_check {
   /// A parameter array (read at any index, e.g. per channel) must not share a byte with the
   /// output.
   void expect_params_apart(const void* p, std::size_t bytes, std::string_view what) const {
-    const auto a = reinterpret_cast<std::uintptr_t>(p), o = reinterpret_cast<std::uintptr_t>(out);
-    if (out == nullptr || p == nullptr || bytes == 0 || out_bytes == 0 || a >= o + out_bytes ||
-        o >= a + bytes)
-      return;
-    fail(std::string(what) + " overlap the output buffer");
+    if (detail::bytes_overlap(p, bytes, out, out_bytes))
+      fail(std::string(what) + " overlap the output buffer");
   }
   /// A per-channel parameter list must have one value per channel.
   void expect_per_channel(index_t count, std::string_view what) const {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/detail/bytes_overlap.hpp"
 #include "kfuse/error.hpp"
 #include "kfuse/types/elem.hpp"
 
@@ -75,13 +76,6 @@ void check_buffer(std::string_view kernel, std::string_view arg, const T* p, ind
   if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0)
     fail(kernel, std::string(arg) + " is not aligned to its element size (" +
                      std::to_string(alignof(T)) + " bytes)");
-}
-
-/// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
-inline bool bytes_overlap(const void* a, std::size_t a_bytes, const void* b,
-                          std::size_t b_bytes) noexcept {
-  const auto a0 = reinterpret_cast<std::uintptr_t>(a), b0 = reinterpret_cast<std::uintptr_t>(b);
-  return a_bytes != 0 && b_bytes != 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }
 
 /// For element-wise kernels: in and out may be the same buffer (same start, same element size)
