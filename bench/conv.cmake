@@ -1,26 +1,3 @@
-# Convolution benchmark (included from bench/CMakeLists.txt after Google Benchmark was found).
-# Peers in-process: oneDNN (libdnnl-dev, with OpenMP) and XNNPACK (libxnnpack-dev + pthreadpool).
-find_package(OpenMP QUIET)
-find_package(dnnl CONFIG QUIET)
-add_executable(conv_bench conv_bench.cpp)
-kfuse_arch_flags(native conv_bench_flags)
-target_compile_options(conv_bench PRIVATE ${conv_bench_flags})
-target_link_libraries(conv_bench PRIVATE kfuse::kfuse benchmark::benchmark)
-if(TARGET DNNL::dnnl AND OpenMP_CXX_FOUND)
-  target_link_libraries(conv_bench PRIVATE DNNL::dnnl OpenMP::OpenMP_CXX)
-  target_compile_definitions(conv_bench PRIVATE KFUSE_BENCH_HAVE_DNNL=1)
-else()
-  message(WARNING "kfuse: oneDNN (libdnnl-dev) or OpenMP not found: the conv benchmark has no "
-                  "oneDNN column")
-endif()
-find_path(KFUSE_XNNPACK_INCLUDE xnnpack.h)
-find_library(KFUSE_XNNPACK_LIB XNNPACK)
-find_library(KFUSE_PTHREADPOOL_LIB pthreadpool)
-if(KFUSE_XNNPACK_INCLUDE AND KFUSE_XNNPACK_LIB AND KFUSE_PTHREADPOOL_LIB)
-  target_include_directories(conv_bench PRIVATE ${KFUSE_XNNPACK_INCLUDE})
-  target_link_libraries(conv_bench PRIVATE ${KFUSE_XNNPACK_LIB} ${KFUSE_PTHREADPOOL_LIB})
-  target_compile_definitions(conv_bench PRIVATE KFUSE_BENCH_HAVE_XNNPACK=1)
-else()
-  message(WARNING "kfuse: XNNPACK (libxnnpack-dev) not found: the conv benchmark has no XNNPACK "
-                  "column")
-endif()
+# Convolution benchmark. Peers in-process: oneDNN (libdnnl-dev, with OpenMP) and XNNPACK
+# (libxnnpack-dev + pthreadpool).
+kfuse_add_bench(conv_bench SOURCES conv_bench.cpp PEERS dnnl xnnpack)

@@ -12,18 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "kfuse/kernels/conv/conv2d.hpp"
 #include "kfuse/kfuse.hpp"
-
-#if KFUSE_BENCH_HAVE_DNNL
-#include <omp.h>
-
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
-#if KFUSE_BENCH_HAVE_XNNPACK
-#include <pthreadpool.h>
-#include <xnnpack.h>
-#endif
 
 namespace {
 
@@ -120,9 +111,7 @@ void BM_onednn(benchmark::State& st) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
   const conv_shape s = shape_of(st.range(0), st.range(1));
-  omp_set_num_threads(int(st.range(2)));
-  engine eng(engine::kind::cpu, 0);
-  stream strm(eng);
+  kfuse_bench::dnnl_cpu cpu(int(st.range(2)));
   const memory::dims src_dims{s.n, s.c, s.h, s.w}, wei_dims{s.k, s.c, s.r, s.s}, bias_dims{s.k},
       dst_dims{s.n, s.k, s.out_h(), s.out_w()}, strides{s.stride_h, s.stride_w},
       pad_l{s.pad_top, s.pad_left}, pad_r{s.pad_bottom, s.pad_right};
@@ -140,24 +129,25 @@ void BM_onednn(benchmark::State& st) {
                                         src_md, wei_md, bias_md, dst_md, strides, pad_l, pad_r)
             : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                         src_md, wei_md, dst_md, strides, pad_l, pad_r);
-  convolution_forward::primitive_desc pd(d, attr, eng);
+  convolution_forward::primitive_desc pd(d, attr, cpu.eng);
   auto wv = random_vector(std::size_t(s.weight_count()), 2);
   auto xv = random_vector(std::size_t(kfuse::numel(s.in_dims())), 1);
   auto bv = random_vector(std::size_t(s.k), 3);
-  memory w_user({wei_dims, dt::f32, tag::oihw}, eng, wv.data()), w_mem(pd.weights_desc(), eng);
-  reorder(w_user, w_mem).execute(strm, w_user, w_mem);
-  memory x_user({src_dims, dt::f32, Nhwc ? tag::nhwc : tag::nchw}, eng, xv.data()),
-      x_mem(pd.src_desc(), eng);
-  reorder(x_user, x_mem).execute(strm, x_user, x_mem);
-  memory b_mem(bias_md, eng, bv.data()), y_mem(pd.dst_desc(), eng);
-  strm.wait();
+  memory w_user({wei_dims, dt::f32, tag::oihw}, cpu.eng, wv.data()),
+      w_mem(pd.weights_desc(), cpu.eng);
+  reorder(w_user, w_mem).execute(cpu.strm, w_user, w_mem);
+  memory x_user({src_dims, dt::f32, Nhwc ? tag::nhwc : tag::nchw}, cpu.eng, xv.data()),
+      x_mem(pd.src_desc(), cpu.eng);
+  reorder(x_user, x_mem).execute(cpu.strm, x_user, x_mem);
+  memory b_mem(bias_md, cpu.eng, bv.data()), y_mem(pd.dst_desc(), cpu.eng);
+  cpu.strm.wait();
   convolution_forward conv(pd);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, y_mem}};
   if (Fused) args.insert({DNNL_ARG_BIAS, b_mem});
   for (auto _ : st) {
-    conv.execute(strm, args);
-    strm.wait();
+    conv.execute(cpu.strm, args);
+    cpu.strm.wait();
   }
   st.SetLabel(pd.impl_info_str());
   set_flops(st, s.flops());
@@ -170,11 +160,7 @@ template <bool Fused>
 void BM_xnnpack(benchmark::State& st) {
   const conv_shape s = shape_of(st.range(0), st.range(1));
   const int threads = int(st.range(2));
-  static const bool init = xnn_initialize(nullptr) == xnn_status_success;
-  if (!init) {
-    st.SkipWithError("xnn_initialize failed");
-    return;
-  }
+  if (!kfuse_bench::xnn_ready(st)) return;
   // XNNPACK takes OHWI weights [K, R, S, C/groups].
   const auto w_oihw = random_vector(std::size_t(s.weight_count()), 2);
   std::vector<float> w_ohwi(w_oihw.size());

@@ -21,15 +21,7 @@
 #define KFUSE_BENCH_POOL 1
 #endif
 
-#if KFUSE_BENCH_HAVE_DNNL
-#include <omp.h>
-
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
-#if KFUSE_BENCH_HAVE_XNNPACK
-#include <pthreadpool.h>
-#include <xnnpack.h>
-#endif
+#include "bench_common.hpp"
 
 namespace {
 
@@ -157,10 +149,7 @@ void BM_xnnpack(benchmark::State& st) {
   const index_t n = st.range(0);
   const int threads = int(st.range(1));
   const problem p(n, Fused);
-  if (xnn_initialize(nullptr) != xnn_status_success) {
-    st.SkipWithError("xnn_initialize failed");
-    return;
-  }
+  if (!kfuse_bench::xnn_ready(st)) return;
   pthreadpool_t pool = threads > 1 ? pthreadpool_create(std::size_t(threads)) : nullptr;
   // Grouped layout: [groups][group_output_channels][R][S][group_input_channels] = [C][R][S] =
   // OIHW with one input channel per group.
@@ -193,10 +182,8 @@ void BM_onednn(benchmark::State& st) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
   const index_t n = st.range(0);
-  omp_set_num_threads(int(st.range(1)));
+  kfuse_bench::dnnl_cpu cpu(int(st.range(1)));
   const problem p(n, Fused);
-  engine eng(engine::kind::cpu, 0);
-  stream strm(eng);
   const memory::dims src_dims{n, C, H, W}, dst_dims{n, C, H, W}, w_dims{C, 1, 1, R, R};
   const tag act = Any ? tag::any : tag::nhwc;
   memory::desc src_md(src_dims, dt::f32, act), dst_md(dst_dims, dt::f32, act),
@@ -212,26 +199,27 @@ void BM_onednn(benchmark::State& st) {
                                         src_md, w_md, b_md, dst_md, {1, 1}, {1, 1}, {1, 1})
             : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                         src_md, w_md, dst_md, {1, 1}, {1, 1}, {1, 1});
-  convolution_forward::primitive_desc pd(d, attr, eng);
+  convolution_forward::primitive_desc pd(d, attr, cpu.eng);
   fvec wv = p.w, bv = p.bias, yv(p.expect.size());
-  memory w_user({w_dims, dt::f32, tag::goihw}, eng, wv.data()), w_mem(pd.weights_desc(), eng);
-  reorder(w_user, w_mem).execute(strm, w_user, w_mem);
+  memory w_user({w_dims, dt::f32, tag::goihw}, cpu.eng, wv.data()),
+      w_mem(pd.weights_desc(), cpu.eng);
+  reorder(w_user, w_mem).execute(cpu.strm, w_user, w_mem);
   fvec xv = p.x;
-  memory x_user({src_dims, dt::f32, tag::nhwc}, eng, xv.data()), x_mem(pd.src_desc(), eng);
-  reorder(x_user, x_mem).execute(strm, x_user, x_mem);
-  memory y_mem(pd.dst_desc(), eng), y_user({dst_dims, dt::f32, tag::nhwc}, eng, yv.data());
-  memory b_mem(b_md, eng, bv.data());
+  memory x_user({src_dims, dt::f32, tag::nhwc}, cpu.eng, xv.data()), x_mem(pd.src_desc(), cpu.eng);
+  reorder(x_user, x_mem).execute(cpu.strm, x_user, x_mem);
+  memory y_mem(pd.dst_desc(), cpu.eng), y_user({dst_dims, dt::f32, tag::nhwc}, cpu.eng, yv.data());
+  memory b_mem(b_md, cpu.eng, bv.data());
   convolution_forward conv(pd);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, y_mem}};
   if (Fused) args.insert({DNNL_ARG_BIAS, b_mem});
-  conv.execute(strm, args);
-  reorder(y_mem, y_user).execute(strm, y_mem, y_user);
-  strm.wait();
+  conv.execute(cpu.strm, args);
+  reorder(y_mem, y_user).execute(cpu.strm, y_mem, y_user);
+  cpu.strm.wait();
   const std::string check = p.compare(yv);
   for (auto _ : st) {
-    conv.execute(strm, args);
-    strm.wait();
+    conv.execute(cpu.strm, args);
+    cpu.strm.wait();
   }
   st.SetLabel(std::string(pd.impl_info_str()) + check);
   set_flops(st, p.s.flops());
@@ -276,22 +264,20 @@ void BM_onednn_pool(benchmark::State& st) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
   const index_t n = st.range(0);
-  omp_set_num_threads(int(st.range(1)));
-  engine eng(engine::kind::cpu, 0);
-  stream strm(eng);
+  kfuse_bench::dnnl_cpu cpu(int(st.range(1)));
   const index_t oh = (H + 2 - 3) / 2 + 1;
   memory::desc src_md({n, C, H, W}, dt::f32, tag::nhwc), dst_md({n, C, oh, oh}, dt::f32, tag::nhwc);
   pooling_forward::desc d(prop_kind::forward_inference,
                           Max ? algorithm::pooling_max : algorithm::pooling_avg_include_padding,
                           src_md, dst_md, {2, 2}, {3, 3}, {1, 1}, {1, 1});
-  pooling_forward::primitive_desc pd(d, eng);
+  pooling_forward::primitive_desc pd(d, cpu.eng);
   auto x = random_vector(std::size_t(n * C * H * W), 4);
   fvec y(std::size_t(n * C * oh * oh));
-  memory xm(src_md, eng, x.data()), ym(dst_md, eng, y.data());
+  memory xm(src_md, cpu.eng, x.data()), ym(dst_md, cpu.eng, y.data());
   pooling_forward pool(pd);
   for (auto _ : st) {
-    pool.execute(strm, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}});
-    strm.wait();
+    pool.execute(cpu.strm, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}});
+    cpu.strm.wait();
   }
   st.SetLabel(pd.impl_info_str());
   st.counters["GBs"] = benchmark::Counter(

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "kfuse/kfuse.hpp"
 
 #if KFUSE_BENCH_HAVE_EIGEN
@@ -285,12 +286,12 @@ void run_case(benchmark::State& state, const bench_case& bc) {
     std::memcpy(d.out.p, d.in.p, d.in.bytes);
   }
   bc.run(d, threads);  // warm-up
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = kfuse_bench::clock::now();
   for (auto _ : state) {
     bc.run(d, threads);
     benchmark::ClobberMemory();
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = kfuse_bench::seconds_since(t0);
   const double gbps = bc.bytes * double(state.iterations()) / secs * 1e-9;
 
   double err = 0;

@@ -9,11 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "kfuse/kfuse.hpp"
 
-#if KFUSE_BENCH_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
 #if KFUSE_BENCH_HAVE_EIGEN
 #include <Eigen/Core>
 #endif
@@ -160,9 +158,7 @@ void BM_onednn(benchmark::State& st) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
   const shape s{st.range(0), st.range(1), st.range(2)};
-  omp_set_num_threads(int(st.range(3)));
-  engine eng(engine::kind::cpu, 0);
-  stream strm(eng);
+  kfuse_bench::dnnl_cpu cpu(int(st.range(3)));
   const dt in_t = BF16 ? dt::bf16 : dt::f32;
   memory::desc a_md({s.m, s.k}, in_t, tag::ab), w_any({s.k, s.n}, in_t, tag::any),
       w_user({s.k, s.n}, dt::f32, tag::ba), c_md({s.m, s.n}, dt::f32, tag::ab),
@@ -173,24 +169,24 @@ void BM_onednn(benchmark::State& st) {
     po.append_eltwise(1.f, algorithm::eltwise_gelu_tanh, 0.f, 0.f);
     attr.set_post_ops(po);
   }
-  auto pd = Fused ? matmul::primitive_desc(matmul::desc(a_md, w_any, b_md, c_md), attr, eng)
-                  : matmul::primitive_desc(matmul::desc(a_md, w_any, c_md), attr, eng);
+  auto pd = Fused ? matmul::primitive_desc(matmul::desc(a_md, w_any, b_md, c_md), attr, cpu.eng)
+                  : matmul::primitive_desc(matmul::desc(a_md, w_any, c_md), attr, cpu.eng);
   // Weights: reorder once from PyTorch's [N, K] (= "ba" of [K, N]) f32 into the primitive's layout.
   std::vector<float> wv = random_vector(std::size_t(s.k * s.n), 2),
                      bias = random_vector(std::size_t(s.n), 3), cv(std::size_t(s.m * s.n));
-  memory w_src(w_user, eng, wv.data()), w_mem(pd.weights_desc(), eng);
-  reorder(w_src, w_mem).execute(strm, w_src, w_mem);
+  memory w_src(w_user, cpu.eng, wv.data()), w_mem(pd.weights_desc(), cpu.eng);
+  reorder(w_src, w_mem).execute(cpu.strm, w_src, w_mem);
   std::vector<float> af = random_vector(std::size_t(s.m * s.k), 1);
-  memory a_f32({{s.m, s.k}, dt::f32, tag::ab}, eng, af.data()), a_mem(a_md, eng);
-  reorder(a_f32, a_mem).execute(strm, a_f32, a_mem);
-  memory b_mem(b_md, eng, bias.data()), c_mem(c_md, eng, cv.data());
+  memory a_f32({{s.m, s.k}, dt::f32, tag::ab}, cpu.eng, af.data()), a_mem(a_md, cpu.eng);
+  reorder(a_f32, a_mem).execute(cpu.strm, a_f32, a_mem);
+  memory b_mem(b_md, cpu.eng, bias.data()), c_mem(c_md, cpu.eng, cv.data());
   matmul mm(pd);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, c_mem}};
   if (Fused) args.insert({DNNL_ARG_BIAS, b_mem});
   for (auto _ : st) {
-    mm.execute(strm, args);
-    strm.wait();
+    mm.execute(cpu.strm, args);
+    cpu.strm.wait();
   }
   st.SetLabel(pd.impl_info_str());
   set_flops(st, 2.0 * double(s.m * s.n * s.k));
@@ -206,27 +202,25 @@ void BM_onednn_int8(benchmark::State& st) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
   const shape s{st.range(0), st.range(1), st.range(2)};
-  omp_set_num_threads(int(st.range(3)));
-  engine eng(engine::kind::cpu, 0);
-  stream strm(eng);
+  kfuse_bench::dnnl_cpu cpu(int(st.range(3)));
   memory::desc a_md({s.m, s.k}, dt::u8, tag::ab), w_any({s.k, s.n}, dt::s8, tag::any),
       w_user({s.k, s.n}, dt::s8, tag::ba), c_md({s.m, s.n}, Requant ? dt::u8 : dt::s32, tag::ab);
   primitive_attr attr;
   if (Requant) attr.set_output_scales(2, std::vector<float>(std::size_t(s.n), 1.f / 4096.f));
-  auto pd = matmul::primitive_desc(matmul::desc(a_md, w_any, c_md), attr, eng);
+  auto pd = matmul::primitive_desc(matmul::desc(a_md, w_any, c_md), attr, cpu.eng);
   std::mt19937 rng(5);
   std::vector<std::uint8_t> av(std::size_t(s.m * s.k));
   std::vector<std::int8_t> wv(std::size_t(s.k * s.n));
   for (auto& x : av) x = std::uint8_t(rng());
   for (auto& x : wv) x = std::int8_t(rng());
   std::vector<std::int32_t> cv(std::size_t(s.m * s.n));
-  memory w_src(w_user, eng, wv.data()), w_mem(pd.weights_desc(), eng);
-  reorder(w_src, w_mem).execute(strm, w_src, w_mem);
-  memory a_mem(a_md, eng, av.data()), c_mem(c_md, eng, cv.data());
+  memory w_src(w_user, cpu.eng, wv.data()), w_mem(pd.weights_desc(), cpu.eng);
+  reorder(w_src, w_mem).execute(cpu.strm, w_src, w_mem);
+  memory a_mem(a_md, cpu.eng, av.data()), c_mem(c_md, cpu.eng, cv.data());
   matmul mm(pd);
   for (auto _ : st) {
-    mm.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, c_mem}});
-    strm.wait();
+    mm.execute(cpu.strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, c_mem}});
+    cpu.strm.wait();
   }
   st.SetLabel(pd.impl_info_str());
   set_flops(st, 2.0 * double(s.m * s.n * s.k));

@@ -1,22 +1,4 @@
 # Models benchmark (MLP, ResNet basic block): kfuse replay / kfuse eager op by op / libtorch
 # frozen TorchScript / chained oneDNN primitives. Peers are optional: a missing one is a missing
 # column (scripts/setup.sh --peers installs libdnnl-dev and libtorch-dev).
-find_package(OpenMP QUIET)
-find_package(dnnl CONFIG QUIET)
-find_package(Torch CONFIG QUIET PATHS /usr/lib/x86_64-linux-gnu/cmake/Torch /usr/share/cmake/Torch)
-add_executable(models_bench models_bench.cpp)
-kfuse_arch_flags(native models_bench_flags)
-target_compile_options(models_bench PRIVATE ${models_bench_flags})
-target_link_libraries(models_bench PRIVATE kfuse::kfuse benchmark::benchmark)
-if(TARGET DNNL::dnnl AND OpenMP_CXX_FOUND)
-  target_link_libraries(models_bench PRIVATE DNNL::dnnl OpenMP::OpenMP_CXX)
-  target_compile_definitions(models_bench PRIVATE KFUSE_BENCH_HAVE_DNNL=1)
-else()
-  message(STATUS "kfuse: oneDNN or OpenMP not found: models_bench has no oneDNN column")
-endif()
-if(Torch_FOUND)
-  target_link_libraries(models_bench PRIVATE ${TORCH_LIBRARIES})
-  target_compile_definitions(models_bench PRIVATE KFUSE_BENCH_HAVE_TORCH=1)
-else()
-  message(STATUS "kfuse: libtorch (libtorch-dev) not found: models_bench has no libtorch column")
-endif()
+kfuse_add_bench(models_bench SOURCES models_bench.cpp PEERS dnnl torch)

@@ -27,14 +27,9 @@
 #include <vector>
 
 #include "../examples/04_models/models.hpp"
+#include "bench_common.hpp"
 #include "kfuse/graph/compile.hpp"
 #include "kfuse/tools/calibrate_graph.hpp"
-
-#if KFUSE_BENCH_HAVE_DNNL
-#include <omp.h>
-
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
 #if KFUSE_BENCH_HAVE_TORCH
 #include <torch/csrc/jit/api/module.h>
 #include <torch/script.h>

@@ -24,12 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "kfuse/kernels/norm.hpp"
 #include "kfuse/kernels/softmax.hpp"
-
-#if KFUSE_BENCH_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
 
 namespace {
 
@@ -351,32 +348,30 @@ void BM_onednn(benchmark::State& st) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
   auto& d = data();
-  omp_set_num_threads(int(st.range(0)));
-  engine eng(engine::kind::cpu, 0);
-  stream strm(eng);
+  kfuse_bench::dnnl_cpu cpu(int(st.range(0)));
   const memory::desc md({rows, cols}, dt::f32, tag::ab), pmd({cols}, dt::f32, tag::a);
-  memory src(md, eng, d.x.p), dst(md, eng, d.y.p);
-  memory scale(pmd, eng, d.gamma.data()), shift(pmd, eng, d.beta.data());
+  memory src(md, cpu.eng, d.x.p), dst(md, cpu.eng, d.y.p);
+  memory scale(pmd, cpu.eng, d.gamma.data()), shift(pmd, cpu.eng, d.beta.data());
   primitive prim;
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
   std::string impl;
   if constexpr (O == op::softmax) {
     auto pd = softmax_forward::primitive_desc(
-        softmax_forward::desc(prop_kind::forward_inference, md, 1), eng);
+        softmax_forward::desc(prop_kind::forward_inference, md, 1), cpu.eng);
     prim = softmax_forward(pd);
     impl = pd.impl_info_str();
   } else {
     const auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
     auto pd = layer_normalization_forward::primitive_desc(
-        layer_normalization_forward::desc(prop_kind::forward_inference, md, eps, flags), eng);
+        layer_normalization_forward::desc(prop_kind::forward_inference, md, eps, flags), cpu.eng);
     prim = layer_normalization_forward(pd);
     args.insert({DNNL_ARG_SCALE, scale});
     args.insert({DNNL_ARG_SHIFT, shift});
     impl = pd.impl_info_str();
   }
   for (auto _ : st) {
-    prim.execute(strm, args);
-    strm.wait();
+    prim.execute(cpu.strm, args);
+    cpu.strm.wait();
   }
   st.SetLabel(impl + " " + std::to_string(st.range(0)) + "T");
   set_bytes(st, 8.0);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "kfuse/graph/compile.hpp"
 
 namespace {
@@ -115,7 +116,7 @@ void fork_join(benchmark::State& state) {
 // worker arrives: it measures the cost of publishing a job, not of a split.
 void split(benchmark::State& state) {
   const int threads = int(state.range(0));
-  using clock = std::chrono::steady_clock;
+  using kfuse_bench::clock;
   for (auto _ : state) {
     kfuse::parallel_for(
         0, 2, 1,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../examples/04_models/models.hpp"
+#include "bench_common.hpp"
 #include "kfuse/graph/compile.hpp"
 #include "kfuse/tools/machine_limits.hpp"
 
@@ -65,15 +66,14 @@ void kfuse_replay(benchmark::State& st, const std::string& name) {
   const kfuse::pool_stats before = kfuse::default_pool().stats();
   // Each call timed too: the median call is what ONNX Runtime's line reports; the benchmark's
   // own time is the mean, which a stall of a time slice moves.
-  using clock = std::chrono::steady_clock;
+  using kfuse_bench::clock;
   std::vector<double> calls;
   calls.reserve(1 << 16);
   for (auto _ : st) {
     const auto t0 = clock::now();
     r.replay();
     benchmark::ClobberMemory();
-    if (calls.size() < calls.capacity())
-      calls.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+    if (calls.size() < calls.capacity()) calls.push_back(kfuse_bench::us_since(t0));
   }
   const kfuse::pool_stats after = kfuse::default_pool().stats();
   if (!calls.empty()) {
@@ -107,14 +107,8 @@ BENCHMARK_CAPTURE(kfuse_replay, mobile_b1, std::string("mobile_b1"))->Apply(thre
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::AddCustomContext("kfuse.pool", kfuse::default_pool().size_reason());
-  const kfuse::machine_limits& lim = kfuse::cached_machine_limits();
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "f32 %.0f, bf16 %.0f, int8 %.0f G/s per core; memory %.1f GB/s (1 thread), %.1f "
-                "GB/s (%d threads)",
-                lim.f32_gflops, lim.bf16_gflops, lim.int8_gops, lim.mem_gbs_1t, lim.mem_gbs_all,
-                lim.cores);
-  benchmark::AddCustomContext("kfuse.limits", buf);
+  benchmark::AddCustomContext("kfuse.limits",
+                              kfuse_bench::limits_text(kfuse::cached_machine_limits()));
   benchmark::AddCustomContext("kfuse.fork_join_ns",
                               std::to_string(kfuse::default_pool().fork_join_ns()));
   benchmark::RunSpecifiedBenchmarks();

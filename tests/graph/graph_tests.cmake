@@ -3,29 +3,35 @@
 # tier, int8 included). The generic copies (~40 CPU-s each) run under "full": the executor's own
 # logic is the same code on every arch, and the scalar kernels it calls are in CI's kernel tests.
 # The executor tests also carry "threads" so the ThreadSanitizer phase runs them.
-kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "ci;threads" ARCHS avx512_bf16)
+# (arch_table.def's sets: host = avx512_bf16, reference = generic.)
+kfuse_arch_set(host graph_host)
+kfuse_arch_set(reference graph_reference)
+kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "ci;threads"
+                    ARCHS ${graph_host})
 if(KFUSE_FULL_TESTS)
-  kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "full;threads" ARCHS generic)
+  kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "full;threads"
+                      ARCHS ${graph_reference})
 endif()
-kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp LABELS "ci" ARCHS avx512_bf16)
+kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp LABELS "ci"
+                    ARCHS ${graph_host})
 # Zero heap allocations during replay, on every thread (replaces the global operator new, so it
 # stays out of the AddressSanitizer build: label no_asan).
 kfuse_add_arch_test(graph_noalloc SOURCES graph/graph_noalloc_test.cpp LABELS "ci;threads;no_asan"
-                    ARCHS avx512_bf16)
+                    ARCHS ${graph_host})
 # Quantize absorption into producers' epilogues (int8 MLP and conv chains, explicit quantize
 # nodes): fused vs unfused within one quantization step.
 kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp LABELS "ci"
-                    ARCHS avx512_bf16)
+                    ARCHS ${graph_host})
 if(KFUSE_FULL_TESTS)
   kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp LABELS "full"
-                      ARCHS generic)
+                      ARCHS ${graph_reference})
 endif()
 # Threading where inference runs: the process pinned to one core with pools of 1..8 threads,
 # application threads against a busy loop, one replay buffer on two threads (docs/executor.md).
 # Its own executable: the pinning must come before the default pool exists, which
 # KFUSE_NUM_THREADS=4 then makes oversubscribe the core.
 kfuse_add_arch_test(graph_threading SOURCES graph/graph_threading_test.cpp LABELS "ci;threads"
-                    ARCHS avx512_bf16)
+                    ARCHS ${graph_host})
 if(TARGET graph_threading_avx512_bf16)
   set(f ${CMAKE_CURRENT_BINARY_DIR}/graph_threading_avx512_bf16_env.cmake)
   file(WRITE ${f} "if(DEFINED graph_threading_avx512_bf16_TESTS)\n"

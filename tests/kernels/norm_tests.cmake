@@ -1,6 +1,6 @@
 # Normalization kernels: softmax, layer_norm / rms_norm, batch_norm. One TU per kernel family
 # (each well under a minute at -O1). CI archs: generic, avx2, avx512_bf16; the others under full.
-set(norm_ci_archs generic avx2 avx512_bf16)
+kfuse_arch_set(width_ci norm_ci_archs)
 set(norm_full_archs ${archs})
 list(REMOVE_ITEM norm_full_archs ${norm_ci_archs})
 foreach(t softmax norm batch_norm)

@@ -1,10 +1,12 @@
 # pool2d tests: f32/bf16 (modes, epilogues, NaN, threads, errors) and u8/i8, one TU each.
 # CI archs: generic and avx512_bf16, plus avx2 for float (the CI time budget); the rest under
 # "full".
+kfuse_arch_set(kernel_ci pool_kernel_ci)
+kfuse_arch_set(f32_tails_ci pool_f32_tails)
 foreach(t float int8)
-  set(pool_ci_archs generic avx512_bf16)
+  set(pool_ci_archs ${pool_kernel_ci})
   if(t STREQUAL "float")
-    list(APPEND pool_ci_archs avx2)
+    list(APPEND pool_ci_archs ${pool_f32_tails})
   endif()
   set(pool_full_archs ${archs})
   list(REMOVE_ITEM pool_full_archs ${pool_ci_archs})

@@ -1,5 +1,6 @@
 # cmake -DMODE=find_package|add_subdirectory -DKFUSE_SOURCE_DIR=<src> -DKFUSE_BINARY_DIR=<build>
 #       -DWORK_DIR=<scratch> -DGENERATOR=<gen> -DCXX=<compiler> [-DBUILD_TYPE=<cfg>]
+#       [-DEXPECT_RUNTIME=ON: the install must provide kfuse::runtime, and runtime_plan runs]
 #       -P run_consumer.cmake
 #
 # find_package:     cmake --install <build> --prefix <scratch>/prefix, then configures the
@@ -38,6 +39,7 @@ if(MODE STREQUAL "find_package")
   set(prefix ${WORK_DIR}/prefix)
   run(${CMAKE_COMMAND} --install ${KFUSE_BINARY_DIR} --prefix ${prefix})
   foreach(f include/kfuse/kfuse.hpp include/kfuse/arch/dispatch.hpp
+            include/kfuse/arch/arch_table.def
             share/cmake/kfuse/kfuse-config.cmake share/cmake/kfuse/kfuse-config-version.cmake
             share/cmake/kfuse/kfuse-targets.cmake share/cmake/kfuse/kfuse_arch.cmake)
     if(NOT EXISTS ${prefix}/${f})
@@ -46,7 +48,7 @@ if(MODE STREQUAL "find_package")
   endforeach()
   # Only the prefix: no package registry, no kfuse_DIR, nothing from the source or build tree.
   run(${CMAKE_COMMAND} -S ${here}/find_package -B ${WORK_DIR}/build ${args}
-      -DCMAKE_PREFIX_PATH=${prefix} -DEXPECT_PREFIX=${prefix}
+      -DCMAKE_PREFIX_PATH=${prefix} -DEXPECT_PREFIX=${prefix} -DEXPECT_RUNTIME=${EXPECT_RUNTIME}
       -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
 elseif(MODE STREQUAL "add_subdirectory")
   run(${CMAKE_COMMAND} -S ${here}/add_subdirectory -B ${WORK_DIR}/build ${args}
@@ -57,4 +59,7 @@ endif()
 
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build --parallel 1)
 run(${WORK_DIR}/build/fused_op)
+if(EXISTS ${WORK_DIR}/build/runtime_plan)
+  run(${WORK_DIR}/build/runtime_plan)
+endif()
 message(STATUS "OK: ${MODE} consumer built and its fused op checked")

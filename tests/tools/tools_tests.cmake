@@ -1,14 +1,16 @@
 # Tools (profiler, machine limits, calibration, accuracy report, batch sweep).
-# The profiler's probe has per-arch code (FMA, vdpbf16ps, vpdpbusd): generic and avx512_bf16.
-# The others are plain C++ and build once.
-kfuse_add_arch_test(tools_profiler SOURCES tools/profiler_test.cpp LABELS "ci" ARCHS generic avx512_bf16)
+# The profiler's probe has per-arch code (FMA, vdpbf16ps, vpdpbusd): the kernel_ci archs (generic
+# and avx512_bf16). The others are plain C++ and build once.
+kfuse_arch_set(kernel_ci profiler_archs)
+kfuse_add_arch_test(tools_profiler SOURCES tools/profiler_test.cpp LABELS "ci"
+                    ARCHS ${profiler_archs})
 kfuse_add_test(tools_unit SOURCES tools/calibrate_test.cpp tools/accuracy_test.cpp
                tools/batch_sweep_test.cpp LABELS "ci")
 
 # The Chrome trace loaded by an independent JSON parser (Python's), when python3 is there.
 find_program(KFUSE_PYTHON3 python3)
 if(KFUSE_PYTHON3)
-  foreach(arch generic avx512_bf16)
+  foreach(arch IN LISTS profiler_archs)
     if(TARGET tools_profiler_${arch})
       add_test(NAME tools:trace_json_python:${arch}
                COMMAND ${KFUSE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_trace.py
@@ -21,4 +23,5 @@ endif()
 
 # The tools on compiled plans (replay_profiler through the executor's hook, calibrate_graph and
 # the int8 plan it feeds): the executor instantiates its kernels per TU, so one arch only.
-kfuse_add_arch_test(tools_graph SOURCES tools/graph_tools_test.cpp LABELS "ci" ARCHS avx512_bf16)
+kfuse_arch_set(host tools_host)
+kfuse_add_arch_test(tools_graph SOURCES tools/graph_tools_test.cpp LABELS "ci" ARCHS ${tools_host})

@@ -1,7 +1,8 @@
 #pragma once
 // Arch tags: empty structs whose inheritance means "extends" (every avx512 CPU runs avx2 code).
 // They carry only constants, so they are the same type in every translation unit and can name a
-// kernel instantiation across TUs (see arch/dispatch.hpp).
+// kernel instantiation across TUs (see arch/dispatch.hpp). Generated from arch_table.def, the one
+// table of archs that CMake reads too (cmake/kfuse_arch.cmake).
 #include <string_view>
 #include <type_traits>
 
@@ -9,75 +10,36 @@
 
 namespace kfuse::arch {
 
-/// Plain C++ with no vector registers: the reference target every SIMD target is tested against.
-struct generic {
-  static constexpr std::string_view name{"generic"};
-  static constexpr int tier = KFUSE_TIER_GENERIC;
-  static constexpr int vector_bytes = 4;
-  static constexpr bool native_bf16_dot = false;  // vdpbf16ps / bfdot
-  static constexpr bool native_int8_dot = false;  // vpdpbusd / sdot
-  static constexpr bool is_x86 = false;
-  static constexpr bool is_arm = false;
-};
+/// Arch lists for the dispatcher, best first.
+template <class... A>
+struct list {};
 
-/// x86-64-v2: SSE4.2, 128-bit.
-struct sse4 : generic {
-  static constexpr std::string_view name{"sse4"};
-  static constexpr int tier = KFUSE_TIER_SSE4;
-  static constexpr int vector_bytes = 16;
-  static constexpr bool is_x86 = true;
-};
+namespace detail {
+enum class family { none, x86, arm };
+}  // namespace detail
 
-/// x86-64-v3: AVX2 + FMA + F16C, 256-bit.
-struct avx2 : sse4 {
-  static constexpr std::string_view name{"avx2"};
-  static constexpr int tier = KFUSE_TIER_AVX2;
-  static constexpr int vector_bytes = 32;
-};
-
-/// avx2 + AVX-VNNI (VEX vpdpbusd on 256-bit registers): the int8 dot product without AVX-512.
-/// It extends avx2 only: an AVX-512 VNNI CPU need not have the VEX form (Ice Lake has not).
-struct avx2_vnni : avx2 {
-  static constexpr std::string_view name{"avx2_vnni"};
-  static constexpr int tier = KFUSE_TIER_AVX2_VNNI;
-  static constexpr bool native_int8_dot = true;
-};
-
-/// x86-64-v4: AVX-512 F/BW/DQ/VL/CD, 512-bit.
-struct avx512 : avx2 {
-  static constexpr std::string_view name{"avx512"};
-  static constexpr int tier = KFUSE_TIER_AVX512;
-  static constexpr int vector_bytes = 64;
-};
-
-/// avx512 + VNNI (vpdpbusd: u8 x s8 -> s32 dot products).
-struct avx512_vnni : avx512 {
-  static constexpr std::string_view name{"avx512_vnni"};
-  static constexpr int tier = KFUSE_TIER_AVX512_VNNI;
-  static constexpr bool native_int8_dot = true;
-};
-
-/// avx512_vnni + BF16 (vdpbf16ps). Every CPU with AVX512-BF16 also has VNNI.
-struct avx512_bf16 : avx512_vnni {
-  static constexpr std::string_view name{"avx512_bf16"};
-  static constexpr int tier = KFUSE_TIER_AVX512_BF16;
-  static constexpr bool native_bf16_dot = true;
-};
-
-/// AArch64 Advanced SIMD, 128-bit.
-struct neon : generic {
-  static constexpr std::string_view name{"neon"};
-  static constexpr int tier = KFUSE_TIER_NEON;
-  static constexpr int vector_bytes = 16;
-  static constexpr bool is_arm = true;
-};
-
-/// neon + the dot-product extension (sdot/udot).
-struct neon_dotprod : neon {
-  static constexpr std::string_view name{"neon_dotprod"};
-  static constexpr int tier = KFUSE_TIER_NEON_DOTPROD;
-  static constexpr bool native_int8_dot = true;
-};
+// The tag structs, one per row of arch_table.def (which documents each arch): the root row
+// (generic) has no base, every other row derives from its parent.
+#define KFUSE_ARCH_MEMBERS(name_, tier_, bytes_, bf16_dot_, int8_dot_, family_)  \
+  static constexpr std::string_view name{#name_};                                \
+  static constexpr int tier = tier_;                                             \
+  static constexpr int vector_bytes = bytes_;                                    \
+  static constexpr bool native_bf16_dot = bf16_dot_; /* vdpbf16ps / bfdot */     \
+  static constexpr bool native_int8_dot = int8_dot_; /* vpdpbusd / sdot */       \
+  static constexpr bool is_x86 = detail::family::family_ == detail::family::x86; \
+  static constexpr bool is_arm = detail::family::family_ == detail::family::arm;
+#define KFUSE_ARCH_ROOT(name_, parent_, tier_, bytes_, bf16_dot_, int8_dot_, family_, flags_, \
+                        sets_)                                                                \
+  struct name_ {                                                                              \
+    KFUSE_ARCH_MEMBERS(name_, tier_, bytes_, bf16_dot_, int8_dot_, family_)                   \
+  };
+#define KFUSE_ARCH(name_, parent_, tier_, bytes_, bf16_dot_, int8_dot_, family_, flags_, sets_) \
+  struct name_ : parent_ {                                                                      \
+    KFUSE_ARCH_MEMBERS(name_, tier_, bytes_, bf16_dot_, int8_dot_, family_)                     \
+  };                                                                                            \
+  static_assert(name_::tier > parent_::tier, "arch_table.def: a tier below its parent's");
+#include "kfuse/arch/arch_table.def"
+#undef KFUSE_ARCH_MEMBERS
 
 template <class A>
 concept tag = std::is_base_of_v<generic, A> && requires {
@@ -85,36 +47,90 @@ concept tag = std::is_base_of_v<generic, A> && requires {
   A::tier;
 };
 
-/// The best arch the compile flags of this translation unit allow.
-#if KFUSE_TIER == KFUSE_TIER_AVX512_BF16
-using native = avx512_bf16;
-#elif KFUSE_TIER == KFUSE_TIER_AVX512_VNNI
-using native = avx512_vnni;
-#elif KFUSE_TIER == KFUSE_TIER_AVX512
-using native = avx512;
-#elif KFUSE_TIER == KFUSE_TIER_AVX2_VNNI
-using native = avx2_vnni;
-#elif KFUSE_TIER == KFUSE_TIER_AVX2
-using native = avx2;
-#elif KFUSE_TIER == KFUSE_TIER_SSE4
-using native = sse4;
-#elif KFUSE_TIER == KFUSE_TIER_NEON_DOTPROD
-using native = neon_dotprod;
-#elif KFUSE_TIER == KFUSE_TIER_NEON
-using native = neon;
-#else
-using native = generic;
-#endif
+namespace detail {
 
-/// Arch lists for the dispatcher, best first.
+// Every row, in table order (the root row comes first).
+#define KFUSE_ARCH_ROOT(name_, ...) name_
+#define KFUSE_ARCH(name_, ...) , name_
+using table = list<
+#include "kfuse/arch/arch_table.def"
+    >;
+
+template <class A>
+inline constexpr family family_of = A::is_x86 ? family::x86
+                                              : (A::is_arm ? family::arm : family::none);
+
+// The arch of `List` with tier `Tier` (void if none).
+template <int Tier, class List>
+struct with_tier {
+  using type = void;
+};
+template <int Tier, class A, class... Rest>
+struct with_tier<Tier, list<A, Rest...>> {
+  using type =
+      std::conditional_t<A::tier == Tier, A, typename with_tier<Tier, list<Rest...>>::type>;
+};
+
+// The archs of `In` that run on family F (its own and the family-less ones), reversed onto
+// `Out`: the table lists each family best last, arch::all best first.
+template <family F, class Out, class In>
+struct best_first {
+  using type = Out;
+};
+template <family F, class... Out, class A, class... Rest>
+struct best_first<F, list<Out...>, list<A, Rest...>> {
+  static constexpr bool runs = family_of<A> == F || family_of<A> == family::none;
+  using type = typename best_first<F, std::conditional_t<runs, list<A, Out...>, list<Out...>>,
+                                   list<Rest...>>::type;
+};
+
+template <int Tier, class... A>
+constexpr int count_tier(list<A...>) {
+  return ((A::tier == Tier ? 1 : 0) + ...);
+}
 template <class... A>
-struct list {};
+constexpr bool tiers_unique(list<A...> l) {
+  return ((count_tier<A::tier>(l) == 1) && ...);
+}
+static_assert(tiers_unique(table{}), "arch_table.def: two rows with one tier");
 
+}  // namespace detail
+
+/// The best arch the compile flags of this translation unit allow: the row whose tier
+/// config/macros.hpp detected (KFUSE_TIER).
+using native = detail::with_tier<KFUSE_TIER, detail::table>::type;
+static_assert(!std::is_void_v<native>,
+              "KFUSE_TIER (config/macros.hpp) names no arch_table.def row");
+
+/// Every arch this target can run, best first.
 #if KFUSE_X86 || (!KFUSE_ARM && (defined(__x86_64__) || defined(_M_X64)))
-using all = list<avx512_bf16, avx512_vnni, avx512, avx2_vnni, avx2, sse4, generic>;
+using all = detail::best_first<detail::family::x86, list<>, detail::table>::type;
 #else
-using all = list<neon_dotprod, neon, generic>;
+using all = detail::best_first<detail::family::arm, list<>, detail::table>::type;
 #endif
+
+// config/macros.hpp detects the tier with #if on the compiler's predefined macros, so its tier
+// numbers and derived macros are written by hand: they must agree with the table.
+static_assert(generic::tier == KFUSE_TIER_GENERIC && sse4::tier == KFUSE_TIER_SSE4 &&
+                  avx2::tier == KFUSE_TIER_AVX2 && avx2_vnni::tier == KFUSE_TIER_AVX2_VNNI &&
+                  avx512::tier == KFUSE_TIER_AVX512 &&
+                  avx512_vnni::tier == KFUSE_TIER_AVX512_VNNI &&
+                  avx512_bf16::tier == KFUSE_TIER_AVX512_BF16 && neon::tier == KFUSE_TIER_NEON &&
+                  neon_dotprod::tier == KFUSE_TIER_NEON_DOTPROD,
+              "config/macros.hpp: a KFUSE_TIER_* number differs from arch_table.def");
+static_assert(KFUSE_X86 == native::is_x86 && KFUSE_ARM == native::is_arm,
+              "config/macros.hpp: KFUSE_X86 / KFUSE_ARM disagree with arch_table.def");
+static_assert(KFUSE_X86_INT8_DOT == (native::is_x86 && native::native_int8_dot),
+              "config/macros.hpp: KFUSE_X86_INT8_DOT disagrees with arch_table.def");
+// The per-ISA namespace is named after the arch (checked on a string literal, not a variable:
+// kfuse::arch is shared by the TUs of every tier).
+#define KFUSE_DETAIL_STR(x) #x
+#define KFUSE_DETAIL_XSTR(x) KFUSE_DETAIL_STR(x)
+static_assert(std::string_view{KFUSE_DETAIL_XSTR(KFUSE_ISA_NS)}.substr(0, 4) == "isa_" &&
+                  std::string_view{KFUSE_DETAIL_XSTR(KFUSE_ISA_NS)}.substr(4) == native::name,
+              "config/macros.hpp: KFUSE_ISA_NS is not isa_<arch::native::name>");
+#undef KFUSE_DETAIL_XSTR
+#undef KFUSE_DETAIL_STR
 
 }  // namespace kfuse::arch
 

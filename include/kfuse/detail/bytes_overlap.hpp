@@ -1,6 +1,6 @@
 #pragma once
 // bytes_overlap: whether two byte ranges share a byte. The one overlap test behind the kernels'
-// aliasing checks (kernels/checks.hpp), the epilogue stages' operand checks (epilogue/stage.hpp)
+// aliasing checks (detail/checks.hpp), the epilogue stages' operand checks (epilogue/stage.hpp)
 // and the plan's binding checks (graph/replay.hpp).
 #include <cstddef>
 #include <cstdint>

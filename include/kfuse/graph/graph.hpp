@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/graph/names.hpp"
-#include "kfuse/kernels/checks.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -372,5 +372,3 @@ class graph {
 };
 
 KFUSE_END_NAMESPACE
-
-#include "kfuse/graph/plan.hpp"

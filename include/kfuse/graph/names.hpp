@@ -1,5 +1,8 @@
 #pragma once
 // Run-time helpers over the executor's vocabulary: element sizes, names, bindings.
+//
+// The names of enum values are function objects, not functions: argument-dependent lookup does
+// not find objects, so a user's own layout_name(kfuse::tensor_layout) stays unambiguous.
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -8,83 +11,99 @@
 
 KFUSE_BEGIN_NAMESPACE
 
+namespace detail {
+struct dtype_size_fn {
+  constexpr std::size_t operator()(dtype t) const noexcept {
+    switch (t) {
+      case dtype::f32:
+      case dtype::i32:
+        return 4;
+      case dtype::bf16:
+      case dtype::f16:
+        return 2;
+      case dtype::i8:
+      case dtype::u8:
+        return 1;
+    }
+    return 0;
+  }
+};
+}  // namespace detail
 /// Bytes of one element of t.
-constexpr std::size_t dtype_size(dtype t) noexcept {
-  switch (t) {
-    case dtype::f32:
-    case dtype::i32:
-      return 4;
-    case dtype::bf16:
-    case dtype::f16:
-      return 2;
-    case dtype::i8:
-    case dtype::u8:
-      return 1;
-  }
-  return 0;
-}
+inline constexpr detail::dtype_size_fn dtype_size{};
 
-constexpr std::string_view dtype_name(dtype t) noexcept {
-  switch (t) {
-    case dtype::f32:
-      return "f32";
-    case dtype::bf16:
-      return "bf16";
-    case dtype::f16:
-      return "f16";
-    case dtype::i8:
-      return "i8";
-    case dtype::u8:
-      return "u8";
-    case dtype::i32:
-      return "i32";
+namespace detail {
+struct dtype_name_fn {
+  constexpr std::string_view operator()(dtype t) const noexcept {
+    switch (t) {
+      case dtype::f32:
+        return "f32";
+      case dtype::bf16:
+        return "bf16";
+      case dtype::f16:
+        return "f16";
+      case dtype::i8:
+        return "i8";
+      case dtype::u8:
+        return "u8";
+      case dtype::i32:
+        return "i32";
+    }
+    return "?";
   }
-  return "?";
-}
+};
+}  // namespace detail
+inline constexpr detail::dtype_name_fn dtype_name{};
 
-constexpr std::string_view layout_name(tensor_layout l) noexcept {
-  switch (l) {
-    case tensor_layout::plain:
-      return "plain";
-    case tensor_layout::nchw:
-      return "nchw";
-    case tensor_layout::nhwc:
-      return "nhwc";
+namespace detail {
+struct layout_name_fn {
+  constexpr std::string_view operator()(tensor_layout l) const noexcept {
+    switch (l) {
+      case tensor_layout::plain:
+        return "plain";
+      case tensor_layout::nchw:
+        return "nchw";
+      case tensor_layout::nhwc:
+        return "nhwc";
+    }
+    return "?";
   }
-  return "?";
-}
+};
+}  // namespace detail
+inline constexpr detail::layout_name_fn layout_name{};
 
-constexpr std::string_view op_name(op_kind k) noexcept {
-  switch (k) {
-    case op_kind::eltwise:
-      return "eltwise";
-    case op_kind::linear:
-      return "linear";
-    case op_kind::conv2d:
-      return "conv2d";
-    case op_kind::pool2d:
-      return "pool2d";
-    case op_kind::softmax:
-      return "softmax";
-    case op_kind::layer_norm:
-      return "layer_norm";
-    case op_kind::rms_norm:
-      return "rms_norm";
-    case op_kind::batch_norm:
-      return "batch_norm";
-    case op_kind::reshape:
-      return "reshape";
-    case op_kind::concat:
-      return "concat";
-    case op_kind::convert_layout:
-      return "convert_layout";
-    case op_kind::cast:
-      return "cast";
-    case op_kind::custom:
-      return "custom";
+namespace detail {
+struct op_name_fn {
+  constexpr std::string_view operator()(op_kind k) const noexcept {
+    switch (k) {
+#define KFUSE_OP_NAME(name) \
+  case op_kind::name:       \
+    return #name;
+      KFUSE_GRAPH_OPS(KFUSE_OP_NAME)
+#undef KFUSE_OP_NAME
+    }
+    return "?";
   }
-  return "?";
-}
+};
+}  // namespace detail
+inline constexpr detail::op_name_fn op_name{};
+
+namespace detail {
+struct stage_name_fn {
+  constexpr std::string_view operator()(stage_kind k) const noexcept {
+    switch (k) {
+#define KFUSE_STAGE_NAME(name, form) \
+  case stage_kind::name:             \
+    return #name;
+      KFUSE_BUILTIN_STAGES(KFUSE_STAGE_NAME)
+#undef KFUSE_STAGE_NAME
+    }
+    return "?";
+  }
+};
+}  // namespace detail
+/// "relu", "add", ... (the stage type's own name).
+inline constexpr detail::stage_name_fn stage_name{};
 
 /// The element type tag of a storage type as a run-time dtype.
 template <class T>

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kfuse/arch/target_info.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/graph/names.hpp"
-#include "kfuse/kernels/checks.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -156,8 +156,7 @@ class plan {
 
 // compile(graph, options) -> plan (infer, validate, fuse, plan memory, pack weights) lives in
 // kfuse/graph/compile.hpp: the header that instantiates the kernels, so only the translation
-// units that compile plans pay for it. Plans, replay buffers and graphs need only this header.
+// units that compile plans pay for it. record() and run() are defined with the replay buffer in
+// kfuse/graph/replay.hpp (which includes this header).
 
 KFUSE_END_NAMESPACE
-
-#include "kfuse/graph/replay.hpp"

@@ -6,9 +6,16 @@
 #include <cstdint>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/epilogue/stage_list.hpp"
 #include "kfuse/types/elem.hpp"
 
 namespace kfuse {
+
+// Whether each stage form of KFUSE_BUILTIN_STAGES reads an operand (stage_reads_operand).
+namespace stage_form {
+inline constexpr bool unary = false, one_param = false, two_params = false, factor = false;
+inline constexpr bool add_operand = true, mul_operand = true;
+}  // namespace stage_form
 
 /// An element type as a run-time value (the graph's tensors carry one).
 enum class dtype : std::uint8_t { f32, bf16, f16, i8, u8, i32 };
@@ -28,48 +35,67 @@ struct tensor_id {
 /// weights quantized per output channel at compile time, f32 out unless a quantize is fused.
 enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
 
+/// The graph ops, declared once: the op_kind enum, op_name() and the plan compiler's rule
+/// table (graph/ops/registry.hpp: X(name) is handled by graph_ops::name##_rule) come from it.
+/// A new op is one line here, its rule file in graph/ops/, and a builder call in graph.hpp.
+/// Append, never reorder.
+#define KFUSE_GRAPH_OPS(X)                                                                      \
+  X(eltwise)        /* a chain of eltwise stages (activation, scale, bias, add/mul a tensor) */ \
+  X(linear)         /* y = x . W^T (+ bias), W given as PyTorch [N, K] */                       \
+  X(conv2d)         /* 2-D convolution, OIHW weights, nchw or nhwc activations */               \
+  X(pool2d)         /* max / average / global pooling */                                        \
+  X(softmax)        /* over one axis */                                                         \
+  X(layer_norm)     /* over the last axis, optional affine */                                   \
+  X(rms_norm)       /* over the last axis, optional gamma */                                    \
+  X(batch_norm)     /* inference batch norm (per channel affine) */                             \
+  X(reshape)        /* a view with another shape (zero copy unless it must be materialized) */  \
+  X(concat)         /* along one axis */                                                        \
+  X(convert_layout) /* nchw <-> nhwc */                                                         \
+  X(cast)           /* element type change (float types), or quantize / dequantize */           \
+  X(custom)         /* a user-supplied callable with declared output and cost */
+
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {
-  eltwise,         // a chain of eltwise stages (activation, scale, bias, add/mul a tensor ...)
-  linear,          // y = x . W^T (+ bias), W given as PyTorch [N, K]
-  conv2d,          // 2-D convolution, OIHW weights, nchw or nhwc activations
-  pool2d,          // max / average / global pooling
-  softmax,         // over one axis
-  layer_norm,      // over the last axis, optional affine
-  rms_norm,        // over the last axis, optional gamma
-  batch_norm,      // inference batch norm (per channel affine)
-  reshape,         // a view with another shape (zero copy unless it must be materialized)
-  concat,          // along one axis
-  convert_layout,  // nchw <-> nhwc
-  cast,            // element type change (float types), or quantize / dequantize
-  custom           // a user-supplied callable with declared output and cost
+#define KFUSE_OP_ENUM(name) name,
+  KFUSE_GRAPH_OPS(KFUSE_OP_ENUM)
+#undef KFUSE_OP_ENUM
 };
 
-/// One stage of an eltwise chain. Binary stages (add, mul, bias) read `operand`.
+/// One stage of an eltwise chain (the list: kfuse/epilogue/stage_list.hpp). Binary stages
+/// (bias, add, mul) read an operand: bias one value per channel, add / mul a tensor of x's shape,
+/// or one value per channel with per_channel. leaky_relu: p0 = alpha; clamp: p0 = lo, p1 = hi;
+/// scale: p0 = factor.
 enum class stage_kind : std::uint8_t {
-  relu,
-  leaky_relu,  // p0 = alpha
-  clamp,       // p0 = lo, p1 = hi
-  sigmoid,
-  silu,
-  tanh,
-  gelu_tanh,
-  gelu_erf,
-  hardswish,
-  hardsigmoid,
-  scale,  // p0 = factor
-  bias,   // + operand[channel] (operand: 1-D, one value per channel)
-  add,    // + operand (same shape as x; or per channel with per_channel)
-  mul     // * operand (same shape as x; or per channel with per_channel)
+#define KFUSE_STAGE_ENUM(name, form) name,
+  KFUSE_BUILTIN_STAGES(KFUSE_STAGE_ENUM)
+#undef KFUSE_STAGE_ENUM
 };
 
-struct eltwise_stage {
+/// A stage of a chain at run time. One struct for every level, by how it names its operand: the
+/// graph's eltwise_stage (a tensor_id), the compiler's op_stage (a plan tensor) and the plan's
+/// chain_stage (a slot of the command).
+template <class Operand>
+struct stage_desc {
   stage_kind kind = stage_kind::relu;
   float p0 = 0.f;
   float p1 = 0.f;
-  tensor_id operand{};
+  Operand operand{-1};
   bool per_channel = false;
 };
+
+/// Whether stage kind k reads a tensor operand.
+constexpr bool stage_reads_operand(stage_kind k) noexcept {
+  switch (k) {
+#define KFUSE_STAGE_OPERAND(name, form) \
+  case stage_kind::name:                \
+    return stage_form::form;
+    KFUSE_BUILTIN_STAGES(KFUSE_STAGE_OPERAND)
+#undef KFUSE_STAGE_OPERAND
+  }
+  return false;
+}
+
+using eltwise_stage = stage_desc<tensor_id>;
 
 /// conv2d geometry (weights are OIHW [K, C / groups, R, S]).
 struct conv2d_params {

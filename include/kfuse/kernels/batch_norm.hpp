@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/batch_norm_params.hpp"
-#include "kfuse/kernels/checks.hpp"
 #include "kfuse/kernels/eltwise.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
@@ -92,12 +92,7 @@ run_info batch_norm(tensor_view<In, L> in, tensor_view<Out, L> out, const batch_
   std::vector<float> folded(2 * std::size_t(d.c));
   float* scale = folded.data();
   float* shift = scale + d.c;
-  for (std::size_t c = 0; c < std::size_t(d.c); ++c) {
-    const double g = p.gamma.empty() ? 1.0 : double(p.gamma[c]);
-    const double s = g / std::sqrt(double(p.var[c]) + double(p.eps));
-    scale[c] = float(s);
-    shift[c] = float((p.beta.empty() ? 0.0 : double(p.beta[c])) - double(p.mean[c]) * s);
-  }
+  batch_norm_affine(p, {scale, std::size_t(d.c)}, {shift, std::size_t(d.c)});
   const Full full = [&]<std::size_t... I>(std::index_sequence<I...>) {
     return Full(detail::batch_norm_affine{scale, shift}, detail::stage_at<I>(ep.stages)...);
   }

@@ -9,8 +9,8 @@
 // output needs an epilogue that ends in quantize<E> or requantize<E>.
 #include <span>
 
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
-#include "kfuse/kernels/checks.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/threading/thread_pool.hpp"

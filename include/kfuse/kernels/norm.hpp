@@ -31,8 +31,8 @@
 #include <string>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
-#include "kfuse/kernels/checks.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/simd/reduce.hpp"
 #include "kfuse/simd/stream.hpp"

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
-#include "kfuse/kernels/checks.hpp"
 #include "kfuse/kernels/pool_shape.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"

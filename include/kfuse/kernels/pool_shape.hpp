@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kfuse/config/macros.hpp"
-#include "kfuse/kernels/checks.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/layout/layout.hpp"
 
 namespace kfuse {

@@ -32,7 +32,7 @@
 #include <string>
 
 #include "kfuse/config/macros.hpp"
-#include "kfuse/kernels/checks.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/simd/fast_math.hpp"

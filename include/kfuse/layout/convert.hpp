@@ -3,7 +3,7 @@
 // cache-sized square tiles so both sides stream through L1.
 #include <algorithm>
 
-#include "kfuse/kernels/checks.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/threading/thread_pool.hpp"
 

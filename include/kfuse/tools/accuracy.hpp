@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "kfuse/config/macros.hpp"
-#include "kfuse/kernels/checks.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/types/convert.hpp"
 #include "kfuse/types/elem.hpp"
 

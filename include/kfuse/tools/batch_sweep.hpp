@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kfuse/config/macros.hpp"
-#include "kfuse/kernels/checks.hpp"
+#include "kfuse/detail/checks.hpp"
 
 namespace kfuse {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kfuse/config/macros.hpp"
-#include "kfuse/kernels/checks.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/types/elem.hpp"
 #include "kfuse/types/quant_params.hpp"
 

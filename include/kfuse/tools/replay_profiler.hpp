@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kfuse/graph/plan.hpp"
+#include "kfuse/graph/replay.hpp"
 #include "kfuse/tools/profiler.hpp"
 
 KFUSE_BEGIN_NAMESPACE

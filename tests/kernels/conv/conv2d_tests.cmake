@@ -1,11 +1,12 @@
 # conv2d (dense and grouped convolution, batch-norm folding). Paths relative to tests/.
 # CI (the 30-minute budget): generic (scalar) and avx512_bf16 (vdpbf16ps, vpdpbusd) for every
 # part, plus avx2 (8 lanes, other tails) for the NHWC f32 part; every other arch x part under "full".
-set(conv2d_ci_archs generic avx512_bf16)
+kfuse_arch_set(kernel_ci conv2d_ci_archs)
+kfuse_arch_set(f32_tails_ci conv2d_f32_tails)
 foreach(part f32 f32_nchw lowp lowp_nchw errors)
   set(ci ${conv2d_ci_archs})
   if(part STREQUAL "f32")
-    list(APPEND ci avx2)
+    list(APPEND ci ${conv2d_f32_tails})
   endif()
   set(conv2d_full_archs ${archs})
   list(REMOVE_ITEM conv2d_full_archs ${ci})

@@ -22,12 +22,7 @@ inline constexpr int chain_max_stages = 12;
 inline constexpr int chain_max_operands = 3;
 
 /// One stage of a chain: `operand` indexes the command's operand pointers (-1: none).
-struct chain_stage {
-  stage_kind kind = stage_kind::relu;
-  float p0 = 0.f, p1 = 0.f;
-  std::int8_t operand = -1;
-  bool per_channel = false;
-};
+using chain_stage = stage_desc<std::int8_t>;
 
 struct chain_list {
   chain_stage stages[chain_max_stages];
@@ -59,42 +54,48 @@ struct chain {
   }
 
  private:
+  // The stages whose form (epilogue/stage_list.hpp) is not a stage type's constructor.
+  template <class F>
+  static KFUSE_INLINE void visit_factor(const chain_stage& st, F&& f) {
+    f([p = st.p0]<class V>(V x, const auto&) { return x * V(p); });
+  }
+  template <class F>
+  static KFUSE_INLINE void visit_add(const chain_stage& st, const float* op, F&& f) {
+    if (st.kind == stage_kind::bias || st.per_channel)
+      f([op]<class V>(V x, const auto& ctx) { return x + ctx.channel_param(op); });
+    else
+      f([op]<class V>(V x, const auto& ctx) { return x + ctx.load(op); });
+  }
+  template <class F>
+  static KFUSE_INLINE void visit_mul(const chain_stage& st, const float* op, F&& f) {
+    if (st.per_channel)
+      f([op]<class V>(V x, const auto& ctx) { return x * ctx.channel_param(op); });
+    else
+      f([op]<class V>(V x, const auto& ctx) { return x * ctx.load(op); });
+  }
+
   /// Calls f with a callable (x, ctx) -> x for the stage.
   template <class F>
   KFUSE_INLINE void visit(const chain_stage& st, F&& f) const {
     const float* op = st.operand >= 0 ? operands[st.operand] : nullptr;
     switch (st.kind) {
-      case stage_kind::relu:
-        return f(kfuse::relu{});
-      case stage_kind::leaky_relu:
-        return f(kfuse::leaky_relu{st.p0});
-      case stage_kind::clamp:
-        return f(kfuse::clamp{st.p0, st.p1});
-      case stage_kind::sigmoid:
-        return f(kfuse::sigmoid{});
-      case stage_kind::silu:
-        return f(kfuse::silu{});
-      case stage_kind::tanh:
-        return f(kfuse::tanh{});
-      case stage_kind::gelu_tanh:
-        return f(kfuse::gelu_tanh{});
-      case stage_kind::gelu_erf:
-        return f(kfuse::gelu_erf{});
-      case stage_kind::hardswish:
-        return f(kfuse::hardswish{});
-      case stage_kind::hardsigmoid:
-        return f(kfuse::hardsigmoid{});
-      case stage_kind::scale:
-        return f([p = st.p0]<class V>(V x, const auto&) { return x * V(p); });
-      case stage_kind::bias:  // a per-channel add
-      case stage_kind::add:
-        if (st.kind == stage_kind::bias || st.per_channel)
-          return f([op]<class V>(V x, const auto& ctx) { return x + ctx.channel_param(op); });
-        return f([op]<class V>(V x, const auto& ctx) { return x + ctx.load(op); });
-      case stage_kind::mul:
-        if (st.per_channel)
-          return f([op]<class V>(V x, const auto& ctx) { return x * ctx.channel_param(op); });
-        return f([op]<class V>(V x, const auto& ctx) { return x * ctx.load(op); });
+#define KFUSE_CHAIN_unary(name) f(kfuse::name{})
+#define KFUSE_CHAIN_one_param(name) f(kfuse::name{st.p0})
+#define KFUSE_CHAIN_two_params(name) f(kfuse::name{st.p0, st.p1})
+#define KFUSE_CHAIN_factor(name) visit_factor(st, f)
+#define KFUSE_CHAIN_add_operand(name) visit_add(st, op, f)
+#define KFUSE_CHAIN_mul_operand(name) visit_mul(st, op, f)
+#define KFUSE_CHAIN_CASE(name, form) \
+  case stage_kind::name:             \
+    return KFUSE_CHAIN_##form(name);
+      KFUSE_BUILTIN_STAGES(KFUSE_CHAIN_CASE)
+#undef KFUSE_CHAIN_CASE
+#undef KFUSE_CHAIN_unary
+#undef KFUSE_CHAIN_one_param
+#undef KFUSE_CHAIN_two_params
+#undef KFUSE_CHAIN_factor
+#undef KFUSE_CHAIN_add_operand
+#undef KFUSE_CHAIN_mul_operand
     }
   }
 };

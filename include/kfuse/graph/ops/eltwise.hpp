@@ -1,79 +1,16 @@
 #pragma once
-// Graph adapters of the eltwise family: fused stage chains, the single-stage fast path, and
-// element type conversions (cast, quantize, dequantize). Each is a command_fn: it reads its
-// parameters and resolved pointers from the command and calls the eltwise kernel's inner loop
-// (the checks ran once, at compile / record time).
+// eltwise: a chain of stages (activations, scale, bias, add / mul of a tensor) as a graph op.
+// Its commands call the eltwise kernel's inner loop (the checks ran once, at compile time): any
+// chain, the single-relu fast path, and a chain whose f32 output the plan quantizes.
 #include <algorithm>
 
 #include "kfuse/graph/ops/chain.hpp"
-#include "kfuse/kernels/eltwise.hpp"
+#include "kfuse/graph/ops/op_rule.hpp"
+#include "kfuse/graph/ops/rows.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
-
-/// A dense tensor walked as `rows` runs of `row_len` elements. channels == 0: flat (no channel
-/// parameter; the last run may be shorter); channels_last: lane k of a run has channel k;
-/// otherwise run r has channel r % channels.
-struct rows_shape {
-  index_t numel = 0;
-  index_t rows = 0;
-  index_t row_len = 0;
-  index_t channels = 0;
-  bool channels_last = false;
-  index_t rows_per_chunk = 1;  // grain of the parallel split
-};
-
-/// Rows for a tensor of `numel` elements with `channels` channels (0: none).
-inline rows_shape make_rows(index_t numel, index_t channels, bool channels_last, index_t hw) {
-  rows_shape r;
-  r.numel = numel;
-  constexpr index_t target = index_t(1) << 14;  // ~64 KiB of f32 per chunk, as kfuse::eltwise
-  if (channels == 0) {
-    r.row_len = std::max<index_t>(1, std::min(numel, target));
-    r.rows = numel == 0 ? 0 : (numel + r.row_len - 1) / r.row_len;
-  } else if (channels_last) {
-    r.channels = channels;
-    r.channels_last = true;
-    r.row_len = channels;
-    r.rows = numel / std::max<index_t>(channels, 1);
-  } else {
-    r.channels = channels;
-    r.row_len = hw;
-    r.rows = numel / std::max<index_t>(hw, 1);
-  }
-  r.rows_per_chunk = std::max<index_t>(1, target / std::max<index_t>(r.row_len, 1));
-  return r;
-}
-
-template <class V, class In, class Out, class Ep>
-KFUSE_INLINE void run_rows(const In* in, Out* out, const rows_shape& s, index_t r0, index_t r1,
-                           const Ep& ep) {
-  for (index_t row = r0; row < r1; ++row) {
-    const index_t i0 = row * s.row_len;
-    if (s.channels == 0)
-      detail::eltwise_run<V, false>(in + i0, out + i0, std::min(s.row_len, s.numel - i0), i0, 0,
-                                    ep);
-    else if (s.channels_last)
-      detail::eltwise_run<V, true>(in + i0, out + i0, s.row_len, i0, 0, ep);
-    else
-      detail::eltwise_run<V, false>(in + i0, out + i0, s.row_len, i0, row % s.channels, ep);
-  }
-}
-
-/// Rows [c.begin, c.end), split over c.threads threads when more than one.
-template <class V, class In, class Out, class Ep>
-KFUSE_INLINE void run_rows_cmd(const command& c, const rows_shape& s, const Ep& ep) {
-  const In* in = static_cast<const In*>(c.in[0]);
-  Out* out = static_cast<Out*>(c.out);
-  if (c.threads <= 1) {
-    run_rows<V>(in, out, s, c.begin, c.end, ep);
-    return;
-  }
-  parallel_for(
-      c.begin, c.end, s.rows_per_chunk,
-      [&](range r, int) { run_rows<V>(in, out, s, r.begin, r.end, ep); }, c.threads);
-}
 
 struct eltwise_params {
   rows_shape shape;
@@ -109,22 +46,98 @@ void eltwise_relu_cmd(const command& c) {
   run_rows_cmd<simd::vec_for<A, B>, T, T>(c, p.shape, epilogue<relu>{});
 }
 
-struct convert_params {
-  rows_shape shape;
-  quant_params q;  // quantize / dequantize (per tensor)
-};
+struct eltwise_rule : op_rule {
+  static constexpr op_kind kind = op_kind::eltwise;
+  static constexpr bool absorbs_chain = true;
 
-/// Element type conversion In -> Out through epilogue Ep (cast, quantize, dequantize, none).
-template <class A, class B, class In, class Out, class Ep>
-void convert_cmd(const command& c) {
-  const auto& p = *static_cast<const convert_params*>(c.params);
-  Ep ep{};
-  if constexpr (std::is_same_v<Ep, epilogue<quantize<elem_of<Out>>>>)
-    ep = Ep{quantize<elem_of<Out>>{p.q}};
-  else if constexpr (std::is_same_v<Ep, epilogue<dequantize>>)
-    ep = Ep{dequantize{p.q}};
-  run_rows_cmd<simd::vec_for<A, B>, In, Out>(c, p.shape, ep);
-}
+  static void infer(detail::compile_context& cx, const node_desc& n) {
+    const plan_tensor& x = cx.T(n.inputs[0]);
+    if (x.type != dtype::f32 && x.type != dtype::bf16)
+      cx.fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
+                          "; eltwise stages take f32 or bf16");
+    std::size_t slot = 1;
+    for (const eltwise_stage& s : n.stages) {
+      if (!stage_reads_operand(s.kind)) continue;
+      const plan_tensor& o = cx.T(n.inputs[slot++]);
+      if (o.type != dtype::f32)
+        cx.fail_node(n, "operand '" + o.name + "' is " + std::string(dtype_name(o.type)) +
+                            "; operands must be f32");
+      const bool per_channel = s.kind == stage_kind::bias || s.per_channel;
+      if (per_channel) {
+        if (shape_numel(o.shape) != cx.channels_of(x))
+          cx.fail_node(n, "per-channel operand '" + o.name + "' has " +
+                              std::to_string(shape_numel(o.shape)) + " values, input '" + x.name +
+                              "' has " + std::to_string(cx.channels_of(x)) + " channels");
+      } else if (o.shape != x.shape || o.layout != x.layout) {
+        cx.fail_node(n, "operand '" + o.name + "' has shape " + cx.shape_str(o.shape) + " (" +
+                            std::string(layout_name(o.layout)) + "), input '" + x.name + "' " +
+                            cx.shape_str(x.shape) + " (" + std::string(layout_name(x.layout)) +
+                            "): shapes must match");
+      }
+    }
+    if (n.inputs.size() - 1 > std::size_t(chain_max_operands))
+      cx.fail_node(n, "more than " + std::to_string(chain_max_operands) +
+                          " tensor operands in one eltwise node");
+    if (n.stages.size() > std::size_t(chain_max_stages))
+      cx.fail_node(n, "more than " + std::to_string(chain_max_stages) + " stages");
+    for (const eltwise_stage& s : n.stages) {
+      if (s.kind == stage_kind::clamp && !(s.p0 <= s.p1)) cx.fail_node(n, "clamp: lo exceeds hi");
+      if ((s.kind == stage_kind::scale || s.kind == stage_kind::leaky_relu) && !std::isfinite(s.p0))
+        cx.fail_node(
+            n, std::string(s.kind == stage_kind::scale ? "scale factor" : "leaky_relu slope") +
+                   " must be finite, not " + std::to_string(s.p0));
+    }
+    cx.set_out(n, x.shape, x.type, x.layout);
+  }
+
+  static void build_step(detail::compile_context&, const node_desc& n, detail::step& s) {
+    std::size_t slot = 1;
+    for (const eltwise_stage& e : n.stages) {
+      detail::op_stage o{e.kind, e.p0, e.p1, -1, e.per_channel};
+      if (stage_reads_operand(e.kind)) o.operand = n.inputs[slot++].index;
+      s.chain.push_back(o);
+    }
+  }
+
+  /// An f32 chain can quantize its output (u8 or i8) in the same pass.
+  static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype) {
+    return cx.T(p.x).type == dtype::f32;
+  }
+
+  template <class A, class B>
+  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc&,
+                    step_info& info, std::vector<detail::plan_command>& cmds) {
+    const plan_tensor& x = cx.T(s.x);
+    auto p = std::make_shared<eltwise_params>();
+    detail::plan_command c;
+    c.in[0] = s.x;
+    c.out = s.out;
+    p->stages = cx.make_chain(s.chain, c, 1);
+    p->shape = cx.rows_for(x, detail::chain_per_channel(s.chain));
+    c.begin = 0;
+    c.end = p->shape.rows;
+    const bool bf = x.type == dtype::bf16;
+    const bool just_relu = s.chain.size() == 1 && s.chain[0].kind == stage_kind::relu;
+    const dtype to = cx.T(s.out).type;
+    if (to == dtype::u8 || to == dtype::i8) {
+      p->out_q = cx.out_quant_params(s);
+      c.fn = to == dtype::u8 ? &eltwise_chain_quantize_cmd<A, B, std::uint8_t>
+                             : &eltwise_chain_quantize_cmd<A, B, std::int8_t>;
+    } else if (just_relu) {
+      c.fn = bf ? &eltwise_relu_cmd<A, B, bf16_t> : &eltwise_relu_cmd<A, B, float>;
+    } else {
+      c.fn = bf ? &eltwise_chain_cmd<A, B, bf16_t> : &eltwise_chain_cmd<A, B, float>;
+    }
+    const double n = double(shape_numel(x.shape));
+    info.bytes = double(x.bytes) + double(cx.T(s.out).bytes) +
+                 double(detail::operand_count(s.chain)) * n * 4;
+    info.flops = n * double(s.chain.size());
+    c.threads = cx.threads_for(info.bytes, info.flops);
+    c.params = cx.own(p);
+    info.kernel = "eltwise" + cx.chain_suffix(s, s.chain);
+    cmds.push_back(c);
+  }
+};
 
 }  // namespace graph_ops
 

@@ -1,9 +1,13 @@
 #pragma once
-// Graph adapter of linear / gemm: weights packed at compile time, any fused stage chain in the
-// epilogue (bias, activation, residual add, int8 dequantization scales, and a fused quantize of
-// the output), threads per node.
+// linear: y = x . W^T (+ bias) through gemm, W given as PyTorch [N, K]. Weights packed at
+// compile time (int8: quantized per output channel), any fused stage chain in the epilogue
+// (bias, activation, residual add, int8 dequantization scales, and a fused quantize of the
+// output).
+#include "kfuse/graph/ops/cast.hpp"
 #include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
+#include "kfuse/kernels/gemm/quantize_weights.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -43,6 +47,141 @@ void linear_cmd(const command& c) {
   K::run(a, p.M, p.w.K(), p.w, static_cast<Out*>(c.out), p.w.N(),
          chain_epilogue<Out>::make(ch, p.out_q), run_options{c.threads}, p.a_zero);
 }
+
+/// int8 activations are u8 with a tensor's quant params: scale > 0, zero point in [0, 255].
+inline bool valid_u8_quant(const tensor_quant& q) {
+  return q.scale > 0.f && std::isfinite(q.scale) && q.zero_point >= 0 && q.zero_point <= 255;
+}
+
+/// The int8 recipe's input: u8 activations with quant params from calibration.
+inline tensor_quant int8_input_quant(const detail::compile_context& cx, const node_desc& n,
+                                     const plan_tensor& x) {
+  if (!x.has_quant)
+    cx.fail_node(n, "an int8 " + std::string(op_name(n.op)) +
+                        " needs the input's quant params: calibrate, then graph::set_quant on '" +
+                        x.name + "'");
+  if (!valid_u8_quant(x.quant))
+    cx.fail_node(n, "input '" + x.name +
+                        "' quant params: scale must be positive and the zero point in [0, 255] "
+                        "(u8 activations)");
+  return x.quant;
+}
+
+struct linear_rule : op_rule {
+  static constexpr op_kind kind = op_kind::linear;
+  static constexpr bool absorbs_chain = true;
+  static bool optional_slot(std::size_t slot) { return slot == 2; }
+
+  static void infer(detail::compile_context& cx, const node_desc& n) {
+    const plan_tensor& x = cx.T(n.inputs[0]);
+    cx.need_float(n, x);
+    cx.need_input_of_precision(n, x);
+    if (x.shape.empty()) cx.fail_node(n, "input '" + x.name + "' is a scalar");
+    if (x.layout != tensor_layout::plain)
+      cx.fail_node(n, "input '" + x.name + "' is " + std::string(layout_name(x.layout)) +
+                          "; flatten it first");
+    const plan_tensor& w =
+        cx.need_float_weight(n, 2, "[out_features, in_features]", " (int8 plans quantize them)");
+    const index_t K = x.shape.back(), N = w.shape[0];
+    if (w.shape[1] != K)
+      cx.fail_node(n, "input has " + std::to_string(K) + " features, weights expect " +
+                          std::to_string(w.shape[1]));
+    cx.need_bias(n, N, "output features");
+    auto shape = x.shape;
+    shape.back() = N;
+    cx.set_out(n, shape, dtype::f32, tensor_layout::plain);
+  }
+
+  /// The weight is an other input; the bias becomes the first stage of the epilogue.
+  static void build_step(detail::compile_context&, const node_desc& n, detail::step& s) {
+    s.others.push_back(n.inputs[1].index);
+    if (n.inputs.size() > 2 && n.inputs[2].index >= 0)
+      s.chain.push_back({stage_kind::bias, 0, 0, n.inputs[2].index, true});
+  }
+
+  /// u8 output from the f32 recipe, or from the int8 recipe where it has a kernel.
+  static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
+    const precision pr = cx.precision_of(cx.node_of(p));
+    return to == dtype::u8 && (pr == precision::int8 ? cx.int8_gemm : pr == precision::f32);
+  }
+  static bool reads_quantized(const detail::compile_context& cx, const detail::step& c) {
+    return cx.int8_gemm && cx.precision_of(cx.node_of(c)) == precision::int8;
+  }
+
+  template <class A, class B>
+  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                    step_info& info, std::vector<detail::plan_command>& cmds) {
+    const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (f32 and int8 recipes)
+    switch (cx.precision_of(n)) {
+      case precision::bf16:
+        return lower_recipe<bf16, A, B>(cx, s, n, info, cmds, "bf16");
+      case precision::int8:
+        return q8 ? lower_recipe<i8, A, B, std::uint8_t>(cx, s, n, info, cmds, "int8")
+                  : lower_recipe<i8, A, B>(cx, s, n, info, cmds, "int8");
+      default:
+        return q8 ? lower_recipe<f32, A, B, std::uint8_t>(cx, s, n, info, cmds, "f32")
+                  : lower_recipe<f32, A, B>(cx, s, n, info, cmds, "f32");
+    }
+  }
+
+  /// Out: float, or uint8_t when the plan fused the quantization of the output.
+  template <class Recipe, class A, class B, class Out = float>
+  static void lower_recipe(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                           step_info& info, std::vector<detail::plan_command>& cmds,
+                           std::string_view recipe) {
+    if constexpr (!gemm_available<Recipe, A, B>()) {
+      cx.fail_node(n, std::string(recipe) + " linear has no kernel on arch " +
+                          std::string(A::name) +
+                          " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
+    } else {
+      using P = linear_params<Recipe, A, B, Out>;
+      const plan_tensor& x = cx.T(s.x);
+      const index_t K = x.shape.back(), N = cx.T(s.out).shape.back();
+      const index_t M = shape_numel(x.shape) / K;
+      auto p = std::make_shared<P>();
+      p->M = M;
+      p->out_q = cx.out_quant_params(s);
+      const std::vector<float> w = cx.constant_f32(s.others[0]);
+      std::vector<detail::op_stage> chain = s.chain;
+      std::int32_t a = s.x;
+      if constexpr (std::is_same_v<Recipe, i8>) {
+        // u8 activations with the input's quant params, i8 weights per output channel, and the
+        // dequantization scale a_scale * w_scale[n] as the chain's first stage, before the bias.
+        const tensor_quant q = int8_input_quant(cx, n, x);
+        const int8_weights wq = cx.for_node(n, [&] { return quantize_weights_per_row(w, N); });
+        std::vector<float> deq(wq.scales);
+        for (float& d : deq) d *= q.scale;
+        p->w = P::kernel::pack(wq.values.data(), K, N, b_layout::nk);
+        p->a_zero = q.zero_point;
+        if (x.type != dtype::u8) a = convert_input<A, B>(cx, s, n, dtype::u8, q, cmds);
+        chain.insert(chain.begin(),
+                     {stage_kind::mul, 0, 0, cx.new_constant(n.name + ".dequant", {N}, deq), true});
+      } else {
+        p->w = P::kernel::pack(w.data(), K, N, b_layout::nk);
+        if (std::is_same_v<Recipe, bf16> && x.type != dtype::bf16)
+          a = convert_input<A, B>(cx, s, n, dtype::bf16, {}, cmds);
+      }
+      cx.need_operand_room(n, chain);
+      const double x_bytes = double(cx.T(s.x).bytes);
+      detail::plan_command c;
+      c.in[0] = a;
+      c.out = s.out;
+      p->stages = cx.make_chain(chain, c, 1);
+      c.fn = &linear_cmd<Recipe, A, B, Out>;
+      info.flops = 2.0 * double(M) * double(N) * double(K);
+      info.bytes = x_bytes + double(cx.T(s.out).bytes) +
+                   double(p->w.K()) * double(p->w.N()) *
+                       double(sizeof(typename P::kernel::microkernel::storage));
+      c.threads = cx.threads_for(info.bytes, info.flops);
+      c.begin = 0;
+      c.end = M;
+      c.params = cx.own(p);
+      info.kernel = "gemm " + std::string(recipe) + " " + P::kernel::micro_kernel() +
+                    cx.chain_suffix(s, chain);
+      cmds.push_back(c);
+    }
+  }
+};
 
 }  // namespace graph_ops
 

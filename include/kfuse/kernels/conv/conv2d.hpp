@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
-#include "kfuse/kernels/checks.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"

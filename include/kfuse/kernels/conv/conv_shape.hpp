@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kfuse/config/macros.hpp"
-#include "kfuse/kernels/checks.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/layout/layout.hpp"
 
 namespace kfuse {

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/kernels/batch_norm_params.hpp"
-#include "kfuse/kernels/checks.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
 
 KFUSE_BEGIN_NAMESPACE

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-#include "kfuse/kernels/checks.hpp"
+#include "kfuse/detail/checks.hpp"
 #include "kfuse/types/convert.hpp"
 
 namespace kfuse {

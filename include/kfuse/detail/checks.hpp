@@ -1,6 +1,6 @@
 #pragma once
-// Argument checks shared by kernels: pointers, alignment, overlap, sizes. Each throws
-// kfuse::error naming the kernel and the argument.
+// Argument checks shared by kernels, the plan compiler and the tools: pointers, alignment,
+// overlap, sizes. Each throws kfuse::error naming the kernel (or op) and the argument.
 #include <cstdint>
 #include <initializer_list>
 #include <limits>

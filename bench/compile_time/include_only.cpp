@@ -1,0 +1,3 @@
+// Compile-time probe: the umbrella header alone.
+#include "kfuse/kfuse.hpp"
+int main() { return 0; }

@@ -1,0 +1,31 @@
+#pragma once
+// The built-in epilogue stages, declared once. Everything that enumerates them at run time is
+// generated from this list: the graph's stage_kind enum and stage_name() (graph/types.hpp,
+// graph/names.hpp), which stages read a tensor operand, and the plan's chain stage, which builds
+// the stage object of each kind (graph/ops/chain.hpp).
+//
+// X(name, form): `name` is both the enum value and the stage type kfuse::name; `form` says how a
+// run-time stage {kind, p0, p1, operand, per_channel} becomes that stage object:
+//   unary        kfuse::name{}
+//   one_param    kfuse::name{p0}
+//   two_params   kfuse::name{p0, p1}
+//   factor       x * p0
+//   add_operand  x + operand (per channel for bias, or when per_channel)
+//   mul_operand  x * operand (per channel when per_channel)
+// A new stage is one line here plus its type (epilogue/activations.hpp or affine.hpp). The order
+// is the enum's: append, never reorder (plans and tests store the values).
+#define KFUSE_BUILTIN_STAGES(X) \
+  X(relu, unary)                \
+  X(leaky_relu, one_param)      \
+  X(clamp, two_params)          \
+  X(sigmoid, unary)             \
+  X(silu, unary)                \
+  X(tanh, unary)                \
+  X(gelu_tanh, unary)           \
+  X(gelu_erf, unary)            \
+  X(hardswish, unary)           \
+  X(hardsigmoid, unary)         \
+  X(scale, factor)              \
+  X(bias, add_operand)          \
+  X(add, add_operand)           \
+  X(mul, mul_operand)

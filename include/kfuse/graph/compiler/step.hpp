@@ -1,0 +1,51 @@
+#pragma once
+// A step of the plan compiler: one node, or a producer with the eltwise nodes fused into it, with
+// its stage chain and typed provenance. Passes rewrite steps; lowering turns each live one into
+// replay commands.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kfuse/graph/types.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// One stage of a step's chain: `operand` is a plan tensor (-1: none).
+using op_stage = stage_desc<std::int32_t>;
+
+struct step {
+  int node = -1;                      // the graph node it was built from
+  op_kind op = op_kind::eltwise;      // the op that runs (a batch_norm runs as an eltwise chain)
+  op_kind source = op_kind::eltwise;  // the node's own op (reports, profiles)
+  std::vector<std::string> fused;     // names of the nodes absorbed into it
+  std::int32_t x = -1;                // data input
+  std::vector<std::int32_t> others;   // weights and other inputs (not chain operands)
+  std::vector<op_stage> chain;        // stages fused after the op (eltwise: the op itself)
+  std::int32_t out = -1;
+  bool alive = true;
+  int folded_bn = -1;          // conv2d: the batch_norm node folded into its weights and bias
+  bool bn_after_bias = false;  // the folded batch norm came after a bias (the chain's first)
+  tensor_quant out_quant{};    // an int8 output (quantize absorbed): its scale and zero point
+};
+
+/// Tensor operands of a chain (a scale stage has none).
+inline int operand_count(const std::vector<op_stage>& chain) {
+  int k = 0;
+  for (const op_stage& s : chain) k += s.operand >= 0 && s.kind != stage_kind::scale;
+  return k;
+}
+
+/// Whether a chain reads a per-channel parameter (then the eltwise rows follow channels).
+inline bool chain_per_channel(const std::vector<op_stage>& chain) {
+  for (const op_stage& s : chain)
+    if (s.kind == stage_kind::bias ||
+        ((s.kind == stage_kind::add || s.kind == stage_kind::mul) && s.per_channel))
+      return true;
+  return false;
+}
+
+}  // namespace detail
+
+KFUSE_END_NAMESPACE

@@ -1,0 +1,277 @@
+#pragma once
+// conv2d: dense, grouped (1x1 through GEMM) and depthwise (groups == C == K) convolution as a
+// graph op. Weights packed at compile time, with a following batch norm folded in
+// (kfuse::fold_batch_norm) and int8 weights quantized per output channel; any fused stage chain
+// (bias, activation, residual add, int8 dequantization scales, and a fused quantize of the
+// output) in the epilogue.
+#include "kfuse/graph/ops/cast.hpp"
+#include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/linear.hpp"
+#include "kfuse/graph/ops/op_rule.hpp"
+#include "kfuse/kernels/conv/conv2d.hpp"
+#include "kfuse/kernels/conv/depthwise.hpp"
+#include "kfuse/kernels/conv/fold_batch_norm.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace graph_ops {
+
+/// Out: float, or uint8_t when the plan fused the quantization of the output (then `out_q`).
+template <class Recipe, class L, class A, class B, class Out = float>
+struct conv_params {
+  using kernel = conv2d<Recipe, L, A, chain_epilogue_t<Out>, B>;
+  typename kernel::weights w;
+  dims4 in{}, out{};
+  chain_list stages;
+  std::int32_t x_zero = 0;  // i8: the activations' zero point
+  quant_params out_q{};     // an int8 output's scale and zero point
+};
+
+/// The activations' storage type of a conv recipe (int8 plans feed u8).
+template <class Recipe>
+using conv_input_t =
+    std::conditional_t<std::is_same_v<Recipe, i8>, std::uint8_t, storage_t<Recipe>>;
+
+template <class Recipe, class L, class A, class B, class Out = float>
+void conv_cmd(const command& c) {
+  using P = conv_params<Recipe, L, A, B, Out>;
+  using T = conv_input_t<Recipe>;
+  const auto& p = *static_cast<const P*>(c.params);
+  const chain ch{&p.stages,
+                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
+                  static_cast<const float*>(c.in[3])}};
+  P::kernel::run(tensor_view<const T, L>{static_cast<const T*>(c.in[0]), p.in}, p.w,
+                 tensor_view<Out, L>{static_cast<Out*>(c.out), p.out},
+                 chain_epilogue<Out>::make(ch, p.out_q), run_options{c.threads}, p.x_zero);
+}
+
+template <class Recipe, class L, class A, class B>
+struct depthwise_params {
+  using kernel = depthwise_conv2d<Recipe, L, A, epilogue<chain>, B>;
+  typename kernel::packed w;
+  dims4 in{}, out{};
+  chain_list stages;
+};
+
+template <class Recipe, class L, class A, class B>
+void depthwise_cmd(const command& c) {
+  using P = depthwise_params<Recipe, L, A, B>;
+  using T = std::conditional_t<std::is_same_v<Recipe, bf16>, bf16_t, float>;
+  const auto& p = *static_cast<const P*>(c.params);
+  const chain ch{&p.stages,
+                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
+                  static_cast<const float*>(c.in[3])}};
+  P::kernel::run(tensor_view<const T, L>{static_cast<const T*>(c.in[0]), p.in}, p.w,
+                 tensor_view<float, L>{static_cast<float*>(c.out), p.out}, epilogue<chain>{ch},
+                 run_options{c.threads});
+}
+
+struct conv2d_rule : op_rule {
+  static constexpr op_kind kind = op_kind::conv2d;
+  static constexpr bool absorbs_chain = true;
+  static constexpr bool folds_batch_norm = true;
+  static bool optional_slot(std::size_t slot) { return slot == 2; }
+
+  static conv_shape shape_of(const plan_tensor& x, const plan_tensor& w, const conv2d_params& p) {
+    conv_shape cs;
+    cs.n = x.shape[0];
+    cs.c = x.shape[1];
+    cs.h = x.shape[2];
+    cs.w = x.shape[3];
+    cs.k = w.shape[0];
+    cs.r = w.shape[2];
+    cs.s = w.shape[3];
+    cs.stride_h = p.stride_h;
+    cs.stride_w = p.stride_w;
+    cs.pad_top = p.pad_top;
+    cs.pad_left = p.pad_left;
+    cs.pad_bottom = p.pad_bottom;
+    cs.pad_right = p.pad_right;
+    cs.dilation_h = p.dilation_h;
+    cs.dilation_w = p.dilation_w;
+    cs.groups = p.groups;
+    return cs;
+  }
+  static conv_shape shape_of(const detail::compile_context& cx, const detail::step& s) {
+    return shape_of(cx.T(s.x), cx.T(s.others[0]), cx.node_of(s).conv);
+  }
+
+  static void infer(detail::compile_context& cx, const node_desc& n) {
+    const plan_tensor& x = cx.T(n.inputs[0]);
+    cx.need_float(n, x);
+    cx.need_input_of_precision(n, x);
+    cx.need_image(n, x);
+    const plan_tensor& w = cx.need_float_weight(n, 4, "OIHW [K, C / groups, R, S]");
+    const conv2d_params& cp = n.conv;
+    const conv_shape cs = shape_of(x, w, cp);
+    if (cp.groups >= 1 && x.shape[1] % cp.groups == 0 && w.shape[1] * cp.groups != x.shape[1])
+      cx.fail_node(n, "input has " + std::to_string(x.shape[1]) + " channels, weights expect " +
+                          std::to_string(w.shape[1] * cp.groups) + " (" +
+                          std::to_string(w.shape[1]) + " per group x " + std::to_string(cp.groups) +
+                          " groups)");
+    try {
+      detail::check_conv_shape("conv2d", cs);
+    } catch (const error& e) {
+      cx.fail_node(n, std::string(e.what()).substr(8));  // drop "conv2d: "
+    }
+    cx.need_bias(n, cs.k, "output channels");
+    cx.set_out(n, {cs.n, cs.k, cs.out_h(), cs.out_w()}, dtype::f32, x.layout);
+  }
+
+  static void build_step(detail::compile_context& cx, const node_desc& n, detail::step& s) {
+    linear_rule::build_step(cx, n, s);
+  }
+
+  /// u8 output from a dense / grouped conv of the int8 recipe. Each further instantiation would
+  /// add seconds to every TU that compiles plans (depthwise: ~8 s per layout, f32 dense conv
+  /// ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
+  static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
+    return to == dtype::u8 && reads_quantized(cx, p);
+  }
+  static bool reads_quantized(const detail::compile_context& cx, const detail::step& c) {
+    return cx.int8_gemm && cx.precision_of(cx.node_of(c)) == precision::int8 &&
+           !shape_of(cx, c).is_depthwise();
+  }
+
+  template <class A, class B>
+  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                    step_info& info, std::vector<detail::plan_command>& cmds) {
+    const conv_shape cs = shape_of(cx, s);
+    const precision pr = cx.precision_of(n);
+    const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
+    if (cs.is_depthwise()) {
+      // int8 depthwise runs in f32 here (its cost is memory, not arithmetic).
+      if (pr == precision::bf16)
+        return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
+                  : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
+      return cl ? lower_depthwise<f32, nhwc, A, B>(cx, s, n, info, cmds, cs)
+                : lower_depthwise<f32, nchw, A, B>(cx, s, n, info, cmds, cs);
+    }
+    const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
+    switch (pr) {
+      case precision::bf16:
+        return cl ? lower_dense<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs, "bf16")
+                  : lower_dense<bf16, nchw, A, B>(cx, s, n, info, cmds, cs, "bf16");
+      case precision::int8:
+        if (q8)
+          return cl ? lower_dense<i8, nhwc, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8")
+                    : lower_dense<i8, nchw, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8");
+        return cl ? lower_dense<i8, nhwc, A, B>(cx, s, n, info, cmds, cs, "int8")
+                  : lower_dense<i8, nchw, A, B>(cx, s, n, info, cmds, cs, "int8");
+      default:
+        return cl ? lower_dense<f32, nhwc, A, B>(cx, s, n, info, cmds, cs, "f32")
+                  : lower_dense<f32, nchw, A, B>(cx, s, n, info, cmds, cs, "f32");
+    }
+  }
+
+  /// f32 OIHW weights of a conv step and its chain, with a folded batch norm applied: the
+  /// chain's leading bias stage (when it came before the batch norm) becomes the folded bias.
+  static std::vector<float> weights(detail::compile_context& cx, const detail::step& s,
+                                    const conv_shape& cs, std::vector<detail::op_stage>& chain) {
+    std::vector<float> w = cx.constant_f32(s.others[0]);
+    chain = s.chain;
+    if (s.folded_bn < 0) return w;
+    const node_desc& bn = cx.g.nodes()[std::size_t(s.folded_bn)];
+    const auto mean = cx.constant_f32(bn.inputs[1].index),
+               var = cx.constant_f32(bn.inputs[2].index),
+               gamma = cx.constant_f32(bn.inputs[3].index),
+               beta = cx.constant_f32(bn.inputs[4].index);
+    // Only a bias that came before the batch norm is folded through it; a bias fused after it
+    // stays in the chain, after the folded one.
+    std::vector<float> b = s.bn_after_bias ? cx.constant_f32(chain[0].operand)
+                                           : std::vector<float>(std::size_t(cs.k), 0.f);
+    cx.for_node(bn, [&] { fold_batch_norm(cs, w, b, {mean, var, gamma, beta, bn.eps}); });
+    const detail::op_stage folded{
+        stage_kind::bias, 0, 0,
+        cx.new_constant(cx.node_of(s).name + ".folded_bias", {cs.k}, std::move(b)), true};
+    if (s.bn_after_bias)
+      chain[0] = folded;
+    else
+      chain.insert(chain.begin(), folded);
+    return w;
+  }
+
+  template <class Recipe, class L, class A, class B>
+  static void lower_depthwise(detail::compile_context& cx, const detail::step& s,
+                              const node_desc& n, step_info& info,
+                              std::vector<detail::plan_command>& cmds, const conv_shape& cs) {
+    using P = depthwise_params<Recipe, L, A, B>;
+    auto p = std::make_shared<P>();
+    std::vector<detail::op_stage> chain;
+    const std::vector<float> w = weights(cx, s, cs, chain);
+    p->w = P::kernel::pack(w.data(), cs);
+    p->in = cs.in_dims();
+    p->out = cs.out_dims();
+    detail::plan_command c;
+    c.in[0] = s.x;
+    if (std::is_same_v<Recipe, bf16> && cx.T(s.x).type != dtype::bf16)
+      c.in[0] = convert_input<A, B>(cx, s, n, dtype::bf16, {}, cmds);
+    c.out = s.out;
+    cx.need_operand_room(n, chain);
+    p->stages = cx.make_chain(chain, c, 1);
+    c.fn = &depthwise_cmd<Recipe, L, A, B>;
+    info.flops = cs.flops();
+    info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) + 4.0 * double(w.size());
+    c.threads = cx.threads_for(info.bytes, info.flops);
+    c.params = cx.own(p);
+    info.kernel = std::string("depthwise_conv2d ") +
+                  (std::is_same_v<Recipe, bf16> ? "bf16 " : "f32 ") + std::string(L::name) +
+                  (chain.empty() ? "" : " [" + cx.chain_text(chain) + "]");
+    cmds.push_back(c);
+  }
+
+  template <class Recipe, class L, class A, class B, class Out = float>
+  static void lower_dense(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                          step_info& info, std::vector<detail::plan_command>& cmds,
+                          const conv_shape& cs, std::string_view recipe) {
+    if constexpr (!gemm_available<Recipe, A, B>()) {
+      cx.fail_node(n, std::string(recipe) + " conv2d has no kernel on arch " +
+                          std::string(A::name) +
+                          " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
+    } else {
+      using P = conv_params<Recipe, L, A, B, Out>;
+      auto p = std::make_shared<P>();
+      p->out_q = cx.out_quant_params(s);
+      std::vector<detail::op_stage> chain;
+      const std::vector<float> w = weights(cx, s, cs, chain);
+      const plan_tensor& x = cx.T(s.x);
+      detail::plan_command c;
+      c.in[0] = s.x;
+      if constexpr (std::is_same_v<Recipe, i8>) {
+        // int8 as for linear: u8 activations (the input's quant params), i8 weights per output
+        // channel, the dequantization scale first in the chain.
+        const tensor_quant q = int8_input_quant(cx, n, x);
+        const int8_weights wq = cx.for_node(n, [&] { return quantize_weights_per_row(w, cs.k); });
+        std::vector<float> deq(wq.scales);
+        for (float& d : deq) d *= q.scale;
+        p->w = P::kernel::pack(wq.values.data(), cs);
+        p->x_zero = q.zero_point;
+        if (x.type != dtype::u8) c.in[0] = convert_input<A, B>(cx, s, n, dtype::u8, q, cmds);
+        chain.insert(chain.begin(), {stage_kind::mul, 0, 0,
+                                     cx.new_constant(n.name + ".dequant", {cs.k}, deq), true});
+      } else {
+        p->w = P::kernel::pack(w.data(), cs);
+        if (std::is_same_v<Recipe, bf16> && x.type != dtype::bf16)
+          c.in[0] = convert_input<A, B>(cx, s, n, dtype::bf16, {}, cmds);
+      }
+      cx.need_operand_room(n, chain);
+      p->in = cs.in_dims();
+      p->out = cs.out_dims();
+      c.out = s.out;
+      p->stages = cx.make_chain(chain, c, 1);
+      c.fn = &conv_cmd<Recipe, L, A, B, Out>;
+      info.flops = cs.flops();
+      info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) +
+                   double(w.size()) * double(sizeof(typename P::kernel::weight_storage));
+      c.threads = cx.threads_for(info.bytes, info.flops);
+      c.params = cx.own(p);
+      info.kernel =
+          "conv2d " + std::string(recipe) + " " + std::string(L::name) + cx.chain_suffix(s, chain);
+      cmds.push_back(c);
+    }
+  }
+};
+
+}  // namespace graph_ops
+
+KFUSE_END_NAMESPACE

@@ -1,0 +1,54 @@
+#pragma once
+// custom: a user's callable as a graph node, with its declared output and cost
+// (make_custom_op in graph/graph.hpp).
+#include "kfuse/graph/ops/op_rule.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace graph_ops {
+
+struct custom_params {
+  custom_op op;
+  int n_inputs = 0;
+};
+
+inline void custom_cmd(const command& c) {
+  const auto& p = *static_cast<const custom_params*>(c.params);
+  p.op.run(custom_call{c.in, p.n_inputs, c.out, p.op.state.get()});
+}
+
+struct custom_rule : op_rule {
+  static constexpr op_kind kind = op_kind::custom;
+
+  static void infer(detail::compile_context& cx, const node_desc& n) {
+    if (n.inputs.size() > 4) cx.fail_node(n, "custom nodes take at most 4 inputs");
+    if (!n.custom.run) cx.fail_node(n, "no callable (make_custom_op)");
+    for (index_t e : n.custom.out_shape)
+      if (e <= 0)
+        cx.fail_node(n, "declared output shape " + cx.shape_str(n.custom.out_shape) +
+                            " has a non-positive extent");
+    cx.set_out(n, n.custom.out_shape, n.custom.out_type, n.custom.out_layout);
+  }
+
+  template <class A, class B>
+  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                    step_info& info, std::vector<detail::plan_command>& cmds) {
+    auto p = std::make_shared<custom_params>();
+    p->op = n.custom;
+    p->n_inputs = int(n.inputs.size());
+    detail::plan_command c;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) c.in[i] = n.inputs[i].index;
+    c.out = s.out;
+    c.fn = &custom_cmd;
+    c.params = cx.own(p);
+    cmds.push_back(c);
+    info.flops = n.custom.flops;
+    info.kernel = "custom";
+    for (tensor_id id : n.inputs) info.bytes += double(cx.T(id).bytes);
+    info.bytes += double(cx.T(s.out).bytes);
+  }
+};
+
+}  // namespace graph_ops
+
+KFUSE_END_NAMESPACE

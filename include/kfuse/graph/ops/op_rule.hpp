@@ -1,0 +1,51 @@
+#pragma once
+// op_rule: what the plan compiler knows of one graph op, in one place. Each graph/ops/<op>.hpp
+// defines a rule (a struct deriving from op_rule) next to its replay command, and
+// graph/ops/registry.hpp lists the rules. A rule has:
+//
+//   static constexpr op_kind kind;                                      the node kind it handles
+//   static void infer(compile_context&, const node_desc&);              validate inputs and
+//                                                                       attributes, set the output
+//   template <class A, class B>
+//   static void lower(compile_context&, const step&, const node_desc&,  replay commands for a
+//                     step_info&, std::vector<plan_command>&);          live step of this op
+//
+// and may override the hooks below (the defaults suit an op that absorbs nothing).
+#include <cstddef>
+
+#include "kfuse/graph/compiler/context.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace graph_ops {
+
+struct op_rule {
+  /// Input slots that may be left empty (tensor_id{}): a bias, a norm's gamma / beta.
+  static bool optional_slot(std::size_t) { return false; }
+
+  /// The step of node n before fusion: its data input, other inputs and chain. Default: input 0
+  /// is the data, the rest are other inputs.
+  static void build_step(detail::compile_context&, const node_desc& n, detail::step& s) {
+    for (std::size_t i = 1; i < n.inputs.size(); ++i)
+      if (n.inputs[i].index >= 0) s.others.push_back(n.inputs[i].index);
+  }
+
+  /// Fusion: the op's kernel takes a stage chain in its epilogue, so a following eltwise step
+  /// can be absorbed (passes/fusion.hpp).
+  static constexpr bool absorbs_chain = false;
+  /// Fusion: a following batch norm folds into the op's weights (conv2d).
+  static constexpr bool folds_batch_norm = false;
+
+  /// Quantize absorption (passes/quantize_absorption.hpp): the step can write its f32 output
+  /// quantized to `to` (u8 / i8) from its epilogue on this target.
+  static bool writes_quantized(const detail::compile_context&, const detail::step&, dtype) {
+    return false;
+  }
+  /// Quantize absorption: the step reads its input as u8 with the input's quant params (int8
+  /// linear / conv), so the producer may write it quantized.
+  static bool reads_quantized(const detail::compile_context&, const detail::step&) { return false; }
+};
+
+}  // namespace graph_ops
+
+KFUSE_END_NAMESPACE

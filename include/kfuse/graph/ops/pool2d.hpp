@@ -1,0 +1,130 @@
+#pragma once
+// pool2d: max / average / global pooling as a graph op, any fused stage chain in the epilogue
+// (f32), integer tensors pooled with their zero point (quant params pass through).
+#include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/op_rule.hpp"
+#include "kfuse/kernels/pool2d.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace graph_ops {
+
+struct pool_params {
+  pool_shape shape;
+  chain_list stages;
+  std::int32_t zero_point = 0;
+};
+
+template <class Elem, class L, class A, class B>
+void pool_cmd(const command& c) {
+  using T = storage_t<Elem>;
+  const auto& p = *static_cast<const pool_params*>(c.params);
+  const tensor_view<const T, L> in{static_cast<const T*>(c.in[0]), p.shape.in_dims()};
+  const tensor_view<T, L> out{static_cast<T*>(c.out), p.shape.out_dims()};
+  if constexpr (std::is_same_v<Elem, f32>) {
+    const chain ch{&p.stages,
+                   {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
+                    static_cast<const float*>(c.in[3])}};
+    pool2d<Elem, L, A, epilogue<chain>, B>::run(in, p.shape, out, epilogue<chain>{ch},
+                                                run_options{c.threads});
+  } else {
+    pool2d<Elem, L, A, epilogue<>, B>::run(in, p.shape, out, epilogue<>{}, run_options{c.threads},
+                                           p.zero_point);
+  }
+}
+
+struct pool2d_rule : op_rule {
+  static constexpr op_kind kind = op_kind::pool2d;
+  static constexpr bool absorbs_chain = true;
+
+  static pool_shape shape_of(const plan_tensor& x, const pool2d_params& p) {
+    pool_shape ps;
+    ps.n = x.shape[0];
+    ps.c = x.shape[1];
+    ps.h = x.shape[2];
+    ps.w = x.shape[3];
+    ps.kind = (p.kind == pool_mode::max || p.kind == pool_mode::global_max) ? pool_kind::max
+                                                                            : pool_kind::avg;
+    ps.global = p.kind == pool_mode::global_max || p.kind == pool_mode::global_average;
+    if (!ps.global) {
+      ps.r = p.kernel_h;
+      ps.s = p.kernel_w;
+      ps.stride_h = p.stride_h;
+      ps.stride_w = p.stride_w;
+      ps.pad_top = p.pad_top;
+      ps.pad_left = p.pad_left;
+      ps.pad_bottom = p.pad_bottom;
+      ps.pad_right = p.pad_right;
+      ps.ceil_mode = p.ceil_mode;
+      ps.count_include_pad = p.count_include_pad;
+    }
+    return ps;
+  }
+
+  static void infer(detail::compile_context& cx, const node_desc& n) {
+    const plan_tensor& x = cx.T(n.inputs[0]);
+    cx.need_image(n, x);
+    if (x.type == dtype::f16 || x.type == dtype::i32)
+      cx.fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
+                          "; pooling takes f32, bf16, u8 or i8");
+    const bool average =
+        n.pool.kind == pool_mode::average || n.pool.kind == pool_mode::global_average;
+    if ((x.type == dtype::u8 || x.type == dtype::i8) && !x.has_quant && average)
+      cx.fail_node(n, "average pooling of " + std::string(dtype_name(x.type)) + " input '" +
+                          x.name + "' needs its quant params (graph::set_quant)");
+    if (n.pool.kind == pool_mode::global_max || n.pool.kind == pool_mode::global_average)
+      if (n.pool.pad_top || n.pool.pad_left || n.pool.pad_bottom || n.pool.pad_right)
+        cx.fail_node(n, "global pooling takes no padding");
+    const pool_shape ps = shape_of(x, n.pool);
+    try {
+      detail::check_pool_shape("pool2d", ps);
+    } catch (const error& e) {
+      cx.fail_node(n, std::string(e.what()).substr(8));  // drop "pool2d: "
+    }
+    cx.set_out(n, {ps.n, ps.c, ps.out_h(), ps.out_w()}, x.type, x.layout);
+    cx.pass_quant(n, x);
+  }
+
+  template <class A, class B>
+  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                    step_info& info, std::vector<detail::plan_command>& cmds) {
+    const plan_tensor& x = cx.T(s.x);
+    auto p = std::make_shared<pool_params>();
+    p->shape = shape_of(x, n.pool);
+    p->zero_point = x.has_quant ? x.quant.zero_point : 0;
+    detail::plan_command c;
+    c.in[0] = s.x;
+    c.out = s.out;
+    p->stages = cx.make_chain(s.chain, c, 1);
+    const bool cl = x.layout == tensor_layout::nhwc;
+    switch (x.type) {
+      case dtype::bf16:
+        c.fn = cl ? &pool_cmd<bf16, nhwc, A, B> : &pool_cmd<bf16, nchw, A, B>;
+        break;
+      case dtype::u8:
+        c.fn = cl ? &pool_cmd<u8, nhwc, A, B> : &pool_cmd<u8, nchw, A, B>;
+        break;
+      case dtype::i8:
+        c.fn = cl ? &pool_cmd<i8, nhwc, A, B> : &pool_cmd<i8, nchw, A, B>;
+        break;
+      default:
+        c.fn = cl ? &pool_cmd<f32, nhwc, A, B> : &pool_cmd<f32, nchw, A, B>;
+        break;
+    }
+    const double window =
+        p->shape.global ? double(p->shape.h * p->shape.w) : double(p->shape.r * p->shape.s);
+    info.flops = double(shape_numel(cx.T(s.out).shape)) * window;
+    info.bytes = double(x.bytes) + double(cx.T(s.out).bytes);
+    c.threads = cx.threads_for(info.bytes, info.flops);
+    c.params = cx.own(p);
+    static constexpr const char* modes[] = {"max", "average", "global max", "global average"};
+    info.kernel = "pool2d " + std::string(modes[int(n.pool.kind)]) + " " +
+                  std::string(layout_name(x.layout)) +
+                  (s.chain.empty() ? "" : " [" + cx.chain_text(s.chain) + "]");
+    cmds.push_back(c);
+  }
+};
+
+}  // namespace graph_ops
+
+KFUSE_END_NAMESPACE
