@@ -61,7 +61,7 @@ void check_disjoint_when_live(const plan_data& d) {
 
 }  // namespace
 
-TEST_CASE("memory plan: a chain reuses the arena; outputs go to the caller") {
+TEST_CASE("memory plan: a chain reuses the arena, outputs go to the caller") {
   plan_data d;
   const auto x = add_tensor(d, 4000);
   d.tensors[std::size_t(x)].where = plan_tensor::storage::input;
@@ -99,7 +99,7 @@ TEST_CASE("memory plan: an eltwise step writes over an input that dies there") {
   CHECK(d.arena_bytes == 256);
 }
 
-TEST_CASE("memory plan: a view shares its source; a view that is an output moves the source") {
+TEST_CASE("memory plan: a view shares its source, a view that is an output moves the source") {
   plan_data d;
   const auto x = add_tensor(d, 512);
   d.tensors[std::size_t(x)].where = plan_tensor::storage::input;
