@@ -38,6 +38,7 @@ for c in "${configs[@]}"; do
     -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
     -DKFUSE_ARCHS="$archs" -DKFUSE_SANITIZE= \
     -DKFUSE_BUILD_TESTS=ON -DKFUSE_BUILD_EXAMPLES=OFF -DKFUSE_BUILD_BENCH=OFF -DKFUSE_INSTALL=OFF \
+    -DKFUSE_BUILD_RUNTIME=OFF \
     >/dev/null
   ninja -C "$dir" -j"$jobs" kfuse_smoke  # only what the smoke label runs
   if ! ctest --test-dir "$dir" -L "$label" -j"$jobs" --output-on-failure --timeout 600; then

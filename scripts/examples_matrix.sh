@@ -20,7 +20,7 @@ build_type=${CMAKE_BUILD_TYPE:-Release}
 bx=${BUILD_X86:-$root/build-ex-x86}
 ba=${BUILD_A64:-$root/build-ex-a64}
 common=(-G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DKFUSE_BUILD_EXAMPLES=ON -DKFUSE_BUILD_TESTS=OFF
-        -DKFUSE_BUILD_BENCH=OFF -DKFUSE_INSTALL=OFF)
+        -DKFUSE_BUILD_BENCH=OFF -DKFUSE_INSTALL=OFF -DKFUSE_BUILD_RUNTIME=OFF)
 
 host_arch=$(uname -m)
 builds=()

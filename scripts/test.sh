@@ -77,7 +77,7 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=addr
   -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert_avx512_bf16
-  simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 layout_convert_avx512_bf16 threading_thread_pool
+  simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 kernels_layout_convert_avx512_bf16 threading_thread_pool
   threading_cpu_budget graph_threading_avx512_bf16
   kernels_conv2d_f32_avx512_bf16 kernels_conv_depthwise_f32_avx512_bf16
   kernels_pool2d_float_avx512_bf16 graph_exec_avx512_bf16

@@ -14,5 +14,5 @@
 #include "kfuse/kernels/norm.hpp"
 #include "kfuse/kernels/pool2d.hpp"
 #include "kfuse/kernels/softmax.hpp"
-#include "kfuse/layout/convert.hpp"
+#include "kfuse/kernels/layout_convert.hpp"
 #include "kfuse/types/convert.hpp"

@@ -39,3 +39,5 @@ if(TARGET graph_threading_avx512_bf16)
                   "ENVIRONMENT KFUSE_NUM_THREADS=4)\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${f})
 endif()
+# The vocabulary helpers (names, bind) and their ADL behaviour: header-only, no kernel.
+kfuse_add_test(graph_names SOURCES graph/names_test.cpp LABELS "ci;smoke")

@@ -130,21 +130,28 @@ inline index_t shape_numel(const std::vector<index_t>& s) noexcept {
   return n;
 }
 
-/// A binding of `count` elements at p (inputs may be const: kfuse never writes them).
-template <class T>
-binding bind(T* p, std::size_t count) noexcept {
-  binding b{const_cast<void*>(static_cast<const void*>(p)), count * sizeof(T)};
-  // Raw bytes (std::byte, char) carry no element type; uint8_t / int8_t do (u8 / i8 tensors).
-  using U = std::remove_cv_t<T>;
-  if constexpr (storage_type<U>) {
-    b.typed = true;
-    b.type = dtype_of<U>();
+namespace detail {
+struct bind_fn {
+  template <class T>
+  binding operator()(T* p, std::size_t count) const noexcept {
+    binding b{const_cast<void*>(static_cast<const void*>(p)), count * sizeof(T)};
+    // Raw bytes (std::byte, char) carry no element type; uint8_t / int8_t do (u8 / i8 tensors).
+    using U = std::remove_cv_t<T>;
+    if constexpr (storage_type<U>) {
+      b.typed = true;
+      b.type = dtype_of<U>();
+    }
+    return b;
   }
-  return b;
-}
-template <class C>
-binding bind(C& container) noexcept {
-  return bind(container.data(), container.size());
-}
+  template <class C>
+  binding operator()(C& container) const noexcept {
+    return (*this)(container.data(), container.size());
+  }
+};
+}  // namespace detail
+/// bind(p, count): a binding of `count` elements at p (inputs may be const: kfuse never writes
+/// them); bind(container): of its data() and size(). An object, like the names above: an
+/// unqualified bind(buf) never competes with std::bind or a user's own bind.
+inline constexpr detail::bind_fn bind{};
 
 KFUSE_END_NAMESPACE

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kfuse/graph/ops/op_rule.hpp"
-#include "kfuse/layout/convert.hpp"
+#include "kfuse/kernels/layout_convert.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

@@ -1,6 +1,6 @@
 #pragma once
-// Layout conversion nchw <-> nhwc: per image, a transpose of [C][H*W] <-> [H*W][C], done in
-// cache-sized square tiles so both sides stream through L1.
+// Layout conversion nchw <-> nhwc, a multi-threaded kernel: per image, a transpose of
+// [C][H*W] <-> [H*W][C], done in cache-sized square tiles so both sides stream through L1.
 #include <algorithm>
 
 #include "kfuse/detail/checks.hpp"
