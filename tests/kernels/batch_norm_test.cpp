@@ -19,15 +19,7 @@ std::string shape_name(const kfuse::dims4& d) {
          ", " + std::to_string(d.w) + "]";
 }
 
-template <class B>
-constexpr std::string_view impl_prefix() {
-  if constexpr (std::is_same_v<test_arch, kfuse::arch::generic>)
-    return "scalar";
-  else if constexpr (std::is_same_v<B, kfuse::backend::hwy>)
-    return "hwy:";
-  else
-    return "xsimd:";
-}
+using kt::impl_prefix;
 
 struct bn_data {
   std::vector<float> mean, var, gamma, beta;

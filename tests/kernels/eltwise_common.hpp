@@ -59,15 +59,7 @@ void check_against_reference(const std::vector<Out>& got, const std::vector<Out>
   CHECK(failures == 0);
 }
 
-template <class B>
-constexpr std::string_view impl_prefix() {
-  if constexpr (std::is_same_v<test_arch, kfuse::arch::generic>)
-    return "scalar";
-  else if constexpr (std::is_same_v<B, kfuse::backend::hwy>)
-    return "hwy:";
-  else
-    return "xsimd:";
-}
+using kt::impl_prefix;
 
 // The generic (scalar) run a SIMD result is also compared with; WithGeneric = false compares
 // with the double reference only (halves the instantiations where generic is covered elsewhere).

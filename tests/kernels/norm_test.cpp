@@ -15,15 +15,7 @@ using kfuse::epilogue;
 
 namespace {
 
-template <class B>
-constexpr std::string_view impl_prefix() {
-  if constexpr (std::is_same_v<test_arch, kfuse::arch::generic>)
-    return "scalar";
-  else if constexpr (std::is_same_v<B, kfuse::backend::hwy>)
-    return "hwy:";
-  else
-    return "xsimd:";
-}
+using kt::impl_prefix;
 
 const std::vector<float> gammas = [] {
   std::vector<float> v(40000);

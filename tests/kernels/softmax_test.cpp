@@ -41,15 +41,7 @@ std::vector<double> ref_softmax(const In* x, const std::vector<index_t>& shape, 
   return y;
 }
 
-template <class B>
-constexpr std::string_view impl_prefix() {
-  if constexpr (std::is_same_v<test_arch, kfuse::arch::generic>)
-    return "scalar";
-  else if constexpr (std::is_same_v<B, kfuse::backend::hwy>)
-    return "hwy:";
-  else
-    return "xsimd:";
-}
+using kt::impl_prefix;
 
 // Runs softmax into a guarded output poisoned with NaN (0xff) and again with 0xa5 (the two
 // results must be identical), checks run_info, guards and every element.

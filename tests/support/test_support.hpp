@@ -7,6 +7,8 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "kfuse/kfuse.hpp"
@@ -228,5 +230,17 @@ struct user_tile_bias {
   }
 };
 inline double ref_stage(const user_tile_bias& s, double x, ref_ctx c) { return x + s.values[c.c]; }
+
+/// The prefix of simd::impl_name<test_arch, B>() ("scalar", "xsimd:", "hwy:"): what a kernel's
+/// run_info names as its vector implementation.
+template <class B>
+constexpr std::string_view impl_prefix() {
+  if constexpr (std::is_same_v<test_arch, kfuse::arch::generic>)
+    return "scalar";
+  else if constexpr (std::is_same_v<B, kfuse::backend::hwy>)
+    return "hwy:";
+  else
+    return "xsimd:";
+}
 
 }  // namespace kt
