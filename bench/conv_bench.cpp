@@ -95,7 +95,9 @@ void BM_kfuse(benchmark::State& st) {
   const auto xv = kfuse::view<L>(static_cast<const float*>(x.data()), s.in_dims());
   const auto yv = kfuse::view<L>(y.data(), s.out_dims());
   kfuse::run_info info;
-  for (auto _ : st) info = C::run(xv, w, yv, ep, {threads});
+  // The contract's form: scratch sized once (kernels/workspace.hpp), as the plan does.
+  const kfuse::workspace_buffer ws(C::workspace_size(s, threads));
+  for (auto _ : st) info = C::run(xv, w, yv, ep, ws, {threads});
   st.SetLabel(std::string(info.micro_kernel));
   set_flops(st, s.flops());
   st.counters["pack_ms"] = w.pack_seconds() * 1e3;

@@ -126,8 +126,10 @@ void BM_kfuse(benchmark::State& st) {
   const auto in = kfuse::view<L>(static_cast<const float*>(x.data()), p.s.in_dims());
   const auto out = kfuse::view<L>(y.data(), p.s.out_dims());
   kfuse::run_info info{};
+  // The contract's form: scratch sized once (kernels/workspace.hpp), as the plan does.
+  const kfuse::workspace_buffer ws(DW::workspace_size(p.s, threads));
   for (auto _ : st) {
-    info = DW::run(in, packed, out, ep, {threads});
+    info = DW::run(in, packed, out, ep, ws, {threads});
     benchmark::ClobberMemory();
   }
   fvec y_nhwc(y.size());
@@ -247,9 +249,11 @@ void BM_kfuse_pool(benchmark::State& st) {
   fvec y(std::size_t(kfuse::numel(ps.out_dims())));
   using P = kfuse::pool2d<kfuse::f32, L>;
   kfuse::run_info info{};
+  const auto packed = P::initialize(ps);
+  const kfuse::workspace_buffer ws(P::workspace_size(ps, threads));
   for (auto _ : st) {
-    info = P::run(kfuse::view<L>(x.data(), ps.in_dims()), ps,
-                  kfuse::view<L>(y.data(), ps.out_dims()), {}, {threads});
+    info = P::run(kfuse::view<L>(x.data(), ps.in_dims()), packed,
+                  kfuse::view<L>(y.data(), ps.out_dims()), {}, ws, {threads});
     benchmark::ClobberMemory();
   }
   st.SetLabel(std::string(info.micro_kernel) + " " + info.impl);

@@ -14,8 +14,8 @@
 //
 // plus the MLP at batch 1 in bf16 and int8 (kfuse plans; int8 calibrated on N(0,1) samples).
 // Every implementation's output is checked against a double-precision forward pass first.
-// Counters: GFLOP/s, and ORT_us (ONNX Runtime 1.30's time on the Zen 5 reference machine, the
-// issue's fixed target) with ratio = time / ORT time.
+// Counters: GFLOP/s. ONNX Runtime is timed in the same run by scripts/bench_executor.sh (npm
+// onnxruntime-node on the same models exported by scripts/make_models.py), not here.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -30,6 +30,7 @@
 #include "bench_common.hpp"
 #include "kfuse/graph/compile.hpp"
 #include "kfuse/tools/calibrate_graph.hpp"
+#include "kfuse/tools/machine_limits.hpp"
 #if KFUSE_BENCH_HAVE_TORCH
 #include <torch/csrc/jit/api/module.h>
 #include <torch/script.h>
@@ -59,23 +60,9 @@ std::vector<float> input(std::size_t n, std::uint64_t s) {
   return r.normal(n, 0, 1);
 }
 
-// ONNX Runtime 1.30 (CPU, all graph optimizations), fixed targets from the issue, microseconds.
-double ort_us(bool mlp, index_t batch, int threads) {
-  if (mlp) {
-    if (batch == 1) return threads == 1 ? 122 : 81;
-    if (batch == 64) return threads == 1 ? 1190 : 770;
-  } else {
-    if (batch == 1) return threads == 1 ? 2220 : 1220;
-    if (batch == 8) return threads == 1 ? 18300 : 9200;
-  }
-  return 0;
-}
-
-void set_counters(benchmark::State& st, bool mlp, index_t batch, int threads, double flops) {
+void set_counters(benchmark::State& st, index_t batch, double flops) {
   st.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  const double ort = ort_us(mlp, batch, threads);
-  if (ort > 0) st.counters["ORT_us"] = ort;
   st.SetItemsProcessed(st.iterations() * batch);
 }
 
@@ -173,7 +160,7 @@ void kfuse_replay(benchmark::State& st, bool mlp, kfuse::precision prec) {
     r.replay();
     benchmark::ClobberMemory();
   }
-  set_counters(st, mlp, batch, threads, model_flops(mlp, batch));
+  set_counters(st, batch, model_flops(mlp, batch));
   st.SetLabel(std::to_string(p.steps().size()) + " steps");
 }
 
@@ -190,7 +177,7 @@ void kfuse_eager(benchmark::State& st, bool mlp) {
     p.run({kfuse::bind(x)}, {kfuse::bind(y)});
     benchmark::ClobberMemory();
   }
-  set_counters(st, mlp, batch, threads, model_flops(mlp, batch));
+  set_counters(st, batch, model_flops(mlp, batch));
   st.SetLabel(std::to_string(p.steps().size()) + " ops");
 }
 
@@ -268,7 +255,7 @@ void torch_frozen(benchmark::State& st, bool mlp) {
     auto out = m.forward(in);
     benchmark::DoNotOptimize(out);
   }
-  set_counters(st, mlp, batch, threads, model_flops(mlp, batch));
+  set_counters(st, batch, model_flops(mlp, batch));
   st.SetLabel("torch " + std::string(TORCH_VERSION) + ", " + std::to_string(at::get_num_threads()) +
               " threads");
 }
@@ -411,7 +398,7 @@ void dnnl_chained(benchmark::State& st, bool mlp) {
   net->run();
   if (!check(st, mlp, batch, static_cast<const float*>(net->out.get_data_handle()), 1e-4)) return;
   for (auto _ : st) net->run();
-  set_counters(st, mlp, batch, threads, model_flops(mlp, batch));
+  set_counters(st, batch, model_flops(mlp, batch));
   st.SetLabel(std::to_string(net->prims.size()) + " primitives");
 }
 #endif
@@ -455,4 +442,10 @@ BENCHMARK_CAPTURE(torch_frozen, block_f32, false)->Apply(block_args);
 BENCHMARK_CAPTURE(dnnl_chained, block_f32, false)->Apply(block_args);
 #endif
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("kfuse.limits",
+                              kfuse_bench::limits_text(kfuse::cached_machine_limits()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}

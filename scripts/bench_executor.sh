@@ -2,13 +2,17 @@
 # Executor benchmarks from one command: the per-node replay overhead (replay_bench, when the
 # executor's benchmark is built) and the models (models_bench: MLP and ResNet basic block, kfuse
 # replay / kfuse eager op by op / libtorch frozen TorchScript / chained oneDNN primitives, at 1
-# and 2 threads, with ONNX Runtime's fixed targets). Prints markdown tables.
+# and 2 threads) and ONNX Runtime on the same models in the same run (npm onnxruntime-node through
+# bench/ort/ort_run.js, intraOpNumThreads = the same count; models from scripts/make_models.py).
+# Prints the CPU and markdown tables; ratios are same-run medians.
 #   scripts/bench_executor.sh [extra google-benchmark args, e.g. --benchmark_filter=mlp]
 # Needs the peers: scripts/setup.sh --peers. Runs are serialized with flock on
 # /tmp/kfuse_bench.lock (the machine is shared); medians of KFUSE_BENCH_REPS repetitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${KFUSE_BENCH_BUILD:-build/bench}
+ort_dir=${KFUSE_ORT_DIR:-$HOME/.cache/kfuse/ort}
+[[ -d $ort_dir/node_modules/onnxruntime-node ]] || { echo "no onnxruntime-node in $ort_dir: scripts/setup.sh --peers" >&2; exit 2; }
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 targets=(models_bench)
@@ -25,9 +29,35 @@ if [[ -x $build/bench/replay_bench ]]; then
 fi
 flock /tmp/kfuse_bench.lock "$build/bench/models_bench" "${reps[@]}" \
   --benchmark_out="$out/models.json" --benchmark_out_format=json "$@" >/dev/null
-python3 - "$out/models.json" <<'PY'
-import json, re, sys
+# ONNX Runtime on the same models and thread counts, right after (same machine state).
+/usr/bin/python3 scripts/make_models.py "$build/models" >/dev/null
+declare -A shape=([mlp_b1]=1,784 [mlp_b64]=64,784 [block_b1]=1,64,56,56 [block_b8]=8,64,56,56)
+declare -A ort_reps=([mlp_b1]=400 [mlp_b64]=100 [block_b1]=60 [block_b8]=15)
+(
+  flock 9
+  NODE_PATH=$ort_dir/node_modules node bench/ort/ort_run.js "$build/models/tiny.onnx" --shape x=1,1 \
+    --threads 1 --reps 2000 --warmup 100 >"$out/ort_tiny.txt"
+  for m in mlp_b1 mlp_b64 block_b1 block_b8; do
+    for t in 1 2; do
+      NODE_PATH=$ort_dir/node_modules node bench/ort/ort_run.js "$build/models/$m.onnx" \
+        --shape "x=${shape[$m]}" --threads "$t" --reps "${ort_reps[$m]}" --warmup 10 \
+        >"$out/ort_${m}_t$t.txt"
+    done
+  done
+) 9>/tmp/kfuse_bench.lock
+python3 - "$out/models.json" "$out" <<'PY'
+import json, os, re, subprocess, sys
 doc = json.load(open(sys.argv[1]))
+out = sys.argv[2]
+cpu = re.search(r"Model name:\s*(.*)", subprocess.run(["lscpu"], capture_output=True, text=True).stdout).group(1)
+ctx = doc.get("context", {})
+print(f"CPU: {cpu}, {ctx.get('num_cpus')} CPUs; kfuse limits: {ctx.get('kfuse.limits', '-')}")
+def ort_us(name):
+    f = f"{out}/ort_{name}.txt"
+    if not os.path.exists(f): return None
+    return float(re.search(r"median ([0-9.]+) ms", open(f).read()).group(1)) * 1e3
+tiny = ort_us("tiny")
+print(f"ONNX Runtime per-call overhead from node (x + 1 on one float): {tiny:.1f} us, inside every ORT figure below\n")
 rows = {}   # (model, prec, batch, threads) -> {impl: (median_us, error)}
 ort = {}
 benches = doc["benchmarks"]
@@ -42,8 +72,7 @@ for b in benches:
     scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[b.get("time_unit", "us")]
     t, cpu = b.get("real_time", 0.0) * scale, b.get("cpu_time", 0.0) * scale
     rows.setdefault(key, {})[impl] = (t, b.get("error_message"), cpu)
-    if "ORT_us" in b:
-        ort[key] = b["ORT_us"]
+    ort[key] = ort_us(f"{model}_b{batch}_t{threads}")
 impls = [("kfuse_replay", "kfuse replay"), ("kfuse_eager", "kfuse eager op by op"),
          ("torch_frozen", "libtorch frozen"), ("dnnl_chained", "oneDNN chained")]
 target = {("mlp", "f32", 1): 0.8, ("mlp", "bf16", 1): 0.5, ("mlp", "int8", 1): 0.3}
@@ -60,7 +89,7 @@ def vs(r, peer):
     if not a or not b or a[1] or b[1]: return "-"
     return f"{a[0] / b[0]:.2f}x"
 print("| model | prec | batch | threads | " + " | ".join(n for _, n in impls) +
-      " | replay / oneDNN | replay / libtorch | ORT target | replay / ORT | goal | met |")
+      " | replay / oneDNN | replay / libtorch | ORT (same run) | replay / ORT | goal | met |")
 print("|---" * (len(impls) + 10) + "|")
 for key in sorted(rows, key=lambda k: (k[0] != "mlp", k[1] != "f32", k[2], k[3], k[1])):
     model, prec, batch, threads = key

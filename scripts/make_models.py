@@ -5,8 +5,8 @@ the same architectures as examples/04_models/models.hpp builds with kfuse's grap
   /usr/bin/python3 scripts/make_models.py OUT_DIR
 
   mlp_b1.onnx, mlp_b64.onnx  MLP 784-1024-1024-10, ReLU, softmax
-  block_b1.onnx              ResNet basic block, 64 channels, 56x56 (conv-BN-ReLU, conv-BN, +x,
-                             ReLU, global average pool, linear to 10)
+  block_b1.onnx, block_b8.onnx  ResNet basic block, 64 channels, 56x56 (conv-BN-ReLU, conv-BN,
+                             +x, ReLU, global average pool, linear to 10)
   mobile_b1.onnx             the MobileNetV3-style small CNN (3x224x224)
   tiny.onnx                  x + 1 on one float: ONNX Runtime's per-call overhead
 Weights differ from kfuse's (another generator); shapes and ops are the same, which is what the
@@ -118,4 +118,5 @@ export("tiny", Tiny(), (1, 1))
 export("mlp_b1", MLP(), (1, 784))
 export("mlp_b64", MLP(), (64, 784))
 export("block_b1", Block(), (1, 64, 56, 56))
+export("block_b8", Block(), (8, 64, 56, 56))
 export("mobile_b1", Mobile(), (1, 3, 224, 224))

@@ -109,3 +109,35 @@ TEST_CASE("replay: no heap allocation on any thread", "[graph][threads]") {
   auto r = p.record({bind(xv)}, {bind(out)});
   CHECK(allocations_during(30, [&] { r.replay(); }) == 0);
 }
+
+TEST_CASE("replay: convolutions and pooling take their scratch from the plan's arena",
+          "[graph][threads]") {
+  // NCHW 3x3 conv (padded bands), depthwise (padded rows), max / average pooling (padded rows)
+  // and an NHWC conv (padded input rows): each used to allocate or keep thread-local scratch.
+  for (auto layout : {tensor_layout::nchw, tensor_layout::nhwc}) {
+    graph g;
+    auto x = g.input("x", {2, 3, 12, 12}, dtype::f32, layout);
+    const auto w1 = gt::random_vec(8 * 3 * 9, 4), wd = gt::random_vec(8 * 9, 5);
+    conv2d_params p;
+    p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = 1;
+    auto c1 = g.relu("r1", g.conv2d("c1", x, g.constant("w1", {8, 3, 3, 3}, w1.data()), {}, p));
+    conv2d_params dp = p;
+    dp.groups = 8;
+    auto d = g.conv2d("dw", c1, g.constant("wd", {8, 1, 3, 3}, wd.data()), {}, dp);
+    pool2d_params mp{pool_mode::max, 3, 3, 2, 2, 1, 1, 1, 1};
+    pool2d_params ap{pool_mode::average, 2, 2, 1, 1};
+    g.output(g.pool2d("avg", g.pool2d("max", d, mp), ap));
+    for (int threads : {1, 2}) {
+      INFO("layout " << int(layout) << " threads " << threads);
+      const plan pl = compile(g, {.threads = threads, .fork_join_ns = 0});
+      if (layout == tensor_layout::nchw) CHECK(pl.workspace_bytes() > 0);
+      CHECK(pl.arena_bytes() >= pl.workspace_bytes());
+      const auto xv = gt::random_vec(std::size_t(2 * 3 * 12 * 12), 6);
+      std::vector<float> y(std::size_t(shape_numel(pl.output(0).shape))), e(y.size());
+      auto r = pl.record({bind(xv)}, {bind(y)});
+      CHECK(allocations_during(10, [&] { r.replay(); }) == 0);
+      pl.run({bind(xv)}, {bind(e)});  // eager: fresh scratch per command
+      CHECK(gt::bitwise_equal(y, e));
+    }
+  }
+}

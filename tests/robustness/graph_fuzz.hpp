@@ -1033,21 +1033,10 @@ class gen {
       p.ceil_mode = coin(0.4);
       p.count_include_pad = coin(0.5);
     }
-    kfuse::pool_shape ps;
-    ps.n = N;
-    ps.c = C;
-    ps.h = H;
-    ps.w = W;
-    ps.global = global;
-    ps.r = p.kernel_h;
-    ps.s = p.kernel_w;
-    ps.stride_h = p.stride_h;
-    ps.stride_w = p.stride_w;
-    ps.pad_top = p.pad_top;
-    ps.pad_left = p.pad_left;
-    ps.pad_bottom = p.pad_bottom;
-    ps.pad_right = p.pad_right;
-    ps.ceil_mode = p.ceil_mode;
+    // The output extents as the plan compiler computes them (the pool rule's own shape).
+    kfuse::plan_tensor xt;
+    xt.shape = {N, C, H, W};
+    const kfuse::pool_shape ps = kfuse::graph_ops::pool2d_rule::shape_of(xt, p);
     const index_t OH = ps.out_h(), OW = ps.out_w();
     if (OH < 1 || OW < 1) return false;
     const tensor_id id = g.pool2d(fresh("pool"), {x}, p);

@@ -39,16 +39,20 @@ inline index_t checked_add(std::string_view kernel, std::string_view what, index
 /// The product of extents (the element count of a tensor), each >= 0, checked.
 template <class Range>
 index_t checked_count(std::string_view kernel, std::string_view what, const Range& extents) {
+  // The extents as text, built only for the error (kernels call this on every run: no
+  // allocation on the good path).
+  auto dims = [&] {
+    std::string d;
+    for (index_t e : extents) d += (d.empty() ? "" : " x ") + std::to_string(e);
+    return d;
+  };
+  for (index_t e : extents)
+    if (e < 0) fail(kernel, std::string(what) + " has a negative extent (" + dims() + ")");
   index_t n = 1;
-  std::string dims;
-  for (index_t e : extents) {
-    dims += (dims.empty() ? "" : " x ") + std::to_string(e);
-    if (e < 0) fail(kernel, std::string(what) + " has a negative extent (" + dims + ")");
-  }
   for (index_t e : extents)
     if (__builtin_mul_overflow(n, e, &n))
       fail(kernel,
-           std::string(what) + " has too many elements (" + dims + " overflows a 64-bit count)");
+           std::string(what) + " has too many elements (" + dims() + " overflows a 64-bit count)");
   return n;
 }
 inline index_t checked_count(std::string_view kernel, std::string_view what,

@@ -73,6 +73,8 @@ struct plan_command {
   std::int32_t out = -1;
   index_t begin = 0, end = 0;
   std::int32_t threads = 1;
+  std::size_t workspace_bytes = 0;   // the kernel's scratch (workspace_size at `threads`)
+  std::size_t workspace_offset = 0;  // its slice of the arena (memory plan)
 };
 
 struct plan_data {
@@ -80,8 +82,9 @@ struct plan_data {
   std::vector<step_info> steps;
   std::vector<std::vector<plan_command>> commands;  // per step
   std::vector<std::int32_t> inputs, outputs;        // plan tensor indices
-  std::size_t arena_bytes = 0;
-  std::size_t intermediate_bytes = 0;  // the sum of every arena tensor's size
+  std::size_t arena_bytes = 0;                      // tensors, then the kernels' workspaces
+  std::size_t workspace_bytes = 0;                  // of which the kernels' workspaces
+  std::size_t intermediate_bytes = 0;               // the sum of every arena tensor's size
   fusion_report report;
   compile_options options;
   int threads = 1;
@@ -119,8 +122,11 @@ class plan {
 
   const std::vector<step_info>& steps() const { return data().steps; }
   const fusion_report& report() const { return data().report; }
-  /// Bytes of the one activation arena a replay buffer allocates.
+  /// Bytes of the one activation arena a replay buffer allocates (intermediate tensors and the
+  /// kernels' workspaces).
   std::size_t arena_bytes() const { return data().arena_bytes; }
+  /// The part of the arena that is kernel workspace (scratch of NCHW pooling, depthwise, conv).
+  std::size_t workspace_bytes() const { return data().workspace_bytes; }
   /// What the arena tensors would take without reuse (sum of their sizes).
   std::size_t intermediate_bytes() const { return data().intermediate_bytes; }
   /// Threads the plan's biggest steps use.

@@ -260,6 +260,10 @@ inline replay_buffer plan::record(std::span<const binding> inputs,
       c.step = std::int32_t(s);
       for (int k = 0; k < 4; ++k) resolve(pc.in[k], &c.in[k]);
       resolve(pc.out, const_cast<const void**>(&c.out));
+      if (pc.workspace_bytes) {
+        c.workspace = r.arena_.get() + pc.workspace_offset;
+        c.workspace_bytes = pc.workspace_bytes;
+      }
     }
   auto flatten = [&](std::vector<std::vector<replay_buffer::patch>>& lists,
                      std::vector<std::uint32_t>& begin) {
@@ -336,6 +340,10 @@ inline void plan::run(std::span<const binding> inputs, std::span<const binding> 
       c.step = std::int32_t(s);
       for (int k = 0; k < 4; ++k) c.in[k] = lookup(pc.in[k]);
       c.out = const_cast<void*>(lookup(pc.out));
+      std::unique_ptr<void, void (*)(void*)> scratch(detail::arena_alloc(pc.workspace_bytes),
+                                                     std::free);
+      c.workspace = scratch.get();
+      c.workspace_bytes = pc.workspace_bytes;
       c.fn(c);
     }
 }

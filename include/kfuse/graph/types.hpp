@@ -152,6 +152,8 @@ struct command {
   index_t begin = 0, end = 0;    // the work range of this command (items of its step)
   std::int32_t threads = 1;      // threads it may use (1: runs on the calling thread only)
   std::int32_t step = 0;         // the plan step it runs (plan::step_info(step))
+  void* workspace = nullptr;     // its kernel's scratch: a slice of the arena
+  std::size_t workspace_bytes = 0;
 };
 
 /// Profiler hook: replay(hook) calls on_command(user, command_index, step, begin_ns, end_ns)

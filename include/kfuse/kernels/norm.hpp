@@ -29,10 +29,12 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/simd/reduce.hpp"
 #include "kfuse/simd/stream.hpp"
@@ -341,5 +343,76 @@ run_info rms_norm(std::span<In> in, std::span<Out> out, index_t cols, const rms_
   return rms_norm<A, B>(static_cast<const std::remove_const_t<In>*>(in.data()), out.data(),
                         index_t(in.size()) / cols, cols, p, ep, opt);
 }
+
+/// layer_norm (Rms = false) or rms_norm over the rows of a rows x cols matrix as a kernel of the
+/// contract (kernels/kernel_contract.hpp): initialize() keeps the affine parameters, run() takes
+/// matrix views (dense rows) and the epilogue; no workspace (a row's statistics live in
+/// registers).
+template <bool Rms, class A = arch::native, class Ep = epilogue<>, class B = backend::xsimd>
+struct norm_kernel {
+  static constexpr std::string_view name = Rms ? "rms_norm" : "layer_norm";
+  struct problem {
+    index_t rows = 0, cols = 0;
+  };
+  struct packed {
+    problem shape{};
+    std::vector<float> gamma, beta;  // empty: 1 and 0
+    float eps = 1e-5f;
+    bool ready = false;
+    bool empty() const noexcept { return !ready; }
+  };
+  using epilogue_type = Ep;
+  using extents = matrix_extents;
+  template <class T>
+  using view = matrix_view<T>;
+
+  static kernel_status can_implement(const problem& p) {
+    return detail::status_of(name, [&] {
+      if (p.rows < 0) detail::fail(name, "negative row count " + std::to_string(p.rows));
+      if (p.cols < 1)
+        detail::fail(name,
+                     "normalized axis length must be positive, not " + std::to_string(p.cols));
+      detail::checked_mul(name, "rows x cols", p.rows, p.cols);
+    });
+  }
+  static std::size_t workspace_size(const problem& p, int) {
+    detail::require(name, can_implement(p));
+    return 0;
+  }
+  /// gamma (and beta, layer_norm only) empty or one value per column; eps >= 0.
+  static packed initialize(const problem& p, std::span<const float> gamma,
+                           std::span<const float> beta, float eps) {
+    detail::require(name, can_implement(p));
+    if (!gamma.empty() && index_t(gamma.size()) != p.cols)
+      detail::fail(name, "gamma has " + std::to_string(gamma.size()) + " values for " +
+                             std::to_string(p.cols) + " columns");
+    if (!beta.empty() && (Rms || index_t(beta.size()) != p.cols))
+      detail::fail(name, Rms ? std::string("takes no beta")
+                             : "beta has " + std::to_string(beta.size()) + " values for " +
+                                   std::to_string(p.cols) + " columns");
+    if (!(eps >= 0.f)) detail::fail(name, "eps must be non-negative");
+    packed k;
+    k.shape = p;
+    k.gamma.assign(gamma.begin(), gamma.end());
+    k.beta.assign(beta.begin(), beta.end());
+    k.eps = eps;
+    k.ready = true;
+    return k;
+  }
+  template <class In, class Out>
+  static run_info run(matrix_view<const In> in, const packed& p, matrix_view<Out> out, const Ep& ep,
+                      workspace, const run_options& opt = {}, std::int32_t zero_point = 0) {
+    if (p.empty()) detail::fail(name, "the norm is not initialized (initialize(problem, ...))");
+    if (zero_point != 0) detail::fail(name, "a zero point is only meaningful for integer inputs");
+    for (const matrix_extents& e : {in.dims, out.dims})
+      if (e.rows != p.shape.rows || e.cols != p.shape.cols || e.stride() != e.cols)
+        detail::fail(name, "a view is " + std::to_string(e.rows) + " x " + std::to_string(e.cols) +
+                               " (ld " + std::to_string(e.stride()) +
+                               "), the norm was initialized for dense " +
+                               std::to_string(p.shape.rows) + " x " + std::to_string(p.shape.cols));
+    return detail::norm_impl<A, B, Rms>(name, in.data, out.data, p.shape.rows, p.shape.cols,
+                                        p.gamma, p.beta, p.eps, ep, opt);
+  }
+};
 
 KFUSE_END_NAMESPACE

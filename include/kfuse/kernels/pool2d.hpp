@@ -26,6 +26,7 @@
 #include "kfuse/config/macros.hpp"
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/pool_shape.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
@@ -133,11 +134,14 @@ KFUSE_INLINE void pool_nhwc_row(const T* in, const pool_geom& g, index_t n, inde
 }
 
 // ------------------------------------------------------------------------------------ NCHW
-/// Per-thread scratch that persists across calls (no per-call page faults).
-inline float* pool_thread_scratch(std::size_t floats) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < floats) buf.resize(floats);
-  return buf.data();
+/// Floats of one thread's NCHW scratch: the padded rows of a block of output rows, as
+/// pool_nchw_block lays them out (a whole plane's rows: the most a block reads).
+template <int L>
+inline std::size_t pool_nchw_scratch_floats(const pool_shape& s) {
+  const index_t ow = s.out_w(), oh = s.out_h();
+  const index_t pitch = (ow + L - 1) / L * L + (s.s - 1) / s.stride_w + 1;
+  const index_t rows = (oh - 1) * s.stride_h + s.r;
+  return std::size_t(rows * s.stride_w * pitch);
 }
 
 /// Rows [ih_lo, ih_lo + rows) of one plane as `sw` phases of `pitch` floats per row: phase k,
@@ -199,12 +203,11 @@ KFUSE_INLINE void pool_fill_rows(const T* plane, const pool_geom& g, float* dst,
 /// Output rows [oh_a, oh_b) of plane (n, c).
 template <class V, bool IsMax, class T, class Out, class Ep>
 KFUSE_INLINE void pool_nchw_block(const T* in, const pool_geom& g, index_t n, index_t c,
-                                  index_t oh_a, index_t oh_b, Out* out, const Ep& ep) {
+                                  index_t oh_a, index_t oh_b, float* sc, Out* out, const Ep& ep) {
   constexpr int L = V::lanes;
   const index_t nvec = (g.ow + L - 1) / L;
   const index_t pitch = nvec * L + (g.s - 1) / g.sw + 1, row_stride = g.sw * pitch;
   const index_t ih_lo = oh_a * g.sh - g.pt, rows = (oh_b - 1 - oh_a) * g.sh + g.r;
-  float* sc = pool_thread_scratch(std::size_t(rows * row_stride));
   const float pad = IsMax ? -std::numeric_limits<float>::infinity() : 0.f;
   pool_fill_rows<V>(in + (n * g.c + c) * g.h * g.w, g, sc, ih_lo, rows, pitch, pad);
   const index_t plane_flat = (n * g.c + c) * g.oh * g.ow;
@@ -353,7 +356,7 @@ KFUSE_INLINE void pool_global(const T* in, const pool_geom& g, index_t n, index_
 
 template <class Elem, layout_tag Layout, class A = arch::native, class Ep = epilogue<>,
           class B = backend::xsimd>
-struct pool2d {
+struct pool2d : image_kernel_types<Layout, Ep> {
   static_assert(std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16> ||
                     std::is_same_v<Elem, i8> || std::is_same_v<Elem, u8>,
                 "kfuse::pool2d: element type must be f32, bf16, i8 or u8");
@@ -362,15 +365,65 @@ struct pool2d {
   static constexpr bool integer = elem_traits<Elem>::is_quantized;
   /// Integer averages are exact for windows of at most this many elements (global: any size).
   static constexpr index_t max_int_window = 16384;
+  static constexpr std::string_view name = "pool2d";
 
-  /// out = epilogue(pool(in)). In: Elem's storage type; integers with zero point `zero_point`
-  /// (the output uses the same quantization). Out: In's type, a float type, or what the
-  /// epilogue produces.
+  // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
+  using problem = pool_shape;
+  /// The shape and the average divisors, separable: count(oh, ow) = hcnt[oh] * wcnt[ow].
+  struct packed {
+    pool_shape shape{};
+    std::vector<float> hcnt, wcnt;
+    bool ready = false;
+    bool empty() const noexcept { return !ready; }
+  };
+
+  static kernel_status can_implement(const pool_shape& s) {
+    return detail::status_of(name, [&] {
+      detail::check_pool_shape(name, s);
+      if (integer && s.kind == pool_kind::avg && !s.global && s.r * s.s > max_int_window)
+        detail::fail(name, "integer average pooling windows are limited to " +
+                               std::to_string(max_int_window) +
+                               " elements (exact rounding); use global pooling for whole planes");
+    });
+  }
+  /// NCHW windowed pooling copies the rows a block reads into padded f32 rows: one slot per
+  /// thread. NHWC and global pooling need none.
+  static std::size_t workspace_size(const pool_shape& s, int threads) {
+    detail::require(name, can_implement(s));
+    return std::size_t(std::max(threads, 1)) * slot_bytes(s);
+  }
+  static packed initialize(const pool_shape& s) {
+    detail::require(name, can_implement(s));
+    packed p;
+    p.shape = s;
+    if (s.kind == pool_kind::avg && !s.global) {
+      p.hcnt =
+          counts(s.h, s.r, s.stride_h, s.pad_top, s.pad_bottom, s.out_h(), s.count_include_pad);
+      p.wcnt =
+          counts(s.w, s.s, s.stride_w, s.pad_left, s.pad_right, s.out_w(), s.count_include_pad);
+    }
+    p.ready = true;
+    return p;
+  }
+
+  /// The convenience form for direct callers: initialize() and a workspace per call.
   template <class In, class Out>
   static run_info run(tensor_view<In, Layout> in, const pool_shape& s, tensor_view<Out, Layout> out,
                       const Ep& ep = {}, const run_options& opt = {}, std::int32_t zero_point = 0) {
+    const packed p = initialize(s);
+    const workspace_buffer ws(workspace_size(s, pool_threads(opt.threads)));
+    return run(in, p, out, ep, ws.view(), opt, zero_point);
+  }
+
+  /// out = epilogue(pool(in)). In: Elem's storage type; integers with zero point `zero_point`
+  /// (the output uses the same quantization). Out: In's type, a float type, or what the
+  /// epilogue produces. Scratch from `ws` (workspace_size()); allocates nothing.
+  template <class In, class Out>
+  static run_info run(tensor_view<In, Layout> in, const packed& pk, tensor_view<Out, Layout> out,
+                      const Ep& ep, workspace ws, const run_options& opt = {},
+                      std::int32_t zero_point = 0) {
     using T = std::remove_const_t<In>;
-    constexpr std::string_view k = "pool2d";
+    constexpr std::string_view k = name;
     static_assert(std::is_same_v<T, storage>,
                   "kfuse::pool2d: the input's storage type does not match the element tag");
     using produced = typename epilogue_traits<Ep>::output_elem;
@@ -379,16 +432,12 @@ struct pool2d {
                       (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
                   "kfuse::pool2d: the output type must be the input's, a float type, or what "
                   "the epilogue produces");
-    detail::check_pool_shape(k, s);
+    if (pk.empty()) detail::fail(k, "the pooling is not initialized (initialize(shape))");
+    const pool_shape& s = pk.shape;
     if constexpr (integer) {
       if (zero_point < elem_traits<Elem>::min || zero_point > elem_traits<Elem>::max)
         detail::fail(k,
                      "zero point " + std::to_string(zero_point) + " is outside the element range");
-      if (s.kind == pool_kind::avg && !s.global && s.r * s.s > max_int_window)
-        detail::fail(k, "integer average pooling windows are limited to " +
-                            std::to_string(max_int_window) +
-                            " elements (exact rounding); use "
-                            "global pooling for whole planes");
     } else if (zero_point != 0) {
       detail::fail(k, "a zero point is only meaningful for integer elements");
     }
@@ -408,12 +457,6 @@ struct pool2d {
 
     const bool is_max = s.kind == pool_kind::max;
     const index_t ohn = od.h, own = od.w;
-    // Average divisors, separable: count(oh, ow) = hcnt[oh] * wcnt[ow].
-    std::vector<float> hcnt, wcnt;
-    if (!is_max && !s.global) {
-      hcnt = counts(s.h, s.r, s.stride_h, s.pad_top, s.pad_bottom, ohn, s.count_include_pad);
-      wcnt = counts(s.w, s.s, s.stride_w, s.pad_left, s.pad_right, own, s.count_include_pad);
-    }
     const detail::pool_geom g{s.n,
                               s.c,
                               s.h,
@@ -428,11 +471,12 @@ struct pool2d {
                               s.pad_left,
                               is_max,
                               float(integer ? zero_point : 0),
-                              hcnt.data(),
-                              wcnt.data()};
+                              pk.hcnt.data(),
+                              pk.wcnt.data()};
     const T* x = in.data;
     Out* y = out.data;
-    const int threads = pool_threads(opt.threads);
+    const std::size_t slot = slot_bytes(s);
+    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
     run_info info{k, A::name, simd::impl_name<A, B>(), "", 1};
     if (s.global) {
       info.micro_kernel = is_max ? "global max" : "global avg";
@@ -479,17 +523,18 @@ struct pool2d {
       info.threads = int(std::min<index_t>(threads, units));
       parallel_for(
           0, units, 1,
-          [&](range rg, int) {
+          [&](range rg, int worker) {
+            float* sc = ws.slot<float>(worker, slot);
             for (index_t u = rg.begin; u < rg.end; ++u) {
               const index_t plane = u / blocks, b = u % blocks;
               const index_t oh_a = b * rows_per, oh_b = std::min(ohn, oh_a + rows_per);
               if (oh_a >= oh_b) continue;
               if (is_max)
-                detail::pool_nchw_block<vec, true>(x, g, plane / s.c, plane % s.c, oh_a, oh_b, y,
-                                                   ep);
+                detail::pool_nchw_block<vec, true>(x, g, plane / s.c, plane % s.c, oh_a, oh_b, sc,
+                                                   y, ep);
               else
-                detail::pool_nchw_block<vec, false>(x, g, plane / s.c, plane % s.c, oh_a, oh_b, y,
-                                                    ep);
+                detail::pool_nchw_block<vec, false>(x, g, plane / s.c, plane % s.c, oh_a, oh_b, sc,
+                                                    y, ep);
             }
           },
           threads);
@@ -498,6 +543,13 @@ struct pool2d {
   }
 
  private:
+  /// One thread's scratch: NCHW windowed pooling only.
+  static std::size_t slot_bytes(const pool_shape& s) {
+    if (!std::is_same_v<Layout, nchw> || s.global || s.n <= 0 || s.c <= 0 || s.out_h() <= 0 ||
+        s.out_w() <= 0)
+      return 0;
+    return workspace_round(sizeof(float) * detail::pool_nchw_scratch_floats<vec::lanes>(s));
+  }
   /// Divisor factor of each output position along one axis (PyTorch's avg_pool2d rule).
   static std::vector<float> counts(index_t in, index_t k, index_t stride, index_t lo, index_t hi,
                                    index_t outs, bool include_pad) {

@@ -5,6 +5,7 @@
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/detail/checks.hpp"
+#include "kfuse/kernels/window_checks.hpp"
 #include "kfuse/layout/layout.hpp"
 
 namespace kfuse {
@@ -55,10 +56,7 @@ namespace detail {
 /// Throws kfuse::error "<kernel>: ..." naming the first problem with the geometry.
 inline void check_pool_shape(std::string_view kernel, const pool_shape& s) {
   auto num = [](index_t v) { return std::to_string(v); };
-  // A batch of 0 is an empty tensor: the kernel does nothing (docs/robustness.md).
-  if (s.n < 0 || s.c < 1 || s.h < 1 || s.w < 1)
-    fail(kernel, "input extent must be positive, N may be 0 (N " + num(s.n) + ", C " + num(s.c) +
-                     ", H " + num(s.h) + ", W " + num(s.w) + ")");
+  check_image_extents(kernel, s.n, s.c, s.h, s.w);
   // The input count (and so the output's) in bytes, checked once for every size computed later.
   checked_bytes(kernel, "the input", checked_count(kernel, "the input", {s.n, s.c, s.h, s.w}), 4);
   if (s.global) {
@@ -66,15 +64,9 @@ inline void check_pool_shape(std::string_view kernel, const pool_shape& s) {
       fail(kernel, "global pooling takes no padding");
     return;
   }
-  if (s.r < 1 || s.s < 1)
-    fail(kernel, "window size must be positive (R " + num(s.r) + ", S " + num(s.s) + ")");
-  if (s.stride_h < 1 || s.stride_w < 1) fail(kernel, "strides must be positive");
-  if (s.pad_top < 0 || s.pad_left < 0 || s.pad_bottom < 0 || s.pad_right < 0)
-    fail(kernel, "padding must not be negative");
-  checked_add(kernel, "padded height", checked_add(kernel, "padded height", s.h, s.pad_top),
-              s.pad_bottom);
-  checked_add(kernel, "padded width", checked_add(kernel, "padded width", s.w, s.pad_left),
-              s.pad_right);
+  check_window(
+      kernel, "window size", s.h, s.w,
+      {s.r, s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_left, s.pad_bottom, s.pad_right});
   if (s.pad_top > s.r / 2 || s.pad_bottom > s.r / 2 || s.pad_left > s.s / 2 ||
       s.pad_right > s.s / 2)
     fail(kernel, "padding (top " + num(s.pad_top) + ", left " + num(s.pad_left) + ", bottom " +

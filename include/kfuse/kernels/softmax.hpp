@@ -33,6 +33,8 @@
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/detail/checks.hpp"
+#include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/simd/fast_math.hpp"
@@ -482,5 +484,67 @@ run_info softmax(tensor_view<In, L> in, tensor_view<Out, L> out, int axis,
   return detail::softmax_shape<A, B>(static_cast<const std::remove_const_t<In>*>(in.data), out.data,
                                      std::span<const index_t>(shape, 4), mem_axis, so, opt);
 }
+
+/// Softmax (or log-softmax) over one axis of a dense tensor as a kernel of the contract
+/// (kernels/kernel_contract.hpp): the problem is the extents (memory order, rank <= 8) and the
+/// axis; run() takes flat views of its element count. No workspace (a cached row lives on the
+/// stack) and no epilogue.
+template <class A = arch::native, class B = backend::xsimd>
+struct softmax_kernel {
+  static constexpr std::string_view name = "softmax";
+  struct problem {
+    index_t shape[8] = {};
+    int rank = 0;
+    int axis = -1;  // negative: from the end
+    softmax_options options{};
+  };
+  struct packed {
+    problem p{};
+    index_t count = 0;
+    bool ready = false;
+    bool empty() const noexcept { return !ready; }
+  };
+  using epilogue_type = epilogue<>;
+  using extents = index_t;
+  template <class T>
+  using view = flat_view<T>;
+
+  static kernel_status can_implement(const problem& p) {
+    return detail::status_of(name, [&] {
+      if (p.rank < 1 || p.rank > 8)
+        detail::fail(name, "rank " + std::to_string(p.rank) + " (1 to 8)");
+      if (p.axis < -p.rank || p.axis >= p.rank)
+        detail::fail(name, "axis " + std::to_string(p.axis) + " is out of range for rank " +
+                               std::to_string(p.rank));
+      detail::checked_count(name, "the tensor",
+                            std::span<const index_t>(p.shape, std::size_t(p.rank)));
+    });
+  }
+  static std::size_t workspace_size(const problem& p, int) {
+    detail::require(name, can_implement(p));
+    return 0;
+  }
+  static packed initialize(const problem& p) {
+    detail::require(name, can_implement(p));
+    return {p,
+            detail::checked_count(name, "the tensor",
+                                  std::span<const index_t>(p.shape, std::size_t(p.rank))),
+            true};
+  }
+  template <class In, class Out>
+  static run_info run(flat_view<const In> in, const packed& k, flat_view<Out> out,
+                      const epilogue<>&, workspace, const run_options& opt = {},
+                      std::int32_t zero_point = 0) {
+    if (k.empty()) detail::fail(name, "the softmax is not initialized (initialize(problem))");
+    if (zero_point != 0) detail::fail(name, "a zero point is only meaningful for integer inputs");
+    if (in.count != k.count || out.count != k.count)
+      detail::fail(name, "views of " + std::to_string(in.count) + " and " +
+                             std::to_string(out.count) + " elements, the tensor has " +
+                             std::to_string(k.count));
+    return detail::softmax_shape<A, B>(in.data, out.data,
+                                       std::span<const index_t>(k.p.shape, std::size_t(k.p.rank)),
+                                       k.p.axis, k.p.options, opt);
+  }
+};
 
 KFUSE_END_NAMESPACE

@@ -1,5 +1,6 @@
 #pragma once
-// A non-owning view of a dense 4-D tensor with a compile-time layout.
+// Non-owning views: a dense 4-D tensor with a compile-time layout, a row-major matrix, and a
+// flat run of elements (the kernels' argument types; graph/ops/kernel_command.hpp builds them).
 #include "kfuse/layout/layout.hpp"
 
 namespace kfuse {
@@ -19,5 +20,24 @@ template <layout_tag L, class T>
 constexpr tensor_view<T, L> view(T* data, dims4 dims) noexcept {
   return {data, dims};
 }
+
+/// A row-major matrix's extents: rows x cols, `ld` elements from one row to the next (0: cols).
+struct matrix_extents {
+  index_t rows = 0, cols = 0, ld = 0;
+  constexpr index_t stride() const noexcept { return ld ? ld : cols; }
+};
+/// A row-major matrix in memory.
+template <class T>
+struct matrix_view {
+  T* data = nullptr;
+  matrix_extents dims{};
+};
+
+/// `count` contiguous elements (a tensor whose shape the kernel holds).
+template <class T>
+struct flat_view {
+  T* data = nullptr;
+  index_t count = 0;
+};
 
 }  // namespace kfuse

@@ -140,3 +140,27 @@ TEST_CASE("memory plan: random DAGs never overlap live tensors") {
     CHECK(d.arena_bytes <= (d.intermediate_bytes + 63 * d.tensors.size()));
   }
 }
+
+TEST_CASE("memory plan: kernel workspaces follow the tensors, one slice per command") {
+  plan_data d;
+  const auto x = add_tensor(d, 4000);
+  d.tensors[std::size_t(x)].where = plan_tensor::storage::input;
+  const auto t1 = add_tensor(d, 4000), t2 = add_tensor(d, 100), y = add_tensor(d, 4000);
+  d.inputs = {x};
+  d.outputs = {y};
+  add_step(d, op_kind::conv2d, {x}, t1);
+  add_step(d, op_kind::pool2d, {t1}, t2);
+  add_step(d, op_kind::conv2d, {t2}, y);
+  d.commands[0][0].workspace_bytes = 1000;  // rounded up to 1024
+  d.commands[2][0].workspace_bytes = 64;
+  detail::plan_memory(d, {});
+  const std::size_t tensors_end = 4032 + 128;  // t1 and t2 live together at step 1
+  CHECK(d.workspace_bytes == 1024 + 64);
+  CHECK(d.arena_bytes == tensors_end + 1024 + 64);
+  CHECK(d.commands[0][0].workspace_offset == tensors_end);
+  CHECK(d.commands[2][0].workspace_offset == tensors_end + 1024);
+  CHECK(d.commands[1][0].workspace_bytes == 0);
+  for (const auto& cmds : d.commands)
+    for (const plan_command& c : cmds) CHECK(c.workspace_offset % 64 == 0);
+  check_disjoint_when_live(d);
+}

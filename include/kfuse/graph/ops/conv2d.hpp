@@ -6,6 +6,7 @@
 // output) in the epilogue.
 #include "kfuse/graph/ops/cast.hpp"
 #include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/linear.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/conv/conv2d.hpp"
@@ -16,55 +17,10 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
 
-/// Out: float, or uint8_t when the plan fused the quantization of the output (then `out_q`).
-template <class Recipe, class L, class A, class B, class Out = float>
-struct conv_params {
-  using kernel = conv2d<Recipe, L, A, chain_epilogue_t<Out>, B>;
-  typename kernel::weights w;
-  dims4 in{}, out{};
-  chain_list stages;
-  std::int32_t x_zero = 0;  // i8: the activations' zero point
-  quant_params out_q{};     // an int8 output's scale and zero point
-};
-
 /// The activations' storage type of a conv recipe (int8 plans feed u8).
 template <class Recipe>
 using conv_input_t =
     std::conditional_t<std::is_same_v<Recipe, i8>, std::uint8_t, storage_t<Recipe>>;
-
-template <class Recipe, class L, class A, class B, class Out = float>
-void conv_cmd(const command& c) {
-  using P = conv_params<Recipe, L, A, B, Out>;
-  using T = conv_input_t<Recipe>;
-  const auto& p = *static_cast<const P*>(c.params);
-  const chain ch{&p.stages,
-                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
-                  static_cast<const float*>(c.in[3])}};
-  P::kernel::run(tensor_view<const T, L>{static_cast<const T*>(c.in[0]), p.in}, p.w,
-                 tensor_view<Out, L>{static_cast<Out*>(c.out), p.out},
-                 chain_epilogue<Out>::make(ch, p.out_q), run_options{c.threads}, p.x_zero);
-}
-
-template <class Recipe, class L, class A, class B>
-struct depthwise_params {
-  using kernel = depthwise_conv2d<Recipe, L, A, epilogue<chain>, B>;
-  typename kernel::packed w;
-  dims4 in{}, out{};
-  chain_list stages;
-};
-
-template <class Recipe, class L, class A, class B>
-void depthwise_cmd(const command& c) {
-  using P = depthwise_params<Recipe, L, A, B>;
-  using T = std::conditional_t<std::is_same_v<Recipe, bf16>, bf16_t, float>;
-  const auto& p = *static_cast<const P*>(c.params);
-  const chain ch{&p.stages,
-                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
-                  static_cast<const float*>(c.in[3])}};
-  P::kernel::run(tensor_view<const T, L>{static_cast<const T*>(c.in[0]), p.in}, p.w,
-                 tensor_view<float, L>{static_cast<float*>(c.out), p.out}, epilogue<chain>{ch},
-                 run_options{c.threads});
-}
 
 struct conv2d_rule : op_rule {
   static constexpr op_kind kind = op_kind::conv2d;
@@ -195,11 +151,12 @@ struct conv2d_rule : op_rule {
   static void lower_depthwise(detail::compile_context& cx, const detail::step& s,
                               const node_desc& n, step_info& info,
                               std::vector<detail::plan_command>& cmds, const conv_shape& cs) {
-    using P = depthwise_params<Recipe, L, A, B>;
-    auto p = std::make_shared<P>();
+    using K = depthwise_conv2d<Recipe, L, A, epilogue<chain>, B>;
+    using T = storage_t<Recipe>;
+    auto p = std::make_shared<kernel_params<K>>();
     std::vector<detail::op_stage> chain;
     const std::vector<float> w = weights(cx, s, cs, chain);
-    p->w = P::kernel::pack(w.data(), cs);
+    p->packed = K::initialize(cs, w.data());
     p->in = cs.in_dims();
     p->out = cs.out_dims();
     detail::plan_command c;
@@ -209,15 +166,12 @@ struct conv2d_rule : op_rule {
     c.out = s.out;
     cx.need_operand_room(n, chain);
     p->stages = cx.make_chain(chain, c, 1);
-    c.fn = &depthwise_cmd<Recipe, L, A, B>;
     info.flops = cs.flops();
     info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) + 4.0 * double(w.size());
-    c.threads = cx.threads_for(info.bytes, info.flops);
-    c.params = cx.own(p);
     info.kernel = std::string("depthwise_conv2d ") +
                   (std::is_same_v<Recipe, bf16> ? "bf16 " : "f32 ") + std::string(L::name) +
                   (chain.empty() ? "" : " [" + cx.chain_text(chain) + "]");
-    cmds.push_back(c);
+    add_kernel_command<K, T, float>(cx, p, cs, c, info, cmds);
   }
 
   template <class Recipe, class L, class A, class B, class Out = float>
@@ -229,8 +183,8 @@ struct conv2d_rule : op_rule {
                           std::string(A::name) +
                           " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
     } else {
-      using P = conv_params<Recipe, L, A, B, Out>;
-      auto p = std::make_shared<P>();
+      using K = conv2d<Recipe, L, A, chain_epilogue_t<Out>, B>;
+      auto p = std::make_shared<kernel_params<K>>();
       p->out_q = cx.out_quant_params(s);
       std::vector<detail::op_stage> chain;
       const std::vector<float> w = weights(cx, s, cs, chain);
@@ -244,13 +198,13 @@ struct conv2d_rule : op_rule {
         const int8_weights wq = cx.for_node(n, [&] { return quantize_weights_per_row(w, cs.k); });
         std::vector<float> deq(wq.scales);
         for (float& d : deq) d *= q.scale;
-        p->w = P::kernel::pack(wq.values.data(), cs);
-        p->x_zero = q.zero_point;
+        p->packed = K::initialize(cs, wq.values.data());
+        p->in_zero_point = q.zero_point;
         if (x.type != dtype::u8) c.in[0] = convert_input<A, B>(cx, s, n, dtype::u8, q, cmds);
         chain.insert(chain.begin(), {stage_kind::mul, 0, 0,
                                      cx.new_constant(n.name + ".dequant", {cs.k}, deq), true});
       } else {
-        p->w = P::kernel::pack(w.data(), cs);
+        p->packed = K::initialize(cs, w.data());
         if (std::is_same_v<Recipe, bf16> && x.type != dtype::bf16)
           c.in[0] = convert_input<A, B>(cx, s, n, dtype::bf16, {}, cmds);
       }
@@ -259,15 +213,12 @@ struct conv2d_rule : op_rule {
       p->out = cs.out_dims();
       c.out = s.out;
       p->stages = cx.make_chain(chain, c, 1);
-      c.fn = &conv_cmd<Recipe, L, A, B, Out>;
       info.flops = cs.flops();
       info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) +
-                   double(w.size()) * double(sizeof(typename P::kernel::weight_storage));
-      c.threads = cx.threads_for(info.bytes, info.flops);
-      c.params = cx.own(p);
+                   double(w.size()) * double(sizeof(typename K::weight_storage));
       info.kernel =
           "conv2d " + std::string(recipe) + " " + std::string(L::name) + cx.chain_suffix(s, chain);
-      cmds.push_back(c);
+      add_kernel_command<K, conv_input_t<Recipe>, Out>(cx, p, cs, c, info, cmds);
     }
   }
 };

@@ -5,6 +5,7 @@
 // output).
 #include "kfuse/graph/ops/cast.hpp"
 #include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/gemm/quantize_weights.hpp"
@@ -20,32 +21,6 @@ constexpr bool gemm_available() {
     return detail::int8_kernel_available<A, simd::vec_for<A, B>>();
   else
     return true;
-}
-
-/// Out: float, or uint8_t when the plan fused the quantization of the output (then `out_q`).
-template <class Recipe, class A, class B, class Out = float>
-struct linear_params {
-  using kernel = gemm<Recipe, A, chain_epilogue_t<Out>, B>;
-  typename kernel::weights w;
-  chain_list stages;
-  index_t M = 0;
-  std::int32_t a_zero = 0;  // i8: the activations' zero point
-  quant_params out_q{};     // an int8 output's scale and zero point
-};
-
-/// out[M, N] = chain(in[0][M, K] . W) (then quantized for an int8 Out); operands of the chain
-/// in c.in[1..3].
-template <class Recipe, class A, class B, class Out = float>
-void linear_cmd(const command& c) {
-  using P = linear_params<Recipe, A, B, Out>;
-  using K = typename P::kernel;
-  const auto& p = *static_cast<const P*>(c.params);
-  const chain ch{&p.stages,
-                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
-                  static_cast<const float*>(c.in[3])}};
-  const auto* a = static_cast<const typename K::a_type*>(c.in[0]);
-  K::run(a, p.M, p.w.K(), p.w, static_cast<Out*>(c.out), p.w.N(),
-         chain_epilogue<Out>::make(ch, p.out_q), run_options{c.threads}, p.a_zero);
 }
 
 /// int8 activations are u8 with a tensor's quant params: scale > 0, zero point in [0, 255].
@@ -134,12 +109,14 @@ struct linear_rule : op_rule {
                           std::string(A::name) +
                           " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
     } else {
-      using P = linear_params<Recipe, A, B, Out>;
+      using Kn = gemm<Recipe, A, chain_epilogue_t<Out>, B>;
       const plan_tensor& x = cx.T(s.x);
       const index_t K = x.shape.back(), N = cx.T(s.out).shape.back();
       const index_t M = shape_numel(x.shape) / K;
-      auto p = std::make_shared<P>();
-      p->M = M;
+      const gemm_problem problem{M, K, N};
+      auto p = std::make_shared<kernel_params<Kn>>();
+      p->in = {M, K};
+      p->out = {M, N};
       p->out_q = cx.out_quant_params(s);
       const std::vector<float> w = cx.constant_f32(s.others[0]);
       std::vector<detail::op_stage> chain = s.chain;
@@ -151,13 +128,13 @@ struct linear_rule : op_rule {
         const int8_weights wq = cx.for_node(n, [&] { return quantize_weights_per_row(w, N); });
         std::vector<float> deq(wq.scales);
         for (float& d : deq) d *= q.scale;
-        p->w = P::kernel::pack(wq.values.data(), K, N, b_layout::nk);
-        p->a_zero = q.zero_point;
+        p->packed = Kn::initialize(problem, wq.values.data(), b_layout::nk);
+        p->in_zero_point = q.zero_point;
         if (x.type != dtype::u8) a = convert_input<A, B>(cx, s, n, dtype::u8, q, cmds);
         chain.insert(chain.begin(),
                      {stage_kind::mul, 0, 0, cx.new_constant(n.name + ".dequant", {N}, deq), true});
       } else {
-        p->w = P::kernel::pack(w.data(), K, N, b_layout::nk);
+        p->packed = Kn::initialize(problem, w.data(), b_layout::nk);
         if (std::is_same_v<Recipe, bf16> && x.type != dtype::bf16)
           a = convert_input<A, B>(cx, s, n, dtype::bf16, {}, cmds);
       }
@@ -167,18 +144,14 @@ struct linear_rule : op_rule {
       c.in[0] = a;
       c.out = s.out;
       p->stages = cx.make_chain(chain, c, 1);
-      c.fn = &linear_cmd<Recipe, A, B, Out>;
       info.flops = 2.0 * double(M) * double(N) * double(K);
       info.bytes = x_bytes + double(cx.T(s.out).bytes) +
-                   double(p->w.K()) * double(p->w.N()) *
-                       double(sizeof(typename P::kernel::microkernel::storage));
-      c.threads = cx.threads_for(info.bytes, info.flops);
+                   double(K) * double(N) * double(sizeof(typename Kn::microkernel::storage));
       c.begin = 0;
       c.end = M;
-      c.params = cx.own(p);
-      info.kernel = "gemm " + std::string(recipe) + " " + P::kernel::micro_kernel() +
-                    cx.chain_suffix(s, chain);
-      cmds.push_back(c);
+      info.kernel =
+          "gemm " + std::string(recipe) + " " + Kn::micro_kernel() + cx.chain_suffix(s, chain);
+      add_kernel_command<Kn, typename Kn::a_type, Out>(cx, p, problem, c, info, cmds);
     }
   }
 };

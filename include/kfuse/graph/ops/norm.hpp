@@ -4,35 +4,13 @@
 #include <vector>
 
 #include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/norm.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
-
-struct norm_params {
-  index_t rows = 0, cols = 0;
-  std::vector<float> gamma, beta;  // empty: none
-  float eps = 1e-5f;
-  chain_list stages;
-};
-
-template <class A, class B, bool Rms, class T>
-void norm_cmd(const command& c) {
-  const auto& p = *static_cast<const norm_params*>(c.params);
-  const chain ch{&p.stages,
-                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
-                  static_cast<const float*>(c.in[3])}};
-  const auto* in = static_cast<const T*>(c.in[0]);
-  auto* out = static_cast<T*>(c.out);
-  if constexpr (Rms)
-    rms_norm<A, B>(in, out, p.rows, p.cols, rms_norm_params{p.gamma, p.eps}, epilogue<chain>{ch},
-                   run_options{c.threads});
-  else
-    layer_norm<A, B>(in, out, p.rows, p.cols, layer_norm_params{p.gamma, p.beta, p.eps},
-                     epilogue<chain>{ch}, run_options{c.threads});
-}
 
 /// layer_norm (Rms = false) or rms_norm.
 template <bool Rms>
@@ -63,27 +41,30 @@ struct norm_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
+    using K = norm_kernel<Rms, A, epilogue<chain>, B>;
     const plan_tensor& x = cx.T(s.x);
-    auto p = std::make_shared<norm_params>();
-    p->cols = x.shape.back();
-    p->rows = shape_numel(x.shape) / p->cols;
-    p->eps = n.eps;
-    if (n.inputs.size() > 1 && n.inputs[1].index >= 0)
-      p->gamma = cx.constant_f32(n.inputs[1].index);
+    typename K::problem pr;
+    pr.cols = x.shape.back();
+    pr.rows = shape_numel(x.shape) / pr.cols;
+    std::vector<float> gamma, beta;
+    if (n.inputs.size() > 1 && n.inputs[1].index >= 0) gamma = cx.constant_f32(n.inputs[1].index);
     if (!Rms && n.inputs.size() > 2 && n.inputs[2].index >= 0)
-      p->beta = cx.constant_f32(n.inputs[2].index);
+      beta = cx.constant_f32(n.inputs[2].index);
+    auto p = std::make_shared<kernel_params<K>>();
+    p->packed = cx.for_node(n, [&] { return K::initialize(pr, gamma, beta, n.eps); });
+    p->in = p->out = {pr.rows, pr.cols};
     detail::plan_command c;
     c.in[0] = s.x;
     c.out = s.out;
     p->stages = cx.make_chain(s.chain, c, 1);
-    c.fn = x.type == dtype::bf16 ? &norm_cmd<A, B, Rms, bf16_t> : &norm_cmd<A, B, Rms, float>;
     info.bytes = 2.0 * double(x.bytes) + double(detail::operand_count(s.chain)) * double(x.bytes);
     info.flops = 8.0 * double(shape_numel(x.shape));
-    c.threads = cx.threads_for(info.bytes, info.flops);
-    c.params = cx.own(p);
     info.kernel = std::string(Rms ? "rms_norm" : "layer_norm") +
                   (s.chain.empty() ? "" : " [" + cx.chain_text(s.chain) + "]");
-    cmds.push_back(c);
+    with_elem<f32, bf16>(x.type, [&]<class Elem> {
+      using T = storage_t<Elem>;
+      add_kernel_command<K, T, T>(cx, p, pr, c, info, cmds);
+    });
   }
 };
 using layer_norm_rule = norm_rule<false>;

@@ -2,36 +2,13 @@
 // pool2d: max / average / global pooling as a graph op, any fused stage chain in the epilogue
 // (f32), integer tensors pooled with their zero point (quant params pass through).
 #include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/pool2d.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
-
-struct pool_params {
-  pool_shape shape;
-  chain_list stages;
-  std::int32_t zero_point = 0;
-};
-
-template <class Elem, class L, class A, class B>
-void pool_cmd(const command& c) {
-  using T = storage_t<Elem>;
-  const auto& p = *static_cast<const pool_params*>(c.params);
-  const tensor_view<const T, L> in{static_cast<const T*>(c.in[0]), p.shape.in_dims()};
-  const tensor_view<T, L> out{static_cast<T*>(c.out), p.shape.out_dims()};
-  if constexpr (std::is_same_v<Elem, f32>) {
-    const chain ch{&p.stages,
-                   {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
-                    static_cast<const float*>(c.in[3])}};
-    pool2d<Elem, L, A, epilogue<chain>, B>::run(in, p.shape, out, epilogue<chain>{ch},
-                                                run_options{c.threads});
-  } else {
-    pool2d<Elem, L, A, epilogue<>, B>::run(in, p.shape, out, epilogue<>{}, run_options{c.threads},
-                                           p.zero_point);
-  }
-}
 
 struct pool2d_rule : op_rule {
   static constexpr op_kind kind = op_kind::pool2d;
@@ -89,39 +66,33 @@ struct pool2d_rule : op_rule {
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
     const plan_tensor& x = cx.T(s.x);
-    auto p = std::make_shared<pool_params>();
-    p->shape = shape_of(x, n.pool);
-    p->zero_point = x.has_quant ? x.quant.zero_point : 0;
+    const pool_shape ps = shape_of(x, n.pool);
     detail::plan_command c;
     c.in[0] = s.x;
     c.out = s.out;
-    p->stages = cx.make_chain(s.chain, c, 1);
-    const bool cl = x.layout == tensor_layout::nhwc;
-    switch (x.type) {
-      case dtype::bf16:
-        c.fn = cl ? &pool_cmd<bf16, nhwc, A, B> : &pool_cmd<bf16, nchw, A, B>;
-        break;
-      case dtype::u8:
-        c.fn = cl ? &pool_cmd<u8, nhwc, A, B> : &pool_cmd<u8, nchw, A, B>;
-        break;
-      case dtype::i8:
-        c.fn = cl ? &pool_cmd<i8, nhwc, A, B> : &pool_cmd<i8, nchw, A, B>;
-        break;
-      default:
-        c.fn = cl ? &pool_cmd<f32, nhwc, A, B> : &pool_cmd<f32, nchw, A, B>;
-        break;
-    }
-    const double window =
-        p->shape.global ? double(p->shape.h * p->shape.w) : double(p->shape.r * p->shape.s);
+    const chain_list stages = cx.make_chain(s.chain, c, 1);
+    const double window = ps.global ? double(ps.h * ps.w) : double(ps.r * ps.s);
     info.flops = double(shape_numel(cx.T(s.out).shape)) * window;
     info.bytes = double(x.bytes) + double(cx.T(s.out).bytes);
-    c.threads = cx.threads_for(info.bytes, info.flops);
-    c.params = cx.own(p);
+    with_layout(x.layout, [&]<class L> {
+      with_elem<f32, bf16, u8, i8>(x.type, [&]<class Elem> {
+        // Integer and bf16 tensors take no chain (infer fuses none into them).
+        using Ep = std::conditional_t<std::is_same_v<Elem, f32>, epilogue<chain>, epilogue<>>;
+        using K = pool2d<Elem, L, A, Ep, B>;
+        using T = storage_t<Elem>;
+        auto p = std::make_shared<kernel_params<K>>();
+        p->packed = K::initialize(ps);
+        p->in = ps.in_dims();
+        p->out = ps.out_dims();
+        p->stages = stages;
+        if (elem_traits<Elem>::is_quantized && x.has_quant) p->in_zero_point = x.quant.zero_point;
+        add_kernel_command<K, T, T>(cx, p, ps, c, info, cmds);
+      });
+    });
     static constexpr const char* modes[] = {"max", "average", "global max", "global average"};
     info.kernel = "pool2d " + std::string(modes[int(n.pool.kind)]) + " " +
                   std::string(layout_name(x.layout)) +
                   (s.chain.empty() ? "" : " [" + cx.chain_text(s.chain) + "]");
-    cmds.push_back(c);
   }
 };
 

@@ -1,25 +1,12 @@
 #pragma once
 // softmax over any axis of a tensor in any layout, as a graph op.
+#include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/softmax.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
-
-struct softmax_params {
-  index_t shape[8] = {};  // memory order (nhwc: N, H, W, C)
-  int rank = 0;
-  int axis = -1;  // memory axis
-};
-
-template <class A, class B, class T>
-void softmax_cmd(const command& c) {
-  const auto& p = *static_cast<const softmax_params*>(c.params);
-  softmax<A, B>(static_cast<const T*>(c.in[0]), static_cast<T*>(c.out),
-                std::span<const index_t>(p.shape, std::size_t(p.rank)), p.axis, softmax_options{},
-                run_options{c.threads});
-}
 
 struct softmax_rule : op_rule {
   static constexpr op_kind kind = op_kind::softmax;
@@ -40,23 +27,26 @@ struct softmax_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
+    using K = softmax_kernel<A, B>;
     const plan_tensor& x = cx.T(s.x);
-    auto p = std::make_shared<softmax_params>();
+    typename K::problem pr;
     const auto ms = cx.memory_shape(x);
-    const int r = int(ms.size());
-    p->rank = r;
-    for (int i = 0; i < r; ++i) p->shape[i] = ms[std::size_t(i)];
-    p->axis = cx.memory_axis(x.layout, n.axis < 0 ? n.axis + r : n.axis, r);
+    pr.rank = int(ms.size());
+    for (int i = 0; i < pr.rank; ++i) pr.shape[i] = ms[std::size_t(i)];
+    pr.axis = cx.memory_axis(x.layout, n.axis < 0 ? n.axis + pr.rank : n.axis, pr.rank);
+    auto p = std::make_shared<kernel_params<K>>();
+    p->packed = K::initialize(pr);
+    p->in = p->out = shape_numel(x.shape);
     detail::plan_command c;
     c.in[0] = s.x;
     c.out = s.out;
-    c.fn = x.type == dtype::bf16 ? &softmax_cmd<A, B, bf16_t> : &softmax_cmd<A, B, float>;
     info.bytes = 2.0 * double(x.bytes);
     info.flops = 5.0 * double(shape_numel(x.shape));
-    c.threads = cx.threads_for(info.bytes, info.flops);
-    c.params = cx.own(p);
     info.kernel = "softmax axis " + std::to_string(n.axis);
-    cmds.push_back(c);
+    with_elem<f32, bf16>(x.type, [&]<class Elem> {
+      using T = storage_t<Elem>;
+      add_kernel_command<K, T, T>(cx, p, pr, c, info, cmds);
+    });
   }
 };
 

@@ -1,7 +1,8 @@
 #pragma once
 // Memory planning, the last pass: where every tensor of a lowered plan lives (caller's input /
 // output buffers, constants, views of another tensor, the one activation arena) and the arena's
-// size. Arena tensors are placed by liveness with greedy best fit.
+// size. Arena tensors are placed by liveness with greedy best fit; the kernels' workspaces follow
+// them, one slice per command.
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -149,7 +150,21 @@ inline void plan_memory(plan_data& d, const std::vector<std::int32_t>& views) {
     ts[i].data = ts[std::size_t(r)].data;
     ts[i].root = r;
   }
-  d.arena_bytes = arena;
+  // Kernel workspaces (kernels/workspace.hpp) after the tensors, one slice per command: a
+  // kernel may keep state in its slice between replays (depthwise's padded rows), so no two
+  // commands share one.
+  arena = (arena + 63) / 64 * 64;
+  std::size_t scratch = 0;
+  for (auto& cmds : d.commands)
+    for (plan_command& c : cmds) {
+      if (c.workspace_bytes == 0) continue;
+      c.workspace_offset = arena + scratch;
+      scratch += (c.workspace_bytes + 63) / 64 * 64;
+      detail::checked_add("graph", "the activation arena (bytes)", index_t(arena),
+                          index_t(scratch));
+    }
+  d.arena_bytes = arena + scratch;
+  d.workspace_bytes = scratch;
   d.intermediate_bytes = sum;
 }
 

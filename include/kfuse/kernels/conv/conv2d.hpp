@@ -44,6 +44,7 @@
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
+#include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/threading/thread_pool.hpp"
@@ -133,23 +134,27 @@ KFUSE_INLINE T convert_to(float v) {
 template <class TX>
 struct padded_rows {
   static constexpr index_t pad_row = -2, no_row = -3, empty = -1;
-  aligned_array<TX> data;
-  index_t row_size;
-  std::vector<index_t> key;
-  std::vector<char> used;
+  TX* data = nullptr;
+  index_t row_size = 0;
+  index_t* key = nullptr;
+  char* used = nullptr;
+  int slots = 0;
 
-  padded_rows(int slots, index_t row_size)
-      : data(std::size_t(slots * row_size)),
-        row_size(row_size),
-        key(std::size_t(slots), empty),
-        used(std::size_t(slots)) {}
+  /// Its arrays, carved from a workspace slot (or measured): every row starts empty.
+  padded_rows(slot_cursor& cur, int slot_count, index_t row_size_)
+      : data(cur.take<TX>(std::size_t(slot_count * row_size_))),
+        row_size(row_size_),
+        key(cur.take<index_t>(std::size_t(slot_count))),
+        used(cur.take<char>(std::size_t(slot_count))),
+        slots(slot_count) {
+    if (key) std::fill(key, key + slots, empty);
+  }
 
   /// ptr[r] = the slot holding row need[r] (nullptr for no_row), filling missing rows with
   /// fill(key, row) in slots that no row of this call needs.
   template <class Fill>
   void assign(const index_t* need, const TX** ptr, Fill&& fill) {
-    const int slots = int(key.size());
-    std::fill(used.begin(), used.end(), char(0));
+    std::fill(used, used + slots, char(0));
     auto find = [&](index_t k) {
       for (int i = 0; i < slots; ++i)
         if (key[std::size_t(i)] == k) return i;
@@ -166,12 +171,12 @@ struct padded_rows {
       }
       int i = find(need[r]);
       if (i < 0) {
-        i = int(std::find(used.begin(), used.end(), char(0)) - used.begin());
+        i = int(std::find(used, used + slots, char(0)) - used);
         key[std::size_t(i)] = need[r];
         used[std::size_t(i)] = 1;
-        fill(need[r], data.data() + i * row_size);
+        fill(need[r], data + i * row_size);
       }
-      ptr[r] = data.data() + i * row_size;
+      ptr[r] = data + i * row_size;
     }
   }
 };
@@ -528,7 +533,7 @@ void build_band(const TX* xg, const conv_shape& s, const band_geometry& bg, inde
 
 template <class Elem, class Layout, class A = arch::native, class Ep = epilogue<>,
           class B = backend::xsimd>
-struct conv2d {
+struct conv2d : image_kernel_types<Layout, Ep> {
   static_assert(std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16> || std::is_same_v<Elem, i8>,
                 "kfuse::conv2d: the recipe must be f32, bf16 or i8");
   static_assert(layout_tag<Layout>, "kfuse::conv2d: the layout must be kfuse::nchw or kfuse::nhwc");
@@ -547,6 +552,28 @@ struct conv2d {
   static constexpr int MR = config::mr, NV = config::nv, NR = config::nr, L = vec::lanes;
   /// The weights' element type in OIHW: float (f32, bf16 recipes; bf16_t accepted too) or int8_t.
   static constexpr bool integer = microkernel::integer;
+
+  // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
+  static constexpr std::string_view name = "conv2d";
+  using problem = conv_shape;
+  using packed = weights;
+
+  static kernel_status can_implement(const conv_shape& s) {
+    return detail::status_of(name, [&] { detail::check_conv_shape(name, s); });
+  }
+  /// Scratch per thread of the shape's path: padded input rows or bands, pixel panels, partial
+  /// sums (the depthwise path: depthwise_conv2d's; 1x1 GEMM: none).
+  static std::size_t workspace_size(const conv_shape& s, int threads) {
+    detail::require(name, can_implement(s));
+    std::size_t bytes = std::size_t(std::max(threads, 1)) * slot_bytes(s);
+    if (s.is_depthwise()) bytes = std::max(bytes, depthwise::workspace_size(s, threads));
+    return bytes;
+  }
+  /// initialize = pack (below).
+  template <class Src>
+  static weights initialize(const conv_shape& s, const Src* oihw) {
+    return pack(oihw, s);
+  }
 
   /// True when this shape runs as one GEMM [N*H*W, C] x [C, K] (NHWC only).
   static constexpr bool gemm_shape(const conv_shape& s) {
@@ -649,12 +676,28 @@ struct conv2d {
                                                    : n3.c_str();
   }
 
-  /// y = epilogue(conv(x, w)). x holds float (f32), bf16_t (bf16), or uint8_t / int8_t with zero
-  /// point `x_zero_point` (i8). Out is float or what the epilogue's last stage produces. A
-  /// residual `add` reads a tensor in the output's layout.
+  /// The convenience form for direct callers: a workspace per call.
   template <class TX, class Out>
   static run_info run(tensor_view<const TX, Layout> x, const weights& w, tensor_view<Out, Layout> y,
                       const Ep& ep = {}, const run_options& opt = {},
+                      std::int32_t x_zero_point = 0) {
+    std::size_t bytes = 0;
+    if (!w.empty() && x.dims.n >= 0) {
+      conv_shape s = w.shape_;
+      s.n = x.dims.n;
+      if (can_implement(s).ok()) bytes = workspace_size(s, pool_threads(opt.threads));
+    }
+    const workspace_buffer ws(bytes);
+    return run(x, w, y, ep, ws.view(), opt, x_zero_point);
+  }
+
+  /// y = epilogue(conv(x, w)). x holds float (f32), bf16_t (bf16), or uint8_t / int8_t with zero
+  /// point `x_zero_point` (i8). Out is float or what the epilogue's last stage produces. A
+  /// residual `add` reads a tensor in the output's layout. Scratch from `ws`
+  /// (workspace_size() of the shape with x's batch); allocates nothing.
+  template <class TX, class Out>
+  static run_info run(tensor_view<const TX, Layout> x, const weights& w, tensor_view<Out, Layout> y,
+                      const Ep& ep, workspace ws, const run_options& opt = {},
                       std::int32_t x_zero_point = 0) {
     constexpr std::string_view k = "conv2d";
     if constexpr (integer)
@@ -709,30 +752,32 @@ struct conv2d {
     if (n_out == 0) return info;
     conv_shape sh = s;
     sh.n = x.dims.n;
+    const std::size_t slot = w.path_ == detail::conv_path::depthwise ? 0 : slot_bytes(sh);
+    const int pool = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
     switch (w.path_) {
       case detail::conv_path::depthwise: {
-        const run_info di = depthwise::run(x, w.dw_, y, ep, opt, x_zero_point);
+        const run_info di = depthwise::run(x, w.dw_, y, ep, ws, opt, x_zero_point);
         info.micro_kernel = di.micro_kernel;
         info.threads = di.threads;
         break;
       }
       case detail::conv_path::gemm_1x1: {
         const index_t M = sh.n * sh.h * sh.w;
-        const run_info gi =
-            gemm_type::run(x.data, M, sh.c, w.gemm_, y.data, sh.k, ep, opt, x_zero_point);
+        const run_info gi = gemm_type::run(x.data, M, sh.c, w.gemm_, y.data, sh.k, ep,
+                                           run_options{pool}, x_zero_point);
         info.threads = gi.threads;
         break;
       }
       case detail::conv_path::nhwc_implicit:
         if constexpr (is_nhwc)
-          info.threads = run_nhwc(x.data, w, y.data, sh, ep, opt, x_zero_point);
+          info.threads = run_nhwc(x.data, w, y.data, sh, ep, pool, ws, slot, x_zero_point);
         break;
       case detail::conv_path::nchw_rows:
         if constexpr (!is_nhwc) {
           if constexpr (band_path)
-            info.threads = run_nchw_band(x.data, w, y.data, sh, ep, opt);
+            info.threads = run_nchw_band(x.data, w, y.data, sh, ep, pool, ws, slot);
           else
-            info.threads = run_nchw(x.data, w, y.data, sh, ep, opt, x_zero_point);
+            info.threads = run_nchw(x.data, w, y.data, sh, ep, pool, ws, slot, x_zero_point);
         }
         break;
     }
@@ -740,26 +785,71 @@ struct conv2d {
   }
 
  private:
+  /// One thread's scratch on the shape's path (measured from the path's slot layout).
+  static std::size_t slot_bytes(const conv_shape& s) {
+    if (s.n <= 0 || s.out_h() <= 0 || s.out_w() <= 0 || gemm_shape(s)) return 0;
+    detail::slot_cursor m;
+    if constexpr (is_nhwc)
+      (void)nhwc_layout<std::conditional_t<integer, std::uint8_t, storage_t<Elem>>>(m, s);
+    else if constexpr (band_path)
+      (void)band_layout(m, s);
+    else
+      (void)panel_layout(m, s);
+    return m.used();
+  }
+
   /// f32 NCHW reads its pixel operand from padded input bands (no panel); bf16 and int8 build
   /// panels in the k-grouped order their dot-product instructions want.
   static constexpr bool band_path = !is_nhwc && std::is_same_v<Elem, f32>;
 
+  /// The f32 NCHW path's bands of output rows: each band's padded input copy is ~384 KiB (it
+  /// stays in L2).
+  struct band_plan {
+    index_t rows, bands, wph, extra;
+  };
+  static band_plan band_plan_of(const conv_shape& s) {
+    const index_t OH = s.out_h(), cg = s.c / s.groups, sh = s.stride_h, sw = s.stride_w;
+    band_plan b{};
+    b.wph = (s.w + s.pad_left + s.pad_right + sw - 1) / sw;
+    const index_t row_bytes = std::max<index_t>(1, cg * sh * sw * b.wph * index_t(sizeof(float)));
+    b.extra = ((s.r - 1) * s.dilation_h) / sh + 1;
+    b.rows = std::clamp<index_t>(index_t(384 * 1024) / row_bytes - b.extra, 1, OH);
+    b.bands = (OH + b.rows - 1) / b.rows;
+    b.rows = (OH + b.bands - 1) / b.bands;
+    return b;
+  }
+  static bool band_direct(const conv_shape& s) {
+    return s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 && s.pad_left == 0 &&
+           s.pad_bottom == 0 && s.pad_right == 0;
+  }
+  /// One thread's slot of the band path: the band copy, the tap offsets (in the band, and in
+  /// the input for unpadded stride-1 shapes), the partial sums of its channel tiles.
+  struct band_slot {
+    float* buf;
+    index_t *taps, *taps_direct;
+    float* part;
+  };
+  static band_slot band_layout(detail::slot_cursor& cur, const conv_shape& s) {
+    const index_t crs = (s.c / s.groups) * s.r * s.s, ktiles = (s.k / s.groups + MR - 1) / MR;
+    const detail::band_geometry bg(s, band_plan_of(s).rows, 2 * NR);
+    band_slot b{};
+    b.buf = cur.take<float>(std::size_t(bg.size));
+    b.taps = cur.take<index_t>(std::size_t(crs));
+    b.taps_direct = cur.take<index_t>(std::size_t(band_direct(s) ? crs : 0));
+    b.part = cur.take<float>(std::size_t(ktiles * MR * NR));  // every tile: one K part at most
+    return b;
+  }
+
   template <class TX, class Out>
   static int run_nchw_band(const TX* x, const weights& w, Out* y, const conv_shape& s, const Ep& ep,
-                           const run_options& opt) {
+                           int pool, const workspace& ws, std::size_t slot) {
     const index_t OH = s.out_h(), OW = s.out_w(), P = OH * OW, cg = s.c / s.groups,
                   kg = s.k / s.groups, crs = cg * s.r * s.s, crsp = w.crsp_;
     const index_t sh = s.stride_h, sw = s.stride_w;
-    const index_t wph = (s.w + s.pad_left + s.pad_right + sw - 1) / sw;
-    // Bands of output rows whose padded input copy is ~384 KiB (it stays in L2).
-    const index_t row_bytes = std::max<index_t>(1, cg * sh * sw * wph * index_t(sizeof(float)));
-    const index_t extra = ((s.r - 1) * s.dilation_h) / sh + 1;
-    index_t rows = std::clamp<index_t>(index_t(384 * 1024) / row_bytes - extra, 1, OH);
-    const index_t bands = (OH + rows - 1) / rows;
-    rows = (OH + bands - 1) / bands;
+    const band_plan bp = band_plan_of(s);
+    const index_t wph = bp.wph, extra = bp.extra, rows = bp.rows, bands = bp.bands;
     const detail::band_geometry bg(s, rows, 2 * NR);
-    const bool direct = sh == 1 && sw == 1 && s.pad_top == 0 && s.pad_left == 0 &&
-                        s.pad_bottom == 0 && s.pad_right == 0;
+    const bool direct = band_direct(s);
     const float* x_end = x + s.n * s.c * s.h * s.w;
     // The taps of one chunk of input channels: their pixel operand (about 16 KiB) stays in L1
     // while every channel tile of the item uses it; partial sums carry across chunks.
@@ -767,28 +857,27 @@ struct conv2d {
         index_t(sizeof(float)) * sh * sw * (extra * (NR + s.s * s.dilation_w));
     const index_t chunk = std::max<index_t>(1, index_t(16 * 1024) / bytes_per_c) * s.r * s.s;
     const index_t ktiles = (kg + MR - 1) / MR;
-    const int pool = pool_threads(opt.threads);
     const index_t outer = s.n * s.groups * bands;
     const index_t kparts =
         std::min<index_t>(ktiles, std::max<index_t>(1, (2 * pool + outer - 1) / outer));
     const index_t items = outer * kparts;
     const int threads = int(std::min<index_t>(pool, items));
-    auto body = [&](range rg, int) {
-      detail::aligned_array<float> buf(std::size_t(bg.size));
-      std::fill(buf.data() + (bg.size - 2 * NR), buf.data() + bg.size, 0.f);
-      // Tap offsets in the band copy, and (unpadded stride-1 shapes) in the input itself.
-      std::vector<index_t> taps(static_cast<std::size_t>(crs)),
-          taps_direct(static_cast<std::size_t>(direct ? crs : 0));
+    auto body = [&](range rg, int worker) {
+      detail::slot_cursor cur(ws.slot<std::byte>(worker, slot));
+      const band_slot sl = band_layout(cur, s);
+      float* const buf = sl.buf;
+      std::fill(buf + (bg.size - 2 * NR), buf + bg.size, 0.f);
+      index_t* const taps = sl.taps;
+      index_t* const taps_direct = sl.taps_direct;
       for (index_t c = 0, q = 0; c < cg; ++c)
         for (index_t r = 0; r < s.r; ++r)
           for (index_t t = 0; t < s.s; ++t, ++q) {
             const index_t dr = r * s.dilation_h, dt = t * s.dilation_w;
-            taps[std::size_t(q)] =
-                ((c * sh + dr % sh) * sw + dt % sw) * bg.plane + (dr / sh) * wph + dt / sw;
-            if (direct) taps_direct[std::size_t(q)] = c * s.h * s.w + dr * s.w + dt;
+            taps[q] = ((c * sh + dr % sh) * sw + dt % sw) * bg.plane + (dr / sh) * wph + dt / sw;
+            if (direct) taps_direct[q] = c * s.h * s.w + dr * s.w + dt;
           }
       const index_t kt_per = (ktiles + kparts - 1) / kparts;
-      detail::aligned_array<float> part(std::size_t(kt_per * MR * NR));
+      float* const part = sl.part;
       for (index_t it = rg.begin; it < rg.end; ++it) {
         const index_t kp = it % kparts, b = (it / kparts) % bands,
                       g = (it / (kparts * bands)) % s.groups, n = it / (kparts * bands * s.groups);
@@ -797,17 +886,17 @@ struct conv2d {
         const index_t oh0 = b * rows, nrows = std::min(rows, OH - oh0);
         const float* xg = x + (n * s.c + g * cg) * s.h * s.w;
         const index_t nv_valid = (nrows - 1) * wph + OW;
-        const float* band = buf.data();
-        const index_t* tp = taps.data();
+        const float* band = buf;
+        const index_t* tp = taps;
         // Without padding (stride 1) the input rows are the band: read them in place, unless the
         // last tile's lanes would read past the end of the input.
         if (direct && xg + (cg - 1) * s.h * s.w + oh0 * s.w + (nv_valid + NR - 1) / NR * NR +
-                              taps_direct.back() - (cg - 1) * s.h * s.w <=
+                              taps_direct[crs - 1] - (cg - 1) * s.h * s.w <=
                           x_end) {
           band = xg + oh0 * s.w;
-          tp = taps_direct.data();
+          tp = taps_direct;
         } else {
-          detail::build_band(xg, s, bg, oh0, nrows, buf.data());
+          detail::build_band(xg, s, bg, oh0, nrows, buf);
         }
         for (index_t v0 = 0; v0 < nv_valid; v0 += NR) {
           const index_t nv = std::min<index_t>(NR, nv_valid - v0);
@@ -820,7 +909,7 @@ struct conv2d {
               detail::band_tile_rows<vec, NV, MR>(
                   krows, w.data_.data() + kk * crsp + q0, crsp, band, tp + q0, nq, v0, nv, wph, OW,
                   y + (n * s.k + kk) * P, P, (n * s.k + kk) * P, oh0 * OW, kk, ep,
-                  part.data() + (kt - kt0) * MR * NR, first, last);
+                  part + (kt - kt0) * MR * NR, first, last);
             }
           }
         }
@@ -830,31 +919,56 @@ struct conv2d {
     return threads;
   }
 
+  /// The NHWC path's chunks of input channels: a weight block larger than ~half of L2 (e.g.
+  /// 3x3 x 512 channels x NR) is used in chunks that stay in L2 while every tile of a band of
+  /// rows passes, with the partial sums of the band kept in the thread's slot.
+  static index_t nhwc_chunk_channels(const conv_shape& s) {
+    const index_t cgp = (s.c / s.groups + G - 1) / G * G, rs = s.r * s.s;
+    using S = typename microkernel::storage;
+    const index_t block_bytes = rs * cgp * NR * index_t(sizeof(S));
+    return block_bytes <= 512 * 1024
+               ? cgp
+               : std::max<index_t>(G, index_t(384 * 1024) / (rs * NR * index_t(sizeof(S))) / G * G);
+  }
+  /// int8 never skips an all-padding row: its taps must add the zero point's share, which the
+  /// weight sums take back.
+  static bool nhwc_copy_rows(const conv_shape& s) {
+    return s.pad_left > 0 || s.pad_right > 0 || integer;
+  }
+  /// One thread's slot of the NHWC path: its padded input rows, the rows each output row
+  /// needs, and the partial sums of a band (chunked channels only; a band is at most OH rows).
+  template <class TX>
+  struct nhwc_slot {
+    detail::padded_rows<TX> rows;
+    index_t* need;
+    const TX** rowptr;
+    float* part;
+  };
+  template <class TX>
+  static nhwc_slot<TX> nhwc_layout(detail::slot_cursor& cur, const conv_shape& s) {
+    const index_t cg = s.c / s.groups, wp = s.w + s.pad_left + s.pad_right;
+    const index_t chunks = (cg + nhwc_chunk_channels(s) - 1) / nhwc_chunk_channels(s);
+    const index_t ntiles = (s.out_w() + MR - 1) / MR;
+    detail::padded_rows<TX> rows(cur, nhwc_copy_rows(s) ? int(s.r) : 0, wp * cg);
+    index_t* need = cur.take<index_t>(std::size_t(s.r));
+    const TX** rowptr = cur.take<const TX*>(std::size_t(s.r));
+    float* part = cur.take<float>(chunks > 1 ? std::size_t(s.out_h() * ntiles * MR * NR) : 0);
+    return {rows, need, rowptr, part};
+  }
+
   template <class TX, class Out>
   static int run_nhwc(const TX* x, const weights& w, Out* y, const conv_shape& s, const Ep& ep,
-                      const run_options& opt, std::int32_t za) {
+                      int pool, const workspace& ws, std::size_t slot, std::int32_t za) {
     using MK = microkernel;
     const index_t OH = s.out_h(), OW = s.out_w(), cg = s.c / s.groups, kg = s.k / s.groups;
     const index_t KB = w.kblocks_, cgp = w.cgp_, rs = s.r * s.s;
-    const bool pad_w = s.pad_left > 0 || s.pad_right > 0;
-    // int8 never skips an all-padding row: its taps must add the zero point's share, which the
-    // weight sums take back.
-    const bool copy_rows = pad_w || integer;
+    const bool copy_rows = nhwc_copy_rows(s);
     const index_t wp = s.w + s.pad_left + s.pad_right;
     const TX pad = TX(integer ? za : 0);
     std::int32_t a_zero = 0;
     if constexpr (integer) a_zero = za + MK::template zero_point_shift<TX>;
-    // A weight block larger than ~half of L2 (e.g. 3x3 x 512 channels x NR) is used in chunks
-    // of input channels that stay in L2 while every tile of a band of rows passes, with the
-    // partial sums of the band kept in a small buffer.
-    const index_t block_bytes = rs * cgp * NR * index_t(sizeof(typename MK::storage));
-    const index_t cc =
-        block_bytes <= 512 * 1024
-            ? cgp
-            : std::max<index_t>(G, index_t(384 * 1024) /
-                                       (rs * NR * index_t(sizeof(typename MK::storage))) / G * G);
+    const index_t cc = nhwc_chunk_channels(s);
     const index_t chunks = (cg + cc - 1) / cc;
-    const int pool = pool_threads(opt.threads);
     // Work items ordered (group, K block, image, band of output rows): consecutive items share
     // the weight block, so each thread keeps its block in L2. Bands are one row unless chunked.
     const index_t outer = s.groups * KB * s.n;
@@ -866,9 +980,11 @@ struct conv2d {
     const index_t items = outer * bands;
     const int threads = int(std::min<index_t>(pool, items));
     const index_t ntiles = (OW + MR - 1) / MR;
-    auto body = [&](range rg, int) {
-      detail::padded_rows<TX> row_cache(copy_rows ? int(s.r) : 0, wp * cg);
-      std::vector<index_t> need(std::size_t(s.r));
+    auto body = [&](range rg, int worker) {
+      detail::slot_cursor cur(ws.slot<std::byte>(worker, slot));
+      nhwc_slot<TX> sl = nhwc_layout<TX>(cur, s);
+      detail::padded_rows<TX>& row_cache = sl.rows;
+      index_t* const need = sl.need;
       // Copies input row `key` ((image, group, row) as set below) with its padding columns.
       auto fill_row = [&](index_t key, TX* row) {
         if (key == row_cache.pad_row) {
@@ -885,9 +1001,9 @@ struct conv2d {
             std::memcpy(row + (s.pad_left + iw) * cg, src + iw * s.c, sizeof(TX) * std::size_t(cg));
         std::fill(row + (s.pad_left + s.w) * cg, row + wp * cg, pad);
       };
-      detail::aligned_array<float> part(chunks > 1 ? std::size_t(band_rows * ntiles * MR * NR) : 0);
-      std::vector<const TX*> rowptr(std::size_t(s.r));
-      detail::nhwc_rows<TX> in{rowptr.data(), copy_rows ? cg : s.c};
+      float* const part = sl.part;
+      const TX** const rowptr = sl.rowptr;
+      detail::nhwc_rows<TX> in{rowptr, copy_rows ? cg : s.c};
       for (index_t it = rg.begin; it < rg.end; ++it) {
         const index_t b = it % bands, n = (it / bands) % s.n, kb = (it / (bands * s.n)) % KB,
                       g = it / (bands * s.n * KB);
@@ -901,15 +1017,14 @@ struct conv2d {
               const index_t ih = oh * s.stride_h - s.pad_top + r * s.dilation_h;
               const bool valid = ih >= 0 && ih < s.h;
               if (!copy_rows) {
-                rowptr[std::size_t(r)] =
-                    valid ? x + ((n * s.h + ih) * s.w) * s.c + g * cg : nullptr;
+                rowptr[r] = valid ? x + ((n * s.h + ih) * s.w) * s.c + g * cg : nullptr;
                 continue;
               }
               // float skips an all-padding row; int8 reads one row of zero points for it.
-              need[std::size_t(r)] = valid ? (n * s.groups + g) * s.h + ih
-                                           : (integer ? row_cache.pad_row : row_cache.no_row);
+              need[r] = valid ? (n * s.groups + g) * s.h + ih
+                              : (integer ? row_cache.pad_row : row_cache.no_row);
             }
-            if (copy_rows) row_cache.assign(need.data(), rowptr.data(), fill_row);
+            if (copy_rows) row_cache.assign(need, rowptr, fill_row);
             // Balanced tiles of at most MR pixels (a 7-wide row runs as 4 + 3, not 6 + 1).
             const index_t base = OW / ntiles, extra = OW % ntiles;
             index_t ow0 = 0;
@@ -918,7 +1033,7 @@ struct conv2d {
               const index_t pix0 = (n * OH + oh) * OW + ow0;
               const detail::nhwc_chunk chunk{
                   ck * cc, std::min(cg, (ck + 1) * cc),
-                  chunks > 1 ? part.data() + ((oh - oh0) * ntiles + t) * MR * NR : nullptr, ck == 0,
+                  chunks > 1 ? part + ((oh - oh0) * ntiles + t) * MR * NR : nullptr, ck == 0,
                   ck + 1 == chunks};
               detail::nhwc_tile_rows<MK, vec, MR, NV, MR>(rows, in, ow0, s, wblock, chunk, cgp,
                                                           y + pix0 * s.k + ch0, pix0 * s.k + ch0,
@@ -932,20 +1047,38 @@ struct conv2d {
     return threads;
   }
 
+  /// The NCHW panel path's chunk of the reduction: panel chunks of about 64 KiB stay in L1/L2
+  /// while every channel row tile reads them.
+  static constexpr index_t panel_chunk = std::max<index_t>(
+      G, index_t(64 * 1024) / index_t(NR * sizeof(typename microkernel::storage)) / G * G);
+  /// One thread's slot of the NCHW panel path: the pixel panel of one chunk and the partial
+  /// sums of its channel tiles (several chunks only).
+  struct panel_slot {
+    typename microkernel::storage* panel;
+    float* part;
+  };
+  static panel_slot panel_layout(detail::slot_cursor& cur, const conv_shape& s) {
+    const index_t crs = (s.c / s.groups) * s.r * s.s, crsp = (crs + G - 1) / G * G;
+    const index_t chunks = (crsp + panel_chunk - 1) / panel_chunk;
+    const index_t ktiles = (s.k / s.groups + MR - 1) / MR;
+    panel_slot p{};
+    p.panel = cur.take<typename microkernel::storage>(std::size_t(panel_chunk * NR));
+    p.part = cur.take<float>(chunks > 1 ? std::size_t(ktiles * MR * NR) : 0);
+    return p;
+  }
+
   template <class TX, class Out>
   static int run_nchw(const TX* x, const weights& w, Out* y, const conv_shape& s, const Ep& ep,
-                      const run_options& opt, std::int32_t za) {
+                      int pool, const workspace& ws, std::size_t slot, std::int32_t za) {
     using MK = microkernel;
     using PS = typename MK::storage;
     using TW = weight_storage;
     const index_t OH = s.out_h(), OW = s.out_w(), P = OH * OW, cg = s.c / s.groups,
                   kg = s.k / s.groups;
     const index_t crsp = w.crsp_;
-    // Panel chunks of about 64 KiB stay in L1/L2 while every channel row tile reads them.
-    const index_t kc = std::max<index_t>(G, index_t(64 * 1024) / index_t(NR * sizeof(PS)) / G * G);
+    const index_t kc = panel_chunk;
     const index_t chunks = (crsp + kc - 1) / kc;
     const index_t ptiles = (P + NR - 1) / NR, ktiles = (kg + MR - 1) / MR;
-    const int pool = pool_threads(opt.threads);
     const index_t outer = s.n * s.groups * ptiles;
     // Split channel tiles too when there are too few pixel tiles to feed every thread.
     const index_t kparts =
@@ -955,10 +1088,12 @@ struct conv2d {
     const TX pad = TX(integer ? za : 0);
     std::int32_t shift_minus_zero = 0;
     if constexpr (integer) shift_minus_zero = (std::is_unsigned_v<TX> ? 128 : 0) - za;
-    auto body = [&](range rg, int) {
-      detail::aligned_array<PS> panel(std::size_t(kc * NR));
+    auto body = [&](range rg, int worker) {
+      detail::slot_cursor cur(ws.slot<std::byte>(worker, slot));
+      const panel_slot sl = panel_layout(cur, s);
+      PS* const panel = sl.panel;
       const index_t kt_per = (ktiles + kparts - 1) / kparts;
-      detail::aligned_array<float> part(chunks > 1 ? std::size_t(kt_per * MR * NR) : 0);
+      float* const part = sl.part;
       alignas(64) std::int32_t vsum[NR];
       for (index_t it = rg.begin; it < rg.end; ++it) {
         const index_t kp = it % kparts, pt = (it / kparts) % ptiles,
@@ -971,19 +1106,19 @@ struct conv2d {
         std::fill(vsum, vsum + NR, 0);
         for (index_t ch = 0; ch < chunks; ++ch) {
           const index_t q0 = ch * kc, q1 = std::min(crsp, q0 + kc);
-          detail::build_panel<PS, G, NR>(xg, s, OW, q0, q1, p0, np, pad, panel.data(), vsum);
+          detail::build_panel<PS, G, NR>(xg, s, OW, q0, q1, p0, np, pad, panel, vsum);
           for (index_t kt = kt0; kt < kt1; ++kt) {
             const index_t kl = kt * MR, kk = g * kg + kl;
             const int rows = int(std::min<index_t>(MR, kg - kl));
             const TW* wrow = w.data_.data() + kk * crsp + q0;
             Out* o = y + (n * s.k + kk) * P + p0;
             const index_t flat0 = (n * s.k + kk) * P + p0;
-            float* pt_part = chunks > 1 ? part.data() + (kt - kt0) * MR * NR : nullptr;
+            float* pt_part = chunks > 1 ? part + (kt - kt0) * MR * NR : nullptr;
             detail::nchw_int_args ia{};
             if constexpr (integer) ia = {vsum, w.sums_.data() + kk, shift_minus_zero};
             auto call = [&]<bool First, bool Last>() {
               detail::nchw_tile_rows<MK, vec, NV, First, Last, MR>(
-                  rows, wrow, crsp, panel.data(), q1 - q0, o, P, flat0, kk, np, ep, pt_part, ia);
+                  rows, wrow, crsp, panel, q1 - q0, o, P, flat0, kk, np, ep, pt_part, ia);
             };
             const bool first = ch == 0, last = ch + 1 == chunks;
             if (first && last)

@@ -6,6 +6,7 @@
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/detail/checks.hpp"
+#include "kfuse/kernels/window_checks.hpp"
 #include "kfuse/layout/layout.hpp"
 
 namespace kfuse {
@@ -46,17 +47,12 @@ namespace detail {
 /// Throws kfuse::error "<kernel>: ..." naming the first problem with the geometry.
 inline void check_conv_shape(std::string_view kernel, const conv_shape& s) {
   auto num = [](index_t v) { return std::to_string(v); };
-  // A batch of 0 is an empty tensor: the kernel does nothing (docs/robustness.md).
-  if (s.n < 0 || s.c < 1 || s.h < 1 || s.w < 1)
-    fail(kernel, "input extent must be positive, N may be 0 (N " + num(s.n) + ", C " + num(s.c) +
-                     ", H " + num(s.h) + ", W " + num(s.w) + ")");
+  check_image_extents(kernel, s.n, s.c, s.h, s.w);
   if (s.k < 1) fail(kernel, "output channel count K must be positive, not " + num(s.k));
-  if (s.r < 1 || s.s < 1)
-    fail(kernel, "kernel size must be positive (R " + num(s.r) + ", S " + num(s.s) + ")");
-  if (s.stride_h < 1 || s.stride_w < 1) fail(kernel, "strides must be positive");
+  const auto [ph, pw] = check_window(
+      kernel, "kernel size", s.h, s.w,
+      {s.r, s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_left, s.pad_bottom, s.pad_right});
   if (s.dilation_h < 1 || s.dilation_w < 1) fail(kernel, "dilations must be positive");
-  if (s.pad_top < 0 || s.pad_left < 0 || s.pad_bottom < 0 || s.pad_right < 0)
-    fail(kernel, "padding must not be negative");
   if (s.groups < 1) fail(kernel, "groups must be positive, not " + num(s.groups));
   if (s.c % s.groups != 0)
     fail(kernel,
@@ -64,13 +60,9 @@ inline void check_conv_shape(std::string_view kernel, const conv_shape& s) {
   if (s.k % s.groups != 0)
     fail(kernel,
          "groups (" + num(s.groups) + ") do not divide the output channels (" + num(s.k) + ")");
-  // Every size the kernels compute from the shape, checked once here: padded extents, dilated
-  // kernel, the input, output and weight counts, and the weights padded to whole register
-  // blocks (at most 64 more output channels, 64 more input channels per group) in bytes.
-  const index_t ph = checked_add(
-      kernel, "padded height", checked_add(kernel, "padded height", s.h, s.pad_top), s.pad_bottom);
-  const index_t pw = checked_add(kernel, "padded width",
-                                 checked_add(kernel, "padded width", s.w, s.pad_left), s.pad_right);
+  // Every size the kernels compute from the shape, checked once here: padded extents (above),
+  // dilated kernel, the input, output and weight counts, and the weights padded to whole
+  // register blocks (at most 64 more output channels, 64 more input channels per group) in bytes.
   checked_mul(kernel, "dilated kernel height", s.dilation_h, s.r);
   checked_mul(kernel, "dilated kernel width", s.dilation_w, s.s);
   checked_bytes(kernel, "the input", checked_count(kernel, "the input", {s.n, s.c, ph, pw}), 4);

@@ -31,6 +31,7 @@
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
+#include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/threading/thread_pool.hpp"
@@ -287,16 +288,32 @@ struct dw_scratch {
   index_t ih_lo, rows, pitch, row_stride;  // row_stride = sw * pitch
 };
 
-/// Per-thread scratch that persists across calls (fresh pages are expensive: no per-call
-/// malloc). It remembers the geometry of its last fill: stride-1 fills of the same geometry
-/// (every plane of a call) only rewrite the data columns, the padding stays zero.
-struct dw_scratch_state {
-  std::vector<float> buf;
-  index_t key[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
-};
-inline dw_scratch_state& dw_thread_scratch() {
-  thread_local dw_scratch_state state;
-  return state;
+/// One thread's scratch slot (from the caller's workspace): a header that remembers the
+/// geometry of its last fill, then the rows. Stride-1 fills of the same geometry (every plane
+/// of a call, and the next call of the same step) only rewrite the data columns: the padding
+/// is still zero. The magic tells a slot this kernel filled from fresh or foreign memory.
+inline constexpr index_t dw_slot_magic = 0x6b66757365647721;  // "kfusedw!"
+inline constexpr index_t dw_slot_header_floats = 32;          // 128 bytes: 9 keys, aligned
+/// The rows (and their pitch) a block of output rows [oh_a, oh_b) reads.
+template <int L>
+inline dw_scratch dw_scratch_geometry(const dw_geom& g, index_t oh_a, index_t oh_b) {
+  dw_scratch sc{};
+  // Room for the widest tap of the last vector, plus (stride 1) one vector past the row.
+  // Rows start on a vector boundary (64 B on AVX-512): tap 0 loads do not split cache lines.
+  sc.pitch =
+      ((g.ow + L - 1) / L * L + ((g.s - 1) * g.dw) / g.sw + 1 + (g.sw == 1 ? L : 0) + L - 1) / L *
+      L;
+  sc.row_stride = g.sw * sc.pitch;
+  sc.ih_lo = oh_a * g.sh - g.pt;
+  sc.rows = (oh_b - 1 - oh_a) * g.sh + (g.r - 1) * g.dh + 1;
+  return sc;
+}
+/// Floats of one slot: header, the rows of the biggest block (a whole plane), and one vector
+/// of slack (whole-vector stores of the last row may run past it).
+template <int L>
+inline std::size_t dw_slot_floats(const dw_geom& g) {
+  const dw_scratch sc = dw_scratch_geometry<L>(g, 0, g.oh);
+  return std::size_t(dw_slot_header_floats + sc.rows * sc.row_stride + 16);
 }
 
 /// Converts the rows of sc from plane (n, c) into the scratch. Stride 1 with `zeroed` (the
@@ -462,27 +479,16 @@ KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const d
 template <class V, bool Fast3x3, class T, class Out, class Ep>
 KFUSE_INLINE void dw_nchw_block(const T* in, const T* in_end, const float* wpk, const dw_geom& g,
                                 index_t n, index_t c, index_t oh_a, index_t oh_b, float zp,
-                                Out* out, const Ep& ep) {
+                                float* slot, Out* out, const Ep& ep) {
   using cfg = dw_nchw_config<V::lanes>;
   constexpr int L = V::lanes, RH = cfg::rh, WV = cfg::wv;
-  dw_scratch sc;
-  // Room for the widest tap of the last vector, plus (stride 1) one vector past the row.
-  // Rows start on a vector boundary (64 B on AVX-512): tap 0 loads do not split cache lines.
-  sc.pitch =
-      ((g.ow + L - 1) / L * L + ((g.s - 1) * g.dw) / g.sw + 1 + (g.sw == 1 ? L : 0) + L - 1) / L *
-      L;
-  sc.row_stride = g.sw * sc.pitch;
-  sc.ih_lo = oh_a * g.sh - g.pt;
-  sc.rows = (oh_b - 1 - oh_a) * g.sh + (g.r - 1) * g.dh + 1;
-  // One vector of slack: whole-vector stores of the last row may run past it.
-  dw_scratch_state& st = dw_thread_scratch();
-  const index_t key[8] = {sc.pitch, sc.row_stride, sc.rows, sc.ih_lo, g.pl, g.w, g.h, g.sw};
-  const std::size_t need = std::size_t(sc.rows * sc.row_stride + 16);  // + alignment slack
-  bool zeroed = st.buf.size() >= need && std::equal(key, key + 8, st.key);
-  if (st.buf.size() < need) st.buf.resize(need);
-  std::copy(key, key + 8, st.key);
-  const auto addr = reinterpret_cast<std::uintptr_t>(st.buf.data());
-  sc.data = st.buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  dw_scratch sc = dw_scratch_geometry<L>(g, oh_a, oh_b);
+  index_t* key = reinterpret_cast<index_t*>(slot);  // the slot's header
+  const index_t now[9] = {dw_slot_magic, sc.pitch, sc.row_stride, sc.rows, sc.ih_lo,
+                          g.pl,          g.w,      g.h,           g.sw};
+  const bool zeroed = std::equal(now, now + 9, key);
+  std::copy(now, now + 9, key);
+  sc.data = slot + dw_slot_header_floats;
   const T* plane = in + (n * g.c + c) * g.h * g.w;
   dw_fill_scratch<V>(plane, in_end, g, sc, zp, zeroed);
   const float* wc = wpk + c * g.r * g.s;
@@ -524,7 +530,7 @@ inline constexpr bool dw_accepts = std::is_same_v<Recipe, f32>    ? std::is_same
 
 template <class Recipe, layout_tag Layout, class A = arch::native, class Ep = epilogue<>,
           class B = backend::xsimd>
-struct depthwise_conv2d {
+struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
   static_assert(std::is_same_v<Recipe, f32> || std::is_same_v<Recipe, bf16> ||
                     std::is_same_v<Recipe, i8>,
                 "kfuse::depthwise_conv2d: element recipe must be f32, bf16 or i8 (u8 / s8 "
@@ -542,6 +548,24 @@ struct depthwise_conv2d {
     std::vector<float> w;
     bool empty() const noexcept { return w.empty(); }
   };
+
+  // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
+  static constexpr std::string_view name = "depthwise_conv2d";
+  using problem = conv_shape;
+  static kernel_status can_implement(const conv_shape& s) {
+    return detail::status_of(name, [&] { check_depthwise(name, s); });
+  }
+  /// NCHW copies the input rows of a block into zero-padded f32 rows: one slot per thread.
+  /// NHWC needs none.
+  static std::size_t workspace_size(const conv_shape& s, int threads) {
+    detail::require(name, can_implement(s));
+    return std::size_t(std::max(threads, 1)) * slot_bytes(s);
+  }
+  /// initialize = pack (below).
+  template <class W>
+  static packed initialize(const conv_shape& s, const W* oihw) {
+    return pack(oihw, s);
+  }
 
   /// Packs OIHW weights [C, 1, R, S]: float (f32 and bf16 recipes; bf16_t also for bf16) or
   /// int8_t (i8 recipe; per-channel weight scales go into the epilogue's requantize multipliers).
@@ -576,9 +600,25 @@ struct depthwise_conv2d {
 
   /// out = epilogue(depthwise_conv(in, w)). In: float (f32), bf16_t (bf16), uint8_t or int8_t
   /// with zero point `in_zero_point` (i8). Out: a float type, or what the epilogue produces.
+  /// The convenience form for direct callers: a workspace per call.
   template <class In, class Out>
   static run_info run(tensor_view<In, Layout> in, const packed& p, tensor_view<Out, Layout> out,
                       const Ep& ep = {}, const run_options& opt = {},
+                      std::int32_t in_zero_point = 0) {
+    std::size_t bytes = 0;
+    if (!p.empty()) {
+      conv_shape s = p.shape;
+      s.n = in.dims.n, s.h = in.dims.h, s.w = in.dims.w;
+      if (can_implement(s).ok()) bytes = workspace_size(s, pool_threads(opt.threads));
+    }
+    const workspace_buffer ws(bytes);
+    return run(in, p, out, ep, ws.view(), opt, in_zero_point);
+  }
+
+  /// Scratch from `ws` (workspace_size() of the shape with the input's N, H, W).
+  template <class In, class Out>
+  static run_info run(tensor_view<In, Layout> in, const packed& p, tensor_view<Out, Layout> out,
+                      const Ep& ep, workspace ws, const run_options& opt = {},
                       std::int32_t in_zero_point = 0) {
     using T = std::remove_const_t<In>;
     constexpr std::string_view k = "depthwise_conv2d";
@@ -626,7 +666,8 @@ struct depthwise_conv2d {
     const T* x_end = x + n_in;
     Out* y = out.data;
     const float* wp = p.w.data();
-    const int threads = pool_threads(opt.threads);
+    const std::size_t slot = slot_bytes(s);
+    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
     run_info info{k, A::name, simd::impl_name<A, B>(), "", 1};
     if constexpr (std::is_same_v<Layout, nhwc>) {
       const index_t rows = g.n * g.oh;
@@ -660,16 +701,17 @@ struct depthwise_conv2d {
       info.threads = int(std::min<index_t>(threads, units));
       parallel_for(
           0, units, 1,
-          [&](range rg, int) {
+          [&](range rg, int worker) {
+            float* sc = ws.slot<float>(worker, slot);
             for (index_t u = rg.begin; u < rg.end; ++u) {
               const index_t plane = u / blocks, b = u % blocks;
               const index_t oh_a = b * rows_per, oh_b = std::min(g.oh, oh_a + rows_per);
               if (oh_a >= oh_b) continue;
               const index_t n = plane / g.c, c = plane % g.c;
               if (fast)
-                detail::dw_nchw_block<vec, true>(x, x_end, wp, g, n, c, oh_a, oh_b, zp, y, ep);
+                detail::dw_nchw_block<vec, true>(x, x_end, wp, g, n, c, oh_a, oh_b, zp, sc, y, ep);
               else
-                detail::dw_nchw_block<vec, false>(x, x_end, wp, g, n, c, oh_a, oh_b, zp, y, ep);
+                detail::dw_nchw_block<vec, false>(x, x_end, wp, g, n, c, oh_a, oh_b, zp, sc, y, ep);
             }
           },
           threads);
@@ -696,6 +738,13 @@ struct depthwise_conv2d {
   }
 
  private:
+  /// One thread's scratch: NCHW only.
+  static std::size_t slot_bytes(const conv_shape& s) {
+    if (!std::is_same_v<Layout, nchw> || s.n <= 0 || s.c <= 0 || s.out_h() <= 0 || s.out_w() <= 0)
+      return 0;
+    return workspace_round(sizeof(float) *
+                           detail::dw_slot_floats<vec::lanes>(detail::dw_geom_of(s)));
+  }
   /// A weight as the kernel holds it: bf16 weights are rounded to bf16 (nearest even), as every
   /// bf16 kernel does on every arch, so the products with the bf16 activations are exact in f32.
   template <class W>

@@ -16,8 +16,18 @@
 #include "kfuse/kernels/gemm/config.hpp"
 #include "kfuse/kernels/gemm/microkernels.hpp"
 #include "kfuse/kernels/gemm/packed_weights.hpp"
+#include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/threading/thread_pool.hpp"
+
+namespace kfuse {
+
+/// What a gemm computes: C[m, n] = A[m, k] . B[k, n] (plain data: shared by every arch's TUs).
+struct gemm_problem {
+  index_t m = 0, k = 0, n = 0;
+};
+
+}  // namespace kfuse
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -253,6 +263,49 @@ struct gemm {
   /// A's storage type: float for f32, bf16_t for bf16.
   using a_type = typename detail::select_microkernel<Recipe, A, vec>::a_storage;
   using weights = packed_weights<typename microkernel::storage>;
+
+  // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
+  static constexpr std::string_view name = "gemm";
+  using problem = gemm_problem;
+  using packed = weights;
+  using epilogue_type = Ep;
+  using extents = matrix_extents;
+  template <class T>
+  using view = matrix_view<T>;
+
+  static kernel_status can_implement(const gemm_problem& p) {
+    return detail::status_of(name, [&] {
+      if (p.m < 0 || p.k < 0 || p.n < 0)
+        detail::fail(name, "negative size (M " + std::to_string(p.m) + ", K " +
+                               std::to_string(p.k) + ", N " + std::to_string(p.n) + ")");
+      detail::checked_mul(name, "K x N", p.k, p.n);
+      detail::checked_mul(name, "M x N", p.m, p.n);
+      detail::checked_mul(name, "M x K", p.m, p.k);
+    });
+  }
+  /// The register tiles and their partial sums live on the stack: no workspace.
+  static std::size_t workspace_size(const gemm_problem& p, int) {
+    detail::require(name, can_implement(p));
+    return 0;
+  }
+  /// initialize = pack: B given [K, N] or [N, K] row-major.
+  template <class Src>
+  static weights initialize(const gemm_problem& p, const Src* b, b_layout layout) {
+    detail::require(name, can_implement(p));
+    return pack(b, p.k, p.n, layout);
+  }
+  /// The contract's form of run(): A [M, K] and C [M, N] as matrix views.
+  template <class TA, class Out>
+  static run_info run(matrix_view<const TA> a, const weights& w, matrix_view<Out> c, const Ep& ep,
+                      workspace, const run_options& opt = {}, std::int32_t a_zero_point = 0) {
+    if (!w.empty() && (a.dims.cols != w.K() || c.dims.cols != w.N() || c.dims.rows != a.dims.rows))
+      detail::fail(name, "A is " + std::to_string(a.dims.rows) + " x " +
+                             std::to_string(a.dims.cols) + " and C " + std::to_string(c.dims.rows) +
+                             " x " + std::to_string(c.dims.cols) + "; the packed weights are K " +
+                             std::to_string(w.K()) + " x N " + std::to_string(w.N()));
+    return run(a.data, a.dims.rows, a.dims.stride(), w, c.data, c.dims.stride(), ep, opt,
+               a_zero_point);
+  }
 
   /// Packs B once ([K, N] or [N, K] row-major) into the micro-kernel's panels.
   template <class Src>

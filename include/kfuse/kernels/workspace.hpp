@@ -1,0 +1,121 @@
+#pragma once
+// workspace: the scratch memory of one kernel call, provided by its caller. A plan gives each
+// step its own slice of the replay buffer's arena; a direct caller owns a workspace_buffer sized
+// by the kernel's workspace_size(). Kernels never allocate per call and keep no thread-local
+// state, so a replay allocates nothing and two plans on two threads share no scratch.
+//
+// Kernels split a workspace into one slot per worker (parallel_for's worker index). A call
+// given fewer slots than threads runs on as many threads as it has slots; a workspace smaller
+// than one slot is an error naming the kernel and both sizes. The contents belong to the kernel
+// between calls (depthwise remembers the geometry of its last fill there): one workspace serves
+// one call at a time, and only the kernel it was sized for.
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "kfuse/detail/checks.hpp"
+
+namespace kfuse {  // plain data, shared by every arch's TUs
+
+/// Workspace sizes and slots are whole multiples of this (a cache line; the AVX-512 vector).
+inline constexpr std::size_t workspace_alignment = 64;
+
+/// Bytes rounded up to a whole number of workspace_alignment.
+constexpr std::size_t workspace_round(std::size_t bytes) noexcept {
+  return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
+}
+
+/// A view of caller-owned scratch memory, 64-byte aligned (the plan's arena and a
+/// workspace_buffer are; a kernel rejects a misaligned one).
+struct workspace {
+  std::byte* data = nullptr;
+  std::size_t bytes = 0;
+
+  /// How many slots of `each` bytes it holds (each > 0).
+  int slots(std::size_t each) const noexcept {
+    return int(std::min<std::size_t>(bytes / each, std::size_t(INT_MAX)));
+  }
+  /// Slot `worker` of `each` bytes (a worker index past the slots wraps around: a nested
+  /// parallel_for runs the whole call on one thread under its outer worker index).
+  template <class T>
+  T* slot(int worker, std::size_t each) const noexcept {
+    const int n = slots(each);
+    return reinterpret_cast<T*>(data + std::size_t(worker % n) * each);
+  }
+};
+
+}  // namespace kfuse
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// Carves one thread's slot into typed arrays, each starting on a 64-byte boundary. Without a
+/// base it only measures: a kernel writes its slot layout once and gets both its size
+/// (workspace_size) and its arrays (run) from it.
+class slot_cursor {
+ public:
+  slot_cursor() = default;
+  explicit slot_cursor(std::byte* base) noexcept : base_(base) {}
+  template <class T>
+  T* take(std::size_t count) noexcept {
+    T* r = base_ ? reinterpret_cast<T*>(base_ + used_) : nullptr;
+    used_ += workspace_round(count * sizeof(T));
+    return r;
+  }
+  std::size_t used() const noexcept { return used_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t used_ = 0;
+};
+
+/// The threads a call may use with workspace ws when each needs a slot of `each` bytes
+/// (0: no scratch). Throws kfuse::error naming the kernel when not even one slot fits.
+inline int workspace_threads(std::string_view kernel, const workspace& ws, std::size_t each,
+                             int threads) {
+  if (each == 0) return threads;
+  if (ws.bytes > 0 && ws.data == nullptr) fail(kernel, "workspace has a size but no data");
+  const int n = ws.slots(each);
+  if (n == 0)
+    fail(kernel, "workspace of " + std::to_string(ws.bytes) + " bytes is smaller than the " +
+                     std::to_string(each) +
+                     " bytes one thread of this call needs (size it with workspace_size())");
+  if (reinterpret_cast<std::uintptr_t>(ws.data) % workspace_alignment != 0)
+    fail(kernel, "workspace is not aligned to " + std::to_string(workspace_alignment) + " bytes");
+  return std::min(threads, n);
+}
+
+struct free_deleter {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+
+}  // namespace detail
+
+/// An owning, 64-byte aligned workspace for direct kernel calls:
+///   workspace_buffer ws(pool2d<...>::workspace_size(shape, threads));
+///   pool2d<...>::run(in, packed, out, ep, ws, opt);
+class workspace_buffer {
+ public:
+  workspace_buffer() = default;
+  explicit workspace_buffer(std::size_t bytes) : bytes_(workspace_round(bytes)) {
+    if (bytes_ == 0) return;
+    data_.reset(static_cast<std::byte*>(std::aligned_alloc(workspace_alignment, bytes_)));
+    if (!data_) throw std::bad_alloc();
+  }
+  std::size_t bytes() const noexcept { return bytes_; }
+  workspace view() const noexcept { return {data_.get(), bytes_}; }
+  operator workspace() const noexcept { return view(); }  // NOLINT: a buffer is a workspace
+
+ private:
+  std::unique_ptr<std::byte, detail::free_deleter> data_;
+  std::size_t bytes_ = 0;
+};
+
+KFUSE_END_NAMESPACE
