@@ -77,6 +77,20 @@ inline void require(std::string_view kernel, const kernel_status& s) {
   if (!s.ok()) fail(kernel, s.reason);
 }
 
+/// workspace_size of a kernel K without scratch: the problem checked, 0 bytes.
+template <class K>
+std::size_t no_workspace(const typename K::problem& p) {
+  require(K::name, K::can_implement(p));
+  return 0;
+}
+
+/// The workspace of K's convenience run() (one allocation per call): sized for p on `threads`,
+/// or empty when p cannot run (run() then throws the reason).
+template <class K>
+workspace_buffer own_workspace(const typename K::problem& p, int threads) {
+  return workspace_buffer(K::can_implement(p).ok() ? K::workspace_size(p, threads) : 0);
+}
+
 }  // namespace detail
 
 KFUSE_END_NAMESPACE

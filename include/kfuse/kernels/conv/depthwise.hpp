@@ -605,13 +605,11 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
   static run_info run(tensor_view<In, Layout> in, const packed& p, tensor_view<Out, Layout> out,
                       const Ep& ep = {}, const run_options& opt = {},
                       std::int32_t in_zero_point = 0) {
-    std::size_t bytes = 0;
-    if (!p.empty()) {
-      conv_shape s = p.shape;
-      s.n = in.dims.n, s.h = in.dims.h, s.w = in.dims.w;
-      if (can_implement(s).ok()) bytes = workspace_size(s, pool_threads(opt.threads));
-    }
-    const workspace_buffer ws(bytes);
+    conv_shape s = p.shape;
+    s.n = in.dims.n, s.h = in.dims.h, s.w = in.dims.w;
+    const workspace_buffer ws =
+        p.empty() ? workspace_buffer{}
+                  : detail::own_workspace<depthwise_conv2d>(s, pool_threads(opt.threads));
     return run(in, p, out, ep, ws.view(), opt, in_zero_point);
   }
 

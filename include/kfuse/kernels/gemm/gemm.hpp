@@ -285,8 +285,7 @@ struct gemm {
   }
   /// The register tiles and their partial sums live on the stack: no workspace.
   static std::size_t workspace_size(const gemm_problem& p, int) {
-    detail::require(name, can_implement(p));
-    return 0;
+    return detail::no_workspace<gemm>(p);
   }
   /// initialize = pack: B given [K, N] or [N, K] row-major.
   template <class Src>
