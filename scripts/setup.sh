@@ -9,11 +9,12 @@ packages=(
   libxsimd-dev libhwy-dev libeigen3-dev catch2 libbenchmark-dev
   g++-aarch64-linux-gnu qemu-user-static   # the aarch64 cross build runs under qemu
   binutils                                  # nm for the ODR check
+  libonnx-dev libprotobuf-dev libonnx-testdata   # kfuse::onnx, kfuse-run and the ONNX conformance test
 )
 if [[ "${1:-}" == "--peers" ]]; then
   # XNNPACK does not pull in the pthreadpool headers; dnnl's CMake config needs the OpenCL ICD dev files.
   packages+=(libdnnl-dev libopenblas-openmp-dev libxnnpack-dev libpthreadpool-dev ocl-icd-opencl-dev
-    libtorch-dev python3-torch python3-onnx python3-numpy util-linux)
+    libtorch-dev python3-torch python3-torchvision python3-onnx python3-numpy util-linux)
   command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 fi
 

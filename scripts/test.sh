@@ -84,7 +84,10 @@ asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert
   tools_profiler_avx512_bf16  # (its trace JSON test runs it too)
   robustness_kernel_probes_avx512_bf16 robustness_graph_probes_avx512_bf16
   robustness_graph_fuzz_avx512_bf16  # randomized differential test, ~5 s here
-  epilogue_nan_inf_avx512_bf16 graph_passes kernels_kernel_contract_avx512_bf16)
+  epilogue_nan_inf_avx512_bf16 graph_passes kernels_kernel_contract_avx512_bf16
+  tools_npy tools_kfuse_run_args  # the .npy reader takes untrusted bytes (fuzz loop, ~1 s)
+  # The ONNX importer takes untrusted bytes: its fuzz, error and conformance tests, sanitized.
+  onnx_importer_fuzz_avx512_bf16 onnx_importer_errors_avx512_bf16 onnx_conformance_avx512_bf16)
 if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally, not in CI's budget
   asan_targets+=(kernels_softmax_avx512_bf16 kernels_norm_avx512_bf16
     kernels_conv2d_f32_nchw_avx512_bf16 kernels_conv2d_errors_avx512_bf16

@@ -627,3 +627,85 @@ TEST_CASE("graph: max and average pooling nodes", "[graph]") {
         REQUIRE(yv[std::size_t((c * 3 + oh) * 3 + ow)] == std::max(m, 0.f));
       }
 }
+
+// broadcast: every layout pair, a squeeze-excite style gate [N, C, 1, 1] and a row vector,
+// against the NumPy rule computed directly; poisoned outputs; 1 and 2 threads.
+TEST_CASE("graph: broadcast expands by NumPy's rules into any layout", "[graph][threads]") {
+  struct case_t {
+    std::vector<index_t> from, to;
+    tensor_layout in, out;
+  };
+  const std::vector<case_t> cases = {
+      {{2, 3, 1, 1}, {2, 3, 4, 5}, tensor_layout::nchw, tensor_layout::nchw},
+      {{2, 3, 1, 1}, {2, 3, 4, 5}, tensor_layout::nchw, tensor_layout::nhwc},
+      {{2, 3, 1, 5}, {2, 3, 4, 5}, tensor_layout::nhwc, tensor_layout::nchw},
+      {{1, 3, 4, 1}, {2, 3, 4, 5}, tensor_layout::nhwc, tensor_layout::nhwc},
+      {{7}, {3, 2, 7}, tensor_layout::plain, tensor_layout::plain},
+      {{3, 1}, {2, 3, 9}, tensor_layout::plain, tensor_layout::plain},
+      {{1}, {4, 3, 2, 2}, tensor_layout::plain, tensor_layout::nhwc},
+  };
+  for (const case_t& k : cases)
+    for (int threads : {1, 2}) {
+      graph g;
+      const tensor_id x = g.input("x", k.from, dtype::f32, k.in);
+      g.output(g.broadcast("b", x, k.to, k.out));
+      plan p = compile(g, {.threads = threads, .fork_join_ns = 0});
+      const index_t nin = shape_numel(k.from), nout = shape_numel(k.to);
+      std::vector<float> in(static_cast<std::size_t>(nin)),
+          out(static_cast<std::size_t>(nout), std::nanf(""));
+      for (index_t i = 0; i < nin; ++i) in[std::size_t(i)] = float(i) * 0.5f - 3.f;
+      replay_buffer r = p.record({bind(in)}, {bind(out)});
+      r.replay();
+      // Logical (row-major) index -> memory index of a 4-D tensor in layout l.
+      auto mem = [](const std::vector<index_t>& s, tensor_layout l, index_t i) {
+        if (l != tensor_layout::nhwc) return i;
+        const index_t w = i % s[3], h = i / s[3] % s[2], c = i / (s[3] * s[2]) % s[1],
+                      n = i / (s[3] * s[2] * s[1]);
+        return ((n * s[2] + h) * s[3] + w) * s[1] + c;
+      };
+      for (index_t i = 0; i < nout; ++i) {
+        index_t rem = i, src = 0, stride = 1;
+        const std::size_t off = k.to.size() - k.from.size();
+        for (std::size_t d = k.to.size(); d-- > 0;) {
+          const index_t coord = rem % k.to[d];
+          rem /= k.to[d];
+          if (d >= off) {
+            if (k.from[d - off] != 1) src += coord * stride;
+            stride *= k.from[d - off];
+          }
+        }
+        INFO("case " << (&k - cases.data()) << " threads " << threads << " element " << i);
+        REQUIRE(out[std::size_t(mem(k.to, k.out, i))] == in[std::size_t(mem(k.from, k.in, src))]);
+      }
+    }
+  graph g;
+  const tensor_id x = g.input("x", {2, 3});
+  g.output(g.broadcast("b", x, {2, 4}));
+  CHECK_THROWS_WITH(compile(g), Catch::Matchers::Contains("node 'b' (broadcast)") &&
+                                    Catch::Matchers::Contains("does not broadcast"));
+}
+
+// A reshape may label its 4-D result nchw (the same memory order as plain): a [N, C, L]
+// sequence becomes an [N, C, 1, L] image for conv2d without a copy.
+TEST_CASE("graph: reshape into an nchw view feeds conv2d", "[graph]") {
+  graph g;
+  const tensor_id x = g.input("x", {1, 2, 5});
+  const std::vector<float> w = {1, 0, -1, 2, 0.5f, 0.25f};  // [1, 2, 1, 3]
+  const tensor_id img = g.reshape("img", x, {1, 2, 1, 5}, tensor_layout::nchw);
+  g.output(g.conv2d("c", img, g.constant("w", {1, 2, 1, 3}, w.data())));
+  plan p = compile(g, {.threads = 1});
+  std::vector<float> in = {1, 2, 3, 4, 5, -1, -2, -3, -4, -5}, out(3, std::nanf(""));
+  replay_buffer r = p.record({bind(in)}, {bind(out)});
+  r.replay();
+  for (index_t j = 0; j < 3; ++j) {
+    double ref = 0;
+    for (index_t c = 0; c < 2; ++c)
+      for (index_t t = 0; t < 3; ++t)
+        ref += w[std::size_t(c * 3 + t)] * in[std::size_t(c * 5 + j + t)];
+    CHECK(out[std::size_t(j)] == Approx(ref));
+  }
+  graph bad;
+  const tensor_id y = bad.input("y", {2, 6});
+  bad.output(bad.reshape("r", y, {3, 4}, tensor_layout::nchw));
+  CHECK_THROWS_WITH(compile(bad), Catch::Matchers::Contains("node 'r' (reshape)"));
+}

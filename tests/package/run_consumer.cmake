@@ -1,6 +1,7 @@
 # cmake -DMODE=find_package|add_subdirectory -DKFUSE_SOURCE_DIR=<src> -DKFUSE_BINARY_DIR=<build>
 #       -DWORK_DIR=<scratch> -DGENERATOR=<gen> -DCXX=<compiler> [-DBUILD_TYPE=<cfg>]
 #       [-DEXPECT_RUNTIME=ON: the install must provide kfuse::runtime, and runtime_plan runs]
+#       [-DEXPECT_ONNX=ON: the install must provide kfuse::onnx and kfuse-run; onnx_import runs]
 #       -P run_consumer.cmake
 #
 # find_package:     cmake --install <build> --prefix <scratch>/prefix, then configures the
@@ -49,6 +50,7 @@ if(MODE STREQUAL "find_package")
   # Only the prefix: no package registry, no kfuse_DIR, nothing from the source or build tree.
   run(${CMAKE_COMMAND} -S ${here}/find_package -B ${WORK_DIR}/build ${args}
       -DCMAKE_PREFIX_PATH=${prefix} -DEXPECT_PREFIX=${prefix} -DEXPECT_RUNTIME=${EXPECT_RUNTIME}
+      -DEXPECT_ONNX=${EXPECT_ONNX} -DTEST_MODEL=${KFUSE_SOURCE_DIR}/tests/onnx/models/mlp_b3.onnx
       -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
 elseif(MODE STREQUAL "add_subdirectory")
   run(${CMAKE_COMMAND} -S ${here}/add_subdirectory -B ${WORK_DIR}/build ${args}
@@ -61,5 +63,8 @@ run(${CMAKE_COMMAND} --build ${WORK_DIR}/build --parallel 1)
 run(${WORK_DIR}/build/fused_op)
 if(EXISTS ${WORK_DIR}/build/runtime_plan)
   run(${WORK_DIR}/build/runtime_plan)
+endif()
+if(EXISTS ${WORK_DIR}/build/onnx_import)
+  run(${WORK_DIR}/build/onnx_import)
 endif()
 message(STATUS "OK: ${MODE} consumer built and its fused op checked")

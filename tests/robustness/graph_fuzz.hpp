@@ -367,6 +367,9 @@ inline std::string describe(const kfuse::graph& g) {
       case op_kind::custom:
         s << " out " << shape_str(n.custom.out_shape);
         break;
+      case op_kind::broadcast:
+        s << " to " << shape_str(n.shape) << " " << kfuse::layout_name(n.to_layout);
+        break;
     }
     const auto& o = g.tensors()[std::size_t(n.output.index)];
     if (o.has_quant) s << " -> quant{" << o.quant.scale << ", " << o.quant.zero_point << "}";

@@ -6,6 +6,12 @@ kfuse_add_arch_test(tools_profiler SOURCES tools/profiler_test.cpp LABELS "ci"
                     ARCHS ${profiler_archs})
 kfuse_add_test(tools_unit SOURCES tools/calibrate_test.cpp tools/accuracy_test.cpp
                tools/batch_sweep_test.cpp LABELS "ci")
+# .npy files (numpy-written fixtures, round trips, every malformed header, a fuzz loop) and
+# kfuse-run's command line (src/tools/kfuse_run_args.hpp: pure, no ONNX library). Both build in
+# seconds and are in CI's AddressSanitizer set (scripts/test.sh).
+kfuse_add_test(tools_npy SOURCES tools/npy_test.cpp LABELS "ci")
+kfuse_add_test(tools_kfuse_run_args SOURCES tools/kfuse_run_args_test.cpp LABELS "ci")
+target_include_directories(tools_kfuse_run_args PRIVATE ${PROJECT_SOURCE_DIR}/src/tools)
 
 # The Chrome trace loaded by an independent JSON parser (Python's), when python3 is there.
 find_program(KFUSE_PYTHON3 python3)

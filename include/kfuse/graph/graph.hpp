@@ -87,10 +87,10 @@ struct node_desc {
   precision prec = precision::inherit;             // linear (conv2d: conv.prec)
   int axis = -1;                                   // softmax, concat, flatten
   float eps = 1e-5f;                               // norms
-  std::vector<index_t> shape;                      // reshape target (one -1 allowed)
+  std::vector<index_t> shape;                      // reshape (one -1 allowed) / broadcast target
   bool flatten = false;                            // reshape: collapse axes [axis, rank) instead
   dtype to_type = dtype::f32;                      // cast / quantize / dequantize
-  tensor_layout to_layout = tensor_layout::plain;  // convert_layout
+  tensor_layout to_layout = tensor_layout::plain;  // convert_layout; reshape: the output's
   tensor_quant quant{};                            // quantize: the output's params
   custom_op custom{};                              // custom
 };
@@ -258,9 +258,13 @@ class graph {
 
   // ---- shape and type ops ---------------------------------------------------------------------
   /// Same elements, another shape (one extent may be -1). A view: no copy when possible.
-  tensor_id reshape(std::string name, tensor_id x, std::vector<index_t> shape) {
+  /// `as`: the output's layout, plain or (for a 4-D target) nchw, which is the same memory
+  /// order: a [N, C, L] sequence viewed as an [N, C, 1, L] image for conv2d, without a copy.
+  tensor_id reshape(std::string name, tensor_id x, std::vector<index_t> shape,
+                    tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::reshape, {x});
     n.shape = std::move(shape);
+    n.to_layout = as;
     return add_node(std::move(n));
   }
   /// Collapses axes [axis, rank) into one (a plain [N, C*H*W] from nchw by default).
@@ -299,6 +303,15 @@ class graph {
   tensor_id dequantize(std::string name, tensor_id x) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
     n.to_type = dtype::f32;
+    return add_node(std::move(n));
+  }
+  /// x expanded to `shape` by NumPy's rules (extent-1 axes repeated, missing leading axes
+  /// added), written in layout `as` (plain, or nchw / nhwc for a 4-D shape).
+  tensor_id broadcast(std::string name, tensor_id x, std::vector<index_t> shape,
+                      tensor_layout as = tensor_layout::plain) {
+    node_desc n = make(std::move(name), op_kind::broadcast, {x});
+    n.shape = std::move(shape);
+    n.to_layout = as;
     return add_node(std::move(n));
   }
   /// A user's fused op (see make_custom_op): at most 4 inputs.

@@ -52,7 +52,8 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(concat)         /* along one axis */                                                        \
   X(convert_layout) /* nchw <-> nhwc */                                                         \
   X(cast)           /* element type change (float types), or quantize / dequantize */           \
-  X(custom)         /* a user-supplied callable with declared output and cost */
+  X(custom)         /* a user-supplied callable with declared output and cost */                \
+  X(broadcast)      /* NumPy broadcast of x to a target shape (ONNX Expand) */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {

@@ -3,6 +3,7 @@
 // graph_ops::<op>_rule in graph/ops/<op>.hpp (graph/ops/op_rule.hpp says what a rule has).
 // Adding an op: docs/executor.md, "Adding an op".
 #include "kfuse/graph/ops/batch_norm.hpp"
+#include "kfuse/graph/ops/broadcast.hpp"
 #include "kfuse/graph/ops/cast.hpp"
 #include "kfuse/graph/ops/concat.hpp"
 #include "kfuse/graph/ops/conv2d.hpp"

@@ -20,7 +20,13 @@ struct reshape_rule : op_rule {
       cx.fail_node(n, "input '" + x.name + "' has " + std::to_string(shape_numel(x.shape)) +
                           " elements " + cx.shape_str(x.shape) + ", the target shape " +
                           cx.shape_str(shape) + " " + std::to_string(shape_numel(shape)));
-    cx.set_out(n, shape, x.type, tensor_layout::plain);
+    if (n.to_layout == tensor_layout::nhwc ||
+        (n.to_layout == tensor_layout::nchw && shape.size() != 4))
+      cx.fail_node(n,
+                   "a reshape's output is plain or, for a 4-D shape, nchw (the same memory "
+                   "order), not " +
+                       std::string(layout_name(n.to_layout)) + " " + cx.shape_str(shape));
+    cx.set_out(n, shape, x.type, n.to_layout);
     cx.pass_quant(n, x);
   }
 

@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Small ONNX models for the importer's tests, exported with Debian's python3-torch (random
+weights, fixed seed), with their inputs and PyTorch's outputs as .npy (the golden values).
+
+  /usr/bin/python3 scripts/make_onnx_test_models.py tests/onnx/models
+
+Each model NAME gives NAME.onnx, NAME.input.npy, NAME.output.npy. The files are a few KB each
+and are committed, so the tests need neither torch nor ONNX Runtime."""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/onnx/models"
+os.makedirs(out_dir, exist_ok=True)
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, c, s):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Conv2d(c, s, 1), nn.Conv2d(s, c, 1)
+
+    def forward(self, x):
+        g = F.adaptive_avg_pool2d(x, 1)
+        return x * F.hardsigmoid(self.fc2(F.relu(self.fc1(g))))
+
+
+class SmallCnn(nn.Module):
+    """Conv-BN-ReLU, depthwise + hardswish, squeeze-excite, 1x1 with residual, pools, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.dw, self.b2 = nn.Conv2d(8, 8, 5, padding=2, groups=8, bias=False), nn.BatchNorm2d(8)
+        self.se = SqueezeExcite(8, 4)
+        self.pw = nn.Conv2d(8, 8, 1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        y = F.relu(self.b1(self.c1(x)))
+        z = F.hardswish(self.b2(self.dw(y)))
+        z = self.pw(self.se(z)) + y
+        z = F.max_pool2d(z, 3, stride=2, padding=1)
+        z = F.avg_pool2d(z, 2, ceil_mode=True, count_include_pad=False)
+        return torch.softmax(self.fc(torch.flatten(F.adaptive_avg_pool2d(z, 1), 1)), dim=1)
+
+
+class Mlp(nn.Module):
+    """Linear, erf GELU, LayerNorm, scalar arithmetic, tanh GELU."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.ln, self.l2 = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8)
+
+    def forward(self, x):
+        h = self.ln(F.gelu(self.l1(x)))
+        h = (h - 0.25) * 2.0 / 3.0
+        return F.gelu(self.l2(h), approximate="tanh")
+
+
+class Conv1d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c, self.b = nn.Conv1d(4, 6, 3, padding=1, dilation=1), nn.BatchNorm1d(6)
+        self.fc = nn.Linear(6 * 5, 3)
+
+    def forward(self, x):
+        y = F.max_pool1d(F.relu(self.b(self.c(x))), 2)
+        return self.fc(torch.flatten(y, 1))
+
+
+class Decomposed(nn.Module):
+    """Hand-written activations as exporters see them: x * relu6(x + 3) / 6, x * sigmoid(x),
+    concat of two branches, a matmul with [in, out] weights, a reshape via Shape/Gather."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(4, 6, 3, padding=1), nn.Conv2d(4, 2, 1)
+        self.w = nn.Parameter(torch.randn(8 * 6 * 6, 5) * 0.05)
+
+    def forward(self, x):
+        a = self.a(x)
+        a = a * F.relu6(a + 3) / 6
+        b = self.b(x)
+        b = b * torch.sigmoid(b)
+        y = torch.cat([a, b], dim=1)
+        y = y.reshape(x.shape[0], -1)
+        return torch.matmul(y, self.w).clamp(-1.0, 1.0)
+
+
+MODELS = {
+    "small_cnn_b1": (SmallCnn, (1, 3, 24, 24)),
+    "mlp_b3": (Mlp, (3, 16)),
+    "conv1d_b2": (Conv1d, (2, 4, 10)),
+    "decomposed_b2": (Decomposed, (2, 4, 6, 6)),
+}
+
+for name, (cls, shape) in MODELS.items():
+    torch.manual_seed(2026)
+    m = cls().eval()
+    for mod in m.modules():  # non-trivial batch-norm statistics
+        if isinstance(mod, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            mod.running_mean.uniform_(-0.5, 0.5)
+            mod.running_var.uniform_(0.5, 2.0)
+            mod.weight.data.uniform_(0.5, 1.5)
+            mod.bias.data.uniform_(-0.5, 0.5)
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        y = m(x)
+    path = os.path.join(out_dir, name + ".onnx")
+    torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
+                      do_constant_folding=True)
+    np.save(os.path.join(out_dir, name + ".input.npy"), x.numpy().astype(np.float32))
+    np.save(os.path.join(out_dir, name + ".output.npy"), y.numpy().astype(np.float32))
+    print(name, os.path.getsize(path), "bytes")

@@ -1,0 +1,299 @@
+// load / load_bytes: parse (bounded), read the initializers, declare the inputs with their
+// bound shapes, fuse patterns, import every node in order (evaluating constant subgraphs at load
+// time), then mark the outputs.
+#include "kfuse/onnx/importer.hpp"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <algorithm>
+#include <climits>
+#include <fstream>
+
+#include "context.hpp"
+#include "kfuse/detail/checks.hpp"
+#include "ops/ops.hpp"
+#include "patterns.hpp"
+#include "tensor.hpp"
+
+namespace kfuse::onnx {
+
+namespace {
+
+using namespace detail;
+
+[[noreturn]] void bad(const std::string& what) { kfuse::detail::fail("onnx", what); }
+
+// Opsets 9 to 17 are what the importer is built against; older files load where their ops'
+// semantics are handled (e.g. Clip and Slice attributes, pre-13 Softmax and Squeeze).
+constexpr std::int64_t min_opset = 1, max_opset = 17;
+
+::onnx::ModelProto parse(std::span<const std::byte> bytes, const import_options& opt) {
+  if (bytes.size() > opt.max_bytes)
+    bad("the model has " + std::to_string(bytes.size()) + " bytes, above the limit of " +
+        std::to_string(opt.max_bytes) + " (import_options::max_bytes)");
+  if (bytes.size() > std::size_t(INT_MAX))
+    bad("models above 2 GiB must keep their weights as external data");
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), int(bytes.size()));
+  google::protobuf::io::CodedInputStream in(&raw);
+  in.SetTotalBytesLimit(INT_MAX);
+  in.SetRecursionLimit(64);
+  ::onnx::ModelProto m;
+  if (!m.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    bad("not a valid ONNX model (the protobuf does not parse: truncated or corrupt file?)");
+  if (!m.has_graph()) bad("the model has no graph");
+  return m;
+}
+
+std::int64_t default_opset(const ::onnx::ModelProto& m) {
+  std::int64_t v = -1;
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") v = o.version();
+  if (v < 0) bad("the model imports no opset of the default ONNX domain");
+  if (v < min_opset || v > max_opset)
+    bad("opset " + std::to_string(v) + " is not supported (kfuse imports opsets " +
+        std::to_string(min_opset) + " to " + std::to_string(max_opset) + ")");
+  return v;
+}
+
+// The shape of graph input `vi` from the file and the options.
+std::vector<index_t> input_shape(const ::onnx::ValueInfoProto& vi, const import_options& opt,
+                                 std::set<std::string>& used_dims) {
+  const std::string& name = vi.name();
+  const auto& tt = vi.type().tensor_type();
+  const bool has_shape = tt.has_shape();
+  const auto given = opt.shapes.find(name);
+  std::vector<index_t> shape;
+  if (given != opt.shapes.end()) {
+    shape = given->second;
+    if (has_shape && tt.shape().dim_size() != int(shape.size()))
+      bad("input '" + name + "': the shape given has " + std::to_string(shape.size()) +
+          " dimensions, the model's has " + std::to_string(tt.shape().dim_size()));
+    for (int d = 0; has_shape && d < tt.shape().dim_size(); ++d) {
+      const auto& dim = tt.shape().dim(d);
+      if (dim.has_dim_value() && dim.dim_value() != shape[std::size_t(d)])
+        bad("input '" + name + "': dimension " + std::to_string(d) + " is " +
+            std::to_string(dim.dim_value()) + " in the model, the shape given says " +
+            std::to_string(shape[std::size_t(d)]));
+    }
+  } else {
+    if (!has_shape)
+      bad("input '" + name +
+          "' has no shape in the model: give one (import_options::shapes, "
+          "kfuse-run --shape)");
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto& dim = tt.shape().dim(d);
+      if (dim.has_dim_value()) {
+        shape.push_back(dim.dim_value());
+        continue;
+      }
+      const std::string& p = dim.dim_param();
+      const auto it = p.empty() ? opt.dims.end() : opt.dims.find(p);
+      if (it == opt.dims.end())
+        bad("input '" + name + "': dimension " + std::to_string(d) +
+            (p.empty() ? " is unknown" : " ('" + p + "') is symbolic") +
+            ": bind it (import_options::dims / shapes, kfuse-run --dim " +
+            (p.empty() ? std::string("NAME") : p) + "=N or --shape " + name + "=...)");
+      used_dims.insert(p);
+      shape.push_back(it->second);
+    }
+  }
+  index_t total = 1;
+  for (index_t d : shape) {
+    if (d < 1)
+      bad("input '" + name + "': extent " + std::to_string(d) + " in " + shape_str(shape) +
+          " (kfuse tensors have positive extents)");
+    if (__builtin_mul_overflow(total, d, &total) || std::size_t(total) > opt.max_bytes / 4)
+      bad("input '" + name + "': shape " + shape_str(shape) + " is too large");
+  }
+  return shape;
+}
+
+void declare_inputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
+  std::set<std::string> used_dims;
+  for (const auto& vi : gp.input()) {
+    if (cx.values.count(vi.name())) continue;  // an initializer listed as input (IR < 4)
+    if (!vi.type().has_tensor_type()) bad("input '" + vi.name() + "' is not a tensor");
+    const std::int32_t et = vi.type().tensor_type().elem_type();
+    if (et != elem_float)
+      bad("input '" + vi.name() + "' is " + elem_name(et) +
+          ": kfuse graphs take float32 inputs (integer inputs such as token ids: issue 15)");
+    run_value r;
+    r.shape = input_shape(vi, cx.opt, used_dims);
+    r.layout = r.shape.size() == 4 ? tensor_layout::nchw : tensor_layout::plain;
+    std::vector<index_t> gshape = r.shape.empty() ? std::vector<index_t>{1} : r.shape;
+    r.id = cx.g.input(cx.unique(vi.name()), gshape, dtype::f32, r.layout);
+    out.inputs.push_back({vi.name(), r.shape, dtype::f32, r.id});
+    if (r.shape.size() == 4 && cx.opt.layout == tensor_layout::nhwc)
+      r = cx.to_layout(r, tensor_layout::nhwc, vi.name() + "/nhwc");
+    value v;
+    v.r = r;
+    cx.values[vi.name()] = v;
+  }
+  for (const auto& [name, shape] : cx.opt.shapes)
+    if (std::none_of(out.inputs.begin(), out.inputs.end(),
+                     [&](const value_info& i) { return i.name == name; }))
+      bad("a shape is given for '" + name + "', which is not an input of the model");
+  for (const auto& [name, v] : cx.opt.dims)
+    if (!used_dims.count(name)) {
+      bool anywhere = false;  // a dim also bound by a shape override is fine
+      for (const auto& vi : gp.input())
+        for (const auto& d : vi.type().tensor_type().shape().dim())
+          anywhere = anywhere || d.dim_param() == name;
+      if (!anywhere) bad("dimension '" + name + "' is not a symbolic dimension of any input");
+    }
+}
+
+const op_entry* find_op(const std::string& type) {
+  const auto& t = op_table();
+  const auto it = std::lower_bound(
+      t.begin(), t.end(), type,
+      [](const op_entry& e, const std::string& s) { return std::string_view(e.type) < s; });
+  return it != t.end() && it->type == type ? &*it : nullptr;
+}
+
+void import_node(context& cx, const node_proto& n) {
+  const bool ours = n.domain() == "kfuse";  // the pattern pass's nodes
+  if (!ours && !n.domain().empty() && n.domain() != "ai.onnx")
+    cx.fail(n, "ops of domain '" + n.domain() + "' are not supported");
+  if (n.output_size() < 1) cx.fail(n, "has no outputs");
+  for (const auto& a : n.attribute())
+    if (a.type() == ::onnx::AttributeProto::GRAPH || a.type() == ::onnx::AttributeProto::GRAPHS)
+      cx.fail(n, "control flow (subgraph attribute '" + a.name() + "') is not supported");
+  const op_entry* op = find_op(n.op_type());
+  if (!op) cx.fail(n, "op type '" + n.op_type() + "' is not supported by kfuse's importer");
+  bool all_const = true;
+  for (int k = 0; k < n.input_size(); ++k)
+    if (cx.has_input(n, k)) all_const = all_const && cx.in(n, k).is_const;
+  if (all_const && op->fold) return op->fold(cx, n);
+  if (!op->run)
+    cx.fail(
+        n, "is supported on constants only (load-time evaluation); here input '" + [&] {
+          for (int k = 0; k < n.input_size(); ++k)
+            if (cx.has_input(n, k) && !cx.in(n, k).is_const) return n.input(k);
+          return std::string();
+        }() + "' is run-time data");
+  op->run(cx, n);
+}
+
+void mark_outputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
+  for (const auto& vi : gp.output()) {
+    const auto it = cx.values.find(vi.name());
+    if (it == cx.values.end()) bad("output '" + vi.name() + "' is not produced by any node");
+    run_value r;
+    if (it->second.is_const) {
+      const const_value& c = it->second.c;
+      if (!c.is_float())
+        bad("output '" + vi.name() + "' is " + elem_name(c.elem) + ": kfuse outputs are float32");
+      r = cx.graph_constant(c, cx.unique(vi.name() + "/value"));
+    } else {
+      r = it->second.r;
+    }
+    if (r.type != dtype::f32)
+      bad("output '" + vi.name() + "' is " + std::string(dtype_name(r.type)) + ", not float32");
+    if (r.shape.size() == 4 && r.layout == tensor_layout::nhwc)
+      r = cx.to_layout(r, tensor_layout::nchw, vi.name());
+    const tensor_desc& td = cx.g.tensor(r.id);
+    const bool node_output = td.producer >= 0;
+    const bool taken = std::any_of(out.outputs.begin(), out.outputs.end(),
+                                   [&](const value_info& o) { return o.id.index == r.id.index; });
+    if (!node_output || taken) r.id = cx.g.scale(cx.unique(vi.name() + "/out"), r.id, 1.f);
+    cx.g.output(r.id);
+    out.outputs.push_back({vi.name(), r.shape, dtype::f32, r.id});
+  }
+}
+
+}  // namespace
+
+model load_bytes(std::span<const std::byte> bytes, const import_options& opt,
+                 const std::filesystem::path& base_dir) {
+  const ::onnx::ModelProto mp = parse(bytes, opt);
+  const ::onnx::GraphProto& gp = mp.graph();
+  model out;
+  out.opset = default_opset(mp);
+  out.producer =
+      mp.producer_name() + (mp.producer_version().empty() ? "" : " " + mp.producer_version());
+  context cx(opt, out.opset);
+  tensor_source src{base_dir, opt.max_bytes};
+
+  std::map<std::string, const_value> inits;
+  for (const auto& t : gp.initializer()) {
+    if (t.name().empty()) bad("an initializer has no name");
+    const_value c = decode_tensor(t, src, "initializer '" + t.name() + "'");
+    value v;
+    v.is_const = true;
+    v.c = c;
+    cx.values[t.name()] = std::move(v);
+    inits.emplace(t.name(), std::move(c));
+  }
+  if (gp.sparse_initializer_size()) bad("sparse initializers are not supported");
+  declare_inputs(cx, gp, out);
+
+  std::vector<node_proto> nodes(gp.node().begin(), gp.node().end());
+  for (const auto& o : gp.output()) cx.model_outputs.insert(o.name());
+  if (opt.fuse_patterns) fuse_patterns(nodes, inits, cx.model_outputs, cx.rewrites);
+  for (const auto& n : nodes)
+    for (const auto& in : n.input())
+      if (!in.empty()) ++cx.consumers[in];
+  inits.clear();
+  for (const auto& n : nodes) import_node(cx, n);
+  mark_outputs(cx, gp, out);
+  out.rewrites = std::move(cx.rewrites);
+  out.graph = std::move(cx.g);
+  return out;
+}
+
+model load(const std::filesystem::path& file, const import_options& opt) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) bad("cannot open '" + file.string() + "'");
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) bad("cannot read '" + file.string() + "'");
+  if (std::size_t(size) > opt.max_bytes)
+    bad("'" + file.string() + "' has " + std::to_string(size) + " bytes, above the limit of " +
+        std::to_string(opt.max_bytes) + " (import_options::max_bytes)");
+  std::vector<std::byte> bytes(static_cast<std::size_t>(size));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(bytes.data()), size);
+  if (!in) bad("reading '" + file.string() + "' failed");
+  try {
+    const auto dir = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
+    return load_bytes(bytes, opt, dir);
+  } catch (const error& e) {
+    throw error(std::string(e.what()) + " [" + file.filename().string() + "]");
+  }
+}
+
+tensor_data read_tensor(std::span<const std::byte> bytes, std::size_t max_bytes) {
+  if (bytes.size() > max_bytes || bytes.size() > std::size_t(INT_MAX))
+    bad("tensor file of " + std::to_string(bytes.size()) + " bytes is above the limit");
+  ::onnx::TensorProto t;
+  if (!t.ParseFromArray(bytes.data(), int(bytes.size())))
+    bad("not a valid ONNX TensorProto (truncated or corrupt?)");
+  const const_value c = decode_tensor(t, tensor_source{{}, max_bytes}, "tensor '" + t.name() + "'");
+  tensor_data out;
+  out.name = t.name();
+  out.shape = c.shape;
+  out.onnx_type = c.elem;
+  out.is_float = c.is_float();
+  out.f = c.f;
+  out.i = c.i;
+  return out;
+}
+
+tensor_data read_tensor(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) bad("cannot open '" + file.string() + "'");
+  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return read_tensor(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(c.data()), c.size()));
+}
+
+std::vector<std::string> supported_ops() {
+  std::vector<std::string> out;
+  for (const op_entry& e : op_table())
+    if (std::string_view(e.type).find('.') == std::string_view::npos) out.push_back(e.type);
+  return out;
+}
+
+}  // namespace kfuse::onnx

@@ -1,0 +1,89 @@
+// BatchNormalization (inference), LayerNormalization (any axis: the normalized axes become one)
+// and Softmax (opset-13 and pre-13 axis semantics).
+#include "ops.hpp"
+
+namespace kfuse::onnx::detail {
+
+namespace {
+
+run_value float_const(context& cx, const node_proto& n, int k, const char* what, index_t count) {
+  const const_value& c = cx.const_in(n, k, what);
+  if (!c.is_float()) cx.fail(n, std::string(what) + " is " + elem_name(c.elem));
+  if (c.numel() != count && c.numel() != 1)
+    cx.fail(n, std::string(what) + " " + shape_str(c.shape) + " must hold " +
+                   std::to_string(count) + " values");
+  const_value v = make_const(elem_float, {count});
+  for (index_t i = 0; i < count; ++i) v.f[std::size_t(i)] = float(c.at(c.numel() == 1 ? 0 : i));
+  return cx.graph_constant(v, cx.unique(n.input(k)));
+}
+
+}  // namespace
+
+void import_batch_norm(context& cx, const node_proto& n) {
+  cx.only_attrs(n,
+                {"epsilon", "momentum", "spatial", "training_mode", "is_test", "consumed_inputs"});
+  if (cx.attr_int(n, "training_mode", 0) != 0) cx.fail(n, "training_mode=1 is not supported");
+  if (cx.attr_int(n, "spatial", 1) != 1) cx.fail(n, "spatial=0 is not supported");
+  for (int k = 1; k < n.output_size(); ++k)
+    if (cx.output_used(n, k)) cx.fail(n, "training outputs (running mean / var) are not supported");
+  run_value x = cx.float_in(n, 0);
+  const int rank = int(x.shape.size());
+  if (rank < 2 || rank > 4) cx.fail(n, "input " + shape_str(x.shape) + " must be 2-D to 4-D");
+  const index_t C = x.shape[1];
+  const std::vector<index_t> in_shape = x.shape;
+  if (rank == 3) x = cx.reshape(x, {x.shape[0], C, x.shape[2], 1}, n.output(0) + "/as_4d");
+  if (rank >= 3) x = cx.as_image(x, n.output(0));
+  const run_value gamma = float_const(cx, n, 1, "scale", C);
+  const run_value beta = float_const(cx, n, 2, "bias B", C);
+  const run_value mean = float_const(cx, n, 3, "mean", C);
+  const run_value var = float_const(cx, n, 4, "var", C);
+  const float eps = cx.attr_float(n, "epsilon", 1e-5f);
+  run_value y = x;
+  y.id = cx.g.batch_norm(rank == 3 ? cx.unique(n.output(0) + "/bn") : cx.out_name(n), x.id, mean.id,
+                         var.id, gamma.id, beta.id, eps);
+  if (rank == 3) y = cx.reshape(y, in_shape, n.output(0));
+  cx.set_run(n, 0, y);
+}
+
+void import_layer_norm(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"axis", "epsilon", "stash_type"});
+  for (int k = 1; k < n.output_size(); ++k)
+    if (cx.output_used(n, k)) cx.fail(n, "the Mean / InvStdDev outputs are not supported");
+  run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0));
+  const int rank = int(x.shape.size());
+  const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", -1), rank);
+  index_t rows = 1, cols = 1;
+  for (int d = 0; d < rank; ++d) (d < axis ? rows : cols) *= x.shape[std::size_t(d)];
+  const bool flat = axis != rank - 1;
+  const std::vector<index_t> in_shape = x.shape;
+  if (flat) x = cx.reshape(x, {rows, cols}, n.output(0) + "/rows");
+  const run_value gamma = float_const(cx, n, 1, "scale", cols);
+  tensor_id beta{};
+  if (cx.has_input(n, 2)) beta = float_const(cx, n, 2, "bias B", cols).id;
+  run_value y = x;
+  y.id = cx.g.layer_norm(flat ? cx.unique(n.output(0) + "/ln") : cx.out_name(n), x.id, gamma.id,
+                         beta, cx.attr_float(n, "epsilon", 1e-5f));
+  if (flat) y = cx.reshape(y, in_shape, n.output(0));
+  cx.set_run(n, 0, y);
+}
+
+void import_softmax(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"axis"});
+  run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0));
+  const int rank = int(x.shape.size());
+  const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", cx.opset >= 13 ? -1 : 1), rank);
+  if (cx.opset >= 13 || axis == rank - 1) {
+    run_value y = x;
+    y.id = cx.g.softmax(cx.out_name(n), x.id, axis);
+    return cx.set_run(n, 0, y);
+  }
+  // Before opset 13: softmax over the flattened axes [axis, rank).
+  index_t rows = 1, cols = 1;
+  for (int d = 0; d < rank; ++d) (d < axis ? rows : cols) *= x.shape[std::size_t(d)];
+  run_value r = cx.reshape(x, {rows, cols}, n.output(0) + "/rows");
+  run_value y = r;
+  y.id = cx.g.softmax(cx.unique(n.output(0) + "/softmax"), r.id, -1);
+  cx.set_run(n, 0, cx.reshape(y, x.shape, n.output(0)));
+}
+
+}  // namespace kfuse::onnx::detail

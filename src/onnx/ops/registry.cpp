@@ -1,0 +1,97 @@
+// The importer's op table: each ONNX op type, its import for run-time data and its load-time
+// evaluation. A new op is a function in ops/ and one line here.
+#include <algorithm>
+
+#include "ops.hpp"
+
+namespace kfuse::onnx::detail {
+
+const std::vector<op_entry>& op_table() {
+  static const std::vector<op_entry> table = [] {
+    std::vector<op_entry> t = {
+        // activations and unary math
+        {"Abs", nullptr, fold_unary},
+        {"Ceil", nullptr, fold_unary},
+        {"Celu", nullptr, fold_unary},
+        {"Clip", import_activation, fold_clip},
+        {"Dropout", import_activation, fold_identity},
+        {"Elu", nullptr, fold_unary},
+        {"Erf", nullptr, fold_unary},
+        {"Exp", nullptr, fold_unary},
+        {"Floor", nullptr, fold_unary},
+        {"Gelu", import_activation, nullptr},
+        {"HardSigmoid", import_activation, fold_unary},
+        {"kfuse.Silu", import_activation, nullptr},  // x * Sigmoid(x), from the pattern pass
+        {"HardSwish", import_activation, fold_unary},
+        {"Identity", import_activation, fold_identity},
+        {"LeakyRelu", import_activation, fold_unary},
+        {"Log", nullptr, fold_unary},
+        {"Mish", nullptr, fold_unary},
+        {"Neg", import_activation, fold_unary},
+        {"Not", nullptr, fold_unary},
+        {"Reciprocal", nullptr, fold_unary},
+        {"Relu", import_activation, fold_unary},
+        {"Round", nullptr, fold_unary},
+        {"Selu", nullptr, fold_unary},
+        {"Sigmoid", import_activation, fold_unary},
+        {"Sign", nullptr, fold_unary},
+        {"Softplus", nullptr, fold_unary},
+        {"Softsign", nullptr, fold_unary},
+        {"Sqrt", nullptr, fold_unary},
+        {"Tanh", import_activation, fold_unary},
+        // binary arithmetic and comparisons (NumPy broadcasting)
+        {"Add", import_binary, fold_binary},
+        {"And", nullptr, fold_binary},
+        {"Div", import_binary, fold_binary},
+        {"Equal", nullptr, fold_binary},
+        {"Greater", nullptr, fold_binary},
+        {"GreaterOrEqual", nullptr, fold_binary},
+        {"Less", nullptr, fold_binary},
+        {"LessOrEqual", nullptr, fold_binary},
+        {"Max", import_binary, fold_binary},
+        {"Mean", import_binary, fold_binary},
+        {"Min", import_binary, fold_binary},
+        {"Mul", import_binary, fold_binary},
+        {"Or", nullptr, fold_binary},
+        {"Pow", nullptr, fold_binary},
+        {"Sub", import_binary, fold_binary},
+        {"Sum", import_binary, fold_binary},
+        {"Where", nullptr, fold_where},
+        {"Xor", nullptr, fold_binary},
+        // compute
+        {"AveragePool", import_pool, nullptr},
+        {"BatchNormalization", import_batch_norm, nullptr},
+        {"Conv", import_conv, nullptr},
+        {"Gemm", import_gemm, nullptr},
+        {"GlobalAveragePool", import_pool, nullptr},
+        {"GlobalMaxPool", import_pool, nullptr},
+        {"LayerNormalization", import_layer_norm, nullptr},
+        {"MatMul", import_matmul, fold_matmul},
+        {"MaxPool", import_pool, nullptr},
+        {"Softmax", import_softmax, nullptr},
+        // shape and data movement
+        {"Cast", import_cast, fold_cast},
+        {"Concat", import_concat, fold_concat},
+        {"Constant", nullptr, fold_constant},
+        {"ConstantOfShape", nullptr, fold_constant_of_shape},
+        {"Expand", import_expand, fold_expand},
+        {"Flatten", import_reshape, fold_reshape},
+        {"Gather", nullptr, fold_gather},
+        {"Range", nullptr, fold_range},
+        {"Reshape", import_reshape, fold_reshape},
+        {"Shape", import_shape, fold_shape},
+        {"Size", import_shape, fold_shape},
+        {"Slice", nullptr, fold_slice},
+        {"Squeeze", import_reshape, fold_reshape},
+        {"Transpose", nullptr, fold_transpose},
+        {"Unsqueeze", import_reshape, fold_reshape},
+    };
+    std::sort(t.begin(), t.end(), [](const op_entry& a, const op_entry& b) {
+      return std::string_view(a.type) < b.type;
+    });
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace kfuse::onnx::detail

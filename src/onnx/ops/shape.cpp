@@ -1,0 +1,461 @@
+// Shape and data-movement ops: Reshape Flatten Squeeze Unsqueeze Concat Cast on run-time data
+// (graph reshape / concat nodes), and the load-time evaluation of the shape arithmetic that
+// exporters emit (Shape Gather Slice Concat Unsqueeze Cast Range ConstantOfShape Expand ...).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "../tensor.hpp"
+#include "ops.hpp"
+
+namespace kfuse::onnx::detail {
+
+namespace {
+
+// The axes of Squeeze / Unsqueeze: an attribute before opset 13, an input from 13 on.
+std::vector<std::int64_t> axes_of(const context& cx, const node_proto& n, bool* given) {
+  if (cx.opset < 13 || cx.attr(n, "axes")) {
+    *given = cx.attr(n, "axes") != nullptr;
+    return cx.attr_ints(n, "axes");
+  }
+  *given = cx.has_input(n, 1);
+  return *given ? cx.ints_in(n, 1, "axes") : std::vector<std::int64_t>{};
+}
+
+}  // namespace
+
+std::vector<index_t> reshape_target(const context& cx, const node_proto& n,
+                                    const std::vector<index_t>& in,
+                                    const std::vector<std::int64_t>& target, bool allowzero) {
+  std::vector<index_t> out(target.begin(), target.end());
+  int unknown = -1;
+  index_t known = 1;
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 0 && !allowzero) {
+      if (d >= in.size())
+        cx.fail(n, "shape has 0 at axis " + std::to_string(d) + " past the input's rank");
+      out[d] = in[d];
+    }
+    if (out[d] == -1) {
+      if (unknown >= 0) cx.fail(n, "shape " + shape_str(out) + " has more than one -1");
+      unknown = int(d);
+    } else if (out[d] < 0) {
+      cx.fail(n, "shape has a negative extent " + std::to_string(out[d]));
+    } else if (__builtin_mul_overflow(known, out[d], &known)) {
+      cx.fail(n, "shape " + shape_str(out) + " overflows");
+    }
+  }
+  const index_t total = numel(in);
+  if (unknown >= 0) {
+    if (known == 0 || total % known != 0)
+      cx.fail(n, "cannot infer -1 in " + shape_str(out) + " for " + std::to_string(total) +
+                     " elements");
+    out[std::size_t(unknown)] = total / known;
+  }
+  if (numel(out) != total)
+    cx.fail(n, "input " + shape_str(in) + " has " + std::to_string(total) + " elements, shape " +
+                   shape_str(out) + " " + std::to_string(numel(out)));
+  return out;
+}
+
+std::vector<index_t> reshaped_shape(const context& cx, const node_proto& n,
+                                    const std::vector<index_t>& in) {
+  const std::string& t = n.op_type();
+  const int rank = int(in.size());
+  if (t == "Reshape") {
+    cx.only_attrs(n, {"allowzero"});
+    return reshape_target(cx, n, in, cx.ints_in(n, 1, "shape"),
+                          cx.attr_int(n, "allowzero", 0) != 0);
+  }
+  if (t == "Flatten") {
+    cx.only_attrs(n, {"axis"});
+    std::int64_t a = cx.attr_int(n, "axis", 1);
+    if (a < -rank || a > rank) cx.fail(n, "axis " + std::to_string(a) + " is out of range");
+    if (a < 0) a += rank;
+    index_t rows = 1, cols = 1;
+    for (int d = 0; d < rank; ++d) (d < a ? rows : cols) *= in[std::size_t(d)];
+    return {rows, cols};
+  }
+  bool given = false;
+  const std::vector<std::int64_t> axes = axes_of(cx, n, &given);
+  if (t == "Squeeze") {
+    std::vector<bool> drop(in.size(), false);
+    if (!given)
+      for (int d = 0; d < rank; ++d) drop[std::size_t(d)] = in[std::size_t(d)] == 1;
+    for (std::int64_t a : axes) {
+      const int d = norm_axis(cx, n, a, rank);
+      if (in[std::size_t(d)] != 1)
+        cx.fail(n, "axis " + std::to_string(a) + " has extent " +
+                       std::to_string(in[std::size_t(d)]) + ", not 1");
+      drop[std::size_t(d)] = true;
+    }
+    std::vector<index_t> out;
+    for (int d = 0; d < rank; ++d)
+      if (!drop[std::size_t(d)]) out.push_back(in[std::size_t(d)]);
+    return out;
+  }
+  // Unsqueeze
+  if (!given) cx.fail(n, "axes are required");
+  const int out_rank = rank + int(axes.size());
+  std::vector<bool> is_new(std::size_t(out_rank), false);
+  for (std::int64_t a : axes) {
+    const int d = norm_axis(cx, n, a, out_rank);
+    if (is_new[std::size_t(d)]) cx.fail(n, "axis " + std::to_string(a) + " is repeated");
+    is_new[std::size_t(d)] = true;
+  }
+  std::vector<index_t> out;
+  std::size_t src = 0;
+  for (int d = 0; d < out_rank; ++d) out.push_back(is_new[std::size_t(d)] ? 1 : in[src++]);
+  return out;
+}
+
+void import_reshape(context& cx, const node_proto& n) {
+  const value& v = cx.in(n, 0);
+  const std::vector<index_t> shape = reshaped_shape(cx, n, v.r.shape);
+  const run_value x = cx.run_in(n, 0);
+  if (shape == x.shape) return cx.set_alias(n, 0, cx.in(n, 0));
+  cx.set_run(n, 0, cx.reshape(x, shape, n.output(0)));
+}
+
+void fold_reshape(context& cx, const node_proto& n) {
+  const_value c = cx.in(n, 0).c;
+  c.shape = reshaped_shape(cx, n, c.shape);
+  cx.set_const(n, 0, std::move(c));
+}
+
+void import_concat(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"axis"});
+  if (!cx.attr(n, "axis")) cx.fail(n, "attribute 'axis' is required");
+  // The first run-time input sets the layout; constants follow it.
+  int first = 0;
+  while (first < n.input_size() && cx.is_const(n, first)) ++first;
+  run_value x0 = cx.float_in(n, first);
+  if (x0.shape.size() == 4) x0 = cx.as_image(x0, n.output(0));
+  const int rank = int(x0.shape.size());
+  const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", 0), rank);
+  std::vector<tensor_id> ids;
+  std::vector<index_t> shape = x0.shape;
+  shape[std::size_t(axis)] = 0;
+  for (int k = 0; k < n.input_size(); ++k) {
+    run_value x;
+    if (cx.is_const(n, k)) {
+      const const_value& c = cx.in(n, k).c;
+      if (!c.is_float()) cx.fail(n, "input '" + n.input(k) + "' is " + elem_name(c.elem));
+      x = cx.graph_constant(c, cx.unique(n.input(k) + "/" + std::string(layout_name(x0.layout))),
+                            x0.layout);
+    } else {
+      x = cx.to_layout(cx.float_in(n, k), x0.layout, n.output(0) + "/" + std::to_string(k));
+    }
+    if (x.shape.size() != x0.shape.size())
+      cx.fail(n, "input '" + n.input(k) + "' " + shape_str(x.shape) + " has another rank than " +
+                     shape_str(x0.shape));
+    for (int d = 0; d < rank; ++d)
+      if (d != axis && x.shape[std::size_t(d)] != x0.shape[std::size_t(d)])
+        cx.fail(n, "input '" + n.input(k) + "' " + shape_str(x.shape) + " does not match " +
+                       shape_str(x0.shape) + " off axis " + std::to_string(axis));
+    shape[std::size_t(axis)] += x.shape[std::size_t(axis)];
+    ids.push_back(x.id);
+  }
+  run_value y = x0;
+  y.id = cx.g.concat(cx.out_name(n), ids, axis);
+  y.shape = shape;
+  cx.set_run(n, 0, y);
+}
+
+void fold_concat(context& cx, const node_proto& n) {
+  const const_value& a = cx.in(n, 0).c;
+  const int rank = int(a.shape.size());
+  const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", 0), std::max(rank, 1));
+  std::vector<index_t> shape = a.shape;
+  if (shape.empty()) cx.fail(n, "scalars cannot be concatenated");
+  shape[std::size_t(axis)] = 0;
+  for (int k = 0; k < n.input_size(); ++k) {
+    const const_value& c = cx.in(n, k).c;
+    if (c.shape.size() != a.shape.size() || c.is_float() != a.is_float())
+      cx.fail(n, "inputs differ in rank or type");
+    for (int d = 0; d < rank; ++d)
+      if (d != axis && c.shape[std::size_t(d)] != a.shape[std::size_t(d)])
+        cx.fail(n, "input shapes " + shape_str(c.shape) + " and " + shape_str(a.shape) + " differ");
+    shape[std::size_t(axis)] += c.shape[std::size_t(axis)];
+  }
+  const_value y = make_const(a.elem, shape);
+  index_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[std::size_t(d)];
+  for (int d = axis + 1; d < rank; ++d) inner *= shape[std::size_t(d)];
+  index_t off = 0;
+  for (int k = 0; k < n.input_size(); ++k) {
+    const const_value& c = cx.in(n, k).c;
+    const index_t ext = c.shape[std::size_t(axis)];
+    for (index_t o = 0; o < outer; ++o)
+      for (index_t j = 0; j < ext * inner; ++j)
+        store(y, o * shape[std::size_t(axis)] * inner + off * inner + j, c.at(o * ext * inner + j));
+    off += ext;
+  }
+  cx.set_const(n, 0, std::move(y));
+}
+
+void import_cast(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"to", "saturate"});
+  const std::int64_t to = cx.attr_int(n, "to", 0);
+  const run_value x = cx.run_in(n, 0);
+  if (to == elem_float && x.type == dtype::f32) return cx.set_alias(n, 0, cx.in(n, 0));
+  cx.fail(n, "cast of run-time data to " + elem_name(std::int32_t(to)) +
+                 " is not supported (float32 -> float32 only)");
+}
+
+void fold_cast(context& cx, const node_proto& n) {
+  const const_value& x = cx.in(n, 0).c;
+  const std::int32_t to = std::int32_t(cx.attr_int(n, "to", 0));
+  if (to == elem_string || to <= 0 || to > elem_bfloat16 || to == 14 || to == 15)
+    cx.fail(n, "cast to " + elem_name(to) + " is not supported");
+  const_value y = make_const(to, x.shape);
+  for (index_t k = 0; k < x.numel(); ++k) {
+    double v = x.at(k);
+    if (!y.is_float() && to != elem_bool) v = std::trunc(v);
+    store(y, k, v);
+  }
+  if (to == elem_float16 ||
+      to == elem_bfloat16)  // the rounding of the narrower type is not modelled
+    cx.rewrites.push_back("note: cast to " + elem_name(to) + " at load time kept float32 values (" +
+                          context::describe(n) + ")");
+  cx.set_const(n, 0, std::move(y));
+}
+
+// Shape (opset 15: start / end) and Size of a value whose shape is known.
+namespace {
+void shape_of(context& cx, const node_proto& n, const std::vector<index_t>& s) {
+  if (n.op_type() == "Size") {
+    const_value c = make_const(elem_int64, {});
+    c.i[0] = numel(s);
+    return cx.set_const(n, 0, std::move(c));
+  }
+  cx.only_attrs(n, {"start", "end"});
+  const std::int64_t r = std::int64_t(s.size());
+  auto clampi = [&](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? v + r : v, 0, r); };
+  const std::int64_t b = clampi(cx.attr_int(n, "start", 0)), e = clampi(cx.attr_int(n, "end", r));
+  const_value c = make_const(elem_int64, {std::max<std::int64_t>(0, e - b)});
+  for (std::int64_t k = b; k < e; ++k) c.i[std::size_t(k - b)] = s[std::size_t(k)];
+  cx.set_const(n, 0, std::move(c));
+}
+}  // namespace
+
+void import_shape(context& cx, const node_proto& n) { shape_of(cx, n, cx.in(n, 0).r.shape); }
+void fold_shape(context& cx, const node_proto& n) { shape_of(cx, n, cx.in(n, 0).c.shape); }
+
+void fold_constant(context& cx, const node_proto& n) {
+  if (n.attribute_size() != 1) cx.fail(n, "needs exactly one value attribute");
+  const auto& a = n.attribute(0);
+  const_value c;
+  if (a.name() == "value") {
+    tensor_source src;
+    src.max_bytes = cx.opt.max_bytes;
+    c = decode_tensor(a.t(), src, context::describe(n));
+  } else if (a.name() == "value_float") {
+    c = make_const(elem_float, {});
+    c.f[0] = a.f();
+  } else if (a.name() == "value_floats") {
+    c = make_const(elem_float, {index_t(a.floats_size())});
+    std::copy(a.floats().begin(), a.floats().end(), c.f.begin());
+  } else if (a.name() == "value_int") {
+    c = make_const(elem_int64, {});
+    c.i[0] = a.i();
+  } else if (a.name() == "value_ints") {
+    c = make_const(elem_int64, {index_t(a.ints_size())});
+    std::copy(a.ints().begin(), a.ints().end(), c.i.begin());
+  } else {
+    cx.fail(n, "attribute '" + a.name() + "' is not supported");
+  }
+  cx.set_const(n, 0, std::move(c));
+}
+
+void fold_constant_of_shape(context& cx, const node_proto& n) {
+  const std::vector<std::int64_t> dims = cx.ints_in(n, 0, "shape");
+  std::vector<index_t> shape(dims.begin(), dims.end());
+  for (index_t d : shape)
+    if (d < 0) cx.fail(n, "negative extent in " + shape_str(shape));
+  if (numel(shape) > index_t(cx.opt.max_bytes / 4))
+    cx.fail(n, "shape " + shape_str(shape) + " is too large");
+  const_value fill = make_const(elem_float, {1});
+  if (const auto* a = cx.attr(n, "value")) {
+    tensor_source src;
+    src.max_bytes = cx.opt.max_bytes;
+    fill = decode_tensor(a->t(), src, context::describe(n));
+    if (fill.numel() != 1) cx.fail(n, "value must hold one element");
+  }
+  const_value y = make_const(fill.elem, shape);
+  for (index_t k = 0; k < y.numel(); ++k) store(y, k, fill.at(0));
+  cx.set_const(n, 0, std::move(y));
+}
+
+void fold_gather(context& cx, const node_proto& n) {
+  const const_value& data = cx.in(n, 0).c;
+  const std::vector<std::int64_t> idx = cx.ints_in(n, 1, "indices");
+  const std::vector<index_t>& ishape = cx.in(n, 1).c.shape;
+  const int rank = int(data.shape.size());
+  if (rank == 0) cx.fail(n, "data is a scalar");
+  const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", 0), rank);
+  const index_t ext = data.shape[std::size_t(axis)];
+  std::vector<index_t> shape(data.shape.begin(), data.shape.begin() + axis);
+  shape.insert(shape.end(), ishape.begin(), ishape.end());
+  shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+  index_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= data.shape[std::size_t(d)];
+  for (int d = axis + 1; d < rank; ++d) inner *= data.shape[std::size_t(d)];
+  const_value y = make_const(data.elem, shape);
+  const index_t ni = index_t(idx.size());
+  for (index_t o = 0; o < outer; ++o)
+    for (index_t j = 0; j < ni; ++j) {
+      index_t i = idx[std::size_t(j)];
+      if (i < -ext || i >= ext)
+        cx.fail(
+            n, "index " + std::to_string(i) + " is out of range for extent " + std::to_string(ext));
+      if (i < 0) i += ext;
+      for (index_t k = 0; k < inner; ++k)
+        store(y, (o * ni + j) * inner + k, data.at((o * ext + i) * inner + k));
+    }
+  cx.set_const(n, 0, std::move(y));
+}
+
+void fold_slice(context& cx, const node_proto& n) {
+  const const_value& data = cx.in(n, 0).c;
+  const int rank = int(data.shape.size());
+  std::vector<std::int64_t> starts, ends, axes, steps;
+  if (cx.opset < 10) {
+    starts = cx.attr_ints(n, "starts");
+    ends = cx.attr_ints(n, "ends");
+    axes = cx.attr_ints(n, "axes");
+  } else {
+    starts = cx.ints_in(n, 1, "starts");
+    ends = cx.ints_in(n, 2, "ends");
+    if (cx.has_input(n, 3)) axes = cx.ints_in(n, 3, "axes");
+    if (cx.has_input(n, 4)) steps = cx.ints_in(n, 4, "steps");
+  }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    cx.fail(n, "starts, ends, axes and steps differ in length");
+  std::vector<index_t> b(std::size_t(rank), 0), st(std::size_t(rank), 1), shape = data.shape;
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const int a = norm_axis(cx, n, axes[k], rank);
+    const index_t ext = data.shape[std::size_t(a)];
+    const std::int64_t s = steps[k];
+    if (s == 0) cx.fail(n, "step 0");
+    // ONNX: negatives count from the end, then clamp to [0, ext] (step > 0) or
+    // [-1, ext - 1] (step < 0).
+    auto norm = [&](std::int64_t v) { return v < 0 ? v + ext : v; };
+    const std::int64_t lo = s > 0 ? 0 : -1, hi = s > 0 ? ext : ext - 1;
+    const std::int64_t sb = std::clamp<std::int64_t>(norm(starts[k]), 0, hi);
+    const std::int64_t se = std::clamp<std::int64_t>(norm(ends[k]), lo, hi);
+    const index_t count =
+        s > 0 ? (se > sb ? (se - sb + s - 1) / s : 0) : (sb > se ? (sb - se + (-s) - 1) / (-s) : 0);
+    b[std::size_t(a)] = sb;
+    st[std::size_t(a)] = s;
+    shape[std::size_t(a)] = count;
+  }
+  const_value y = make_const(data.elem, shape);
+  for (index_t k = 0; k < y.numel(); ++k) {
+    index_t rem = k, src = 0, stride = 1;
+    for (int d = rank; d-- > 0;) {
+      const index_t coord = rem % shape[std::size_t(d)];
+      rem /= shape[std::size_t(d)];
+      src += (b[std::size_t(d)] + coord * st[std::size_t(d)]) * stride;
+      stride *= data.shape[std::size_t(d)];
+    }
+    store(y, k, data.at(src));
+  }
+  cx.set_const(n, 0, std::move(y));
+}
+
+void fold_range(context& cx, const node_proto& n) {
+  const const_value& s = cx.in(n, 0).c;
+  const const_value& l = cx.in(n, 1).c;
+  const const_value& d = cx.in(n, 2).c;
+  if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1) cx.fail(n, "inputs must be scalars");
+  const double start = s.at(0), limit = l.at(0), delta = d.at(0);
+  if (delta == 0) cx.fail(n, "delta is 0");
+  const double count = std::max(0.0, std::ceil((limit - start) / delta));
+  if (count > double(cx.opt.max_bytes / 4)) cx.fail(n, "too many elements");
+  const_value y = make_const(s.elem, {index_t(count)});
+  for (index_t k = 0; k < y.numel(); ++k) store(y, k, start + double(k) * delta);
+  cx.set_const(n, 0, std::move(y));
+}
+
+void fold_expand(context& cx, const node_proto& n) {
+  const const_value& x = cx.in(n, 0).c;
+  const std::vector<std::int64_t> target = cx.ints_in(n, 1, "shape");
+  std::vector<index_t> shape;
+  if (!broadcast_shape(x.shape, {target.begin(), target.end()}, shape))
+    cx.fail(n, "shape does not broadcast");
+  if (numel(shape) > index_t(cx.opt.max_bytes / 4)) cx.fail(n, "too many elements");
+  const_value y = make_const(x.elem, shape);
+  for (index_t k = 0; k < y.numel(); ++k) store(y, k, x.at(broadcast_index(k, shape, x.shape)));
+  cx.set_const(n, 0, std::move(y));
+}
+
+void import_expand(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {});
+  const run_value x = cx.float_in(n, 0);
+  const std::vector<std::int64_t> target = cx.ints_in(n, 1, "shape");
+  std::vector<index_t> shape;
+  if (!broadcast_shape(x.shape, {target.begin(), target.end()}, shape))
+    cx.fail(n, "input " + shape_str(x.shape) + " does not broadcast to " +
+                   shape_str({target.begin(), target.end()}));
+  if (shape == x.shape) return cx.set_alias(n, 0, cx.in(n, 0));
+  cx.set_run(n, 0, cx.broadcast(x, shape, x.layout, n.output(0)));
+}
+
+void fold_transpose(context& cx, const node_proto& n) {
+  const const_value& x = cx.in(n, 0).c;
+  const int rank = int(x.shape.size());
+  std::vector<std::int64_t> perm = cx.attr_ints(n, "perm");
+  if (perm.empty())
+    for (int d = rank; d-- > 0;) perm.push_back(d);
+  if (int(perm.size()) != rank) cx.fail(n, "perm does not match the rank");
+  std::vector<bool> seen(std::size_t(rank), false);
+  std::vector<index_t> shape(static_cast<std::size_t>(rank));
+  for (int d = 0; d < rank; ++d) {
+    const int p = norm_axis(cx, n, perm[std::size_t(d)], rank);
+    if (seen[std::size_t(p)]) cx.fail(n, "perm repeats axis " + std::to_string(p));
+    seen[std::size_t(p)] = true;
+    perm[std::size_t(d)] = p;
+    shape[std::size_t(d)] = x.shape[std::size_t(p)];
+  }
+  std::vector<index_t> in_stride(std::size_t(rank), 1);
+  for (int d = rank - 1; d-- > 0;)
+    in_stride[std::size_t(d)] = in_stride[std::size_t(d + 1)] * x.shape[std::size_t(d + 1)];
+  const_value y = make_const(x.elem, shape);
+  for (index_t k = 0; k < y.numel(); ++k) {
+    index_t rem = k, src = 0;
+    for (int d = rank; d-- > 0;) {
+      const index_t coord = rem % shape[std::size_t(d)];
+      rem /= shape[std::size_t(d)];
+      src += coord * in_stride[std::size_t(perm[std::size_t(d)])];
+    }
+    store(y, k, x.at(src));
+  }
+  cx.set_const(n, 0, std::move(y));
+}
+
+// Identity, and Dropout at inference: the input itself (Dropout's mask, if used, all true).
+void fold_identity(context& cx, const node_proto& n) {
+  if (n.op_type() == "Dropout") {
+    cx.only_attrs(n, {"ratio", "seed", "is_test"});
+    if (cx.has_input(n, 2)) {
+      const const_value& tm = cx.const_in(n, 2, "training_mode");
+      if (tm.numel() != 1 || tm.at(0) != 0)
+        cx.fail(n, "training_mode=true is not supported (inference only)");
+    }
+    if (cx.output_used(n, 1)) {
+      const value& x = cx.in(n, 0);
+      const_value mask = make_const(elem_bool, x.is_const ? x.c.shape : x.r.shape);
+      std::fill(mask.i.begin(), mask.i.end(), 1);
+      cx.set_const(n, 1, std::move(mask));
+    }
+  }
+  cx.set_alias(n, 0, cx.in(n, 0));
+}
+
+}  // namespace kfuse::onnx::detail

@@ -1,0 +1,337 @@
+// Load-time pattern fusion on the ONNX nodes, before they are imported: the decomposed forms
+// exporters write for GELU, HardSwish and SiLU become one node each (one eltwise stage, which the
+// plan then fuses into the producer's epilogue).
+#include "patterns.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace kfuse::onnx::detail {
+
+namespace {
+
+class matcher {
+ public:
+  matcher(std::vector<node_proto>& nodes, const std::map<std::string, const_value>& consts,
+          const std::set<std::string>& outputs)
+      : nodes_(nodes), consts_(consts), outputs_(outputs) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      for (const auto& o : nodes[i].output()) producer_[o] = int(i);
+      for (const auto& in : nodes[i].input()) ++uses_[in];
+    }
+  }
+
+  /// The node producing `v` if it has op type `type` and is still live (else -1).
+  int producer(const std::string& v, const char* type) const {
+    const auto it = producer_.find(v);
+    if (it == producer_.end() || dead_.count(it->second)) return -1;
+    const node_proto& n = nodes_[std::size_t(it->second)];
+    return n.op_type() == type && (n.domain().empty() || n.domain() == "ai.onnx") && arity_ok(n)
+               ? it->second
+               : -1;
+  }
+  /// The node has the inputs and output the patterns read (a damaged file may lack them).
+  static bool arity_ok(const node_proto& n) {
+    if (n.output_size() < 1) return false;
+    const std::string& t = n.op_type();
+    if (t == "Add" || t == "Mul" || t == "Div" || t == "Pow") return n.input_size() == 2;
+    if (t == "Clip") return n.input_size() >= 1;
+    if (t == "Constant") return n.input_size() == 0;
+    return n.input_size() == 1;
+  }
+  /// `v` feeds exactly one input and is no model output: an intermediate a rewrite may drop.
+  bool private_value(const std::string& v) const {
+    const auto it = uses_.find(v);
+    return it != uses_.end() && it->second == 1 && !outputs_.count(v);
+  }
+  /// A scalar constant (initializer or Constant node) close to `want`.
+  bool scalar(const std::string& v, double want) const {
+    double got = 0;
+    return scalar_value(v, got) && std::fabs(got - want) <= 1e-4 * std::fabs(want) + 1e-6;
+  }
+  bool scalar_value(const std::string& v, double& out) const {
+    const auto it = consts_.find(v);
+    if (it != consts_.end()) {
+      if (it->second.numel() != 1) return false;
+      out = it->second.at(0);
+      return true;
+    }
+    const int p = producer(v, "Constant");
+    if (p < 0) return false;
+    const node_proto& c = nodes_[std::size_t(p)];
+    if (c.attribute_size() != 1) return false;
+    const auto& a = c.attribute(0);
+    if (a.name() == "value_float") {
+      out = a.f();
+      return true;
+    }
+    if (a.name() != "value") return false;
+    const auto& t = a.t();
+    if (t.data_type() != 1) return false;
+    std::int64_t n = 1;
+    for (auto d : t.dims()) n *= d;
+    if (n != 1) return false;
+    if (t.float_data_size() == 1) {
+      out = t.float_data(0);
+      return true;
+    }
+    if (t.raw_data().size() == 4) {
+      float f;
+      std::memcpy(&f, t.raw_data().data(), 4);
+      out = f;
+      return true;
+    }
+    return false;
+  }
+  /// The other input of a two-input node, given one of them.
+  static const std::string* other(const node_proto& n, const std::string& one) {
+    if (n.input_size() != 2) return nullptr;
+    if (n.input(0) == one) return &n.input(1);
+    if (n.input(1) == one) return &n.input(0);
+    return nullptr;
+  }
+  /// The single live consumer of v with op type `type` (-1 if v has another use).
+  int sole_consumer(const std::string& v, const char* type) const {
+    if (!private_value(v)) return -1;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (dead_.count(int(i))) continue;
+      const node_proto& n = nodes_[i];
+      for (const auto& in : n.input())
+        if (in == v) return n.op_type() == type && arity_ok(n) ? int(i) : -1;
+    }
+    return -1;
+  }
+  node_proto& at(int i) { return nodes_[std::size_t(i)]; }
+  /// Replaces the nodes `gone` by one node `type`(x) -> y at the place of the last of them.
+  void replace(std::vector<int> gone, const char* type, const std::string& x,
+               const std::string& y) {
+    int last = 0;
+    for (int i : gone) last = std::max(last, i);
+    node_proto fused;
+    fused.set_op_type(type);
+    fused.set_domain("kfuse");
+    fused.set_name(y);
+    fused.add_input(x);
+    fused.add_output(y);
+    for (int i : gone) dead_.insert(i);
+    dead_.erase(last);
+    nodes_[std::size_t(last)] = fused;
+    producer_[y] = last;
+  }
+  void compact() {
+    std::vector<node_proto> live;
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (!dead_.count(int(i))) live.push_back(std::move(nodes_[i]));
+    nodes_.swap(live);
+  }
+  bool dead(int i) const { return dead_.count(i) != 0; }
+  int index_of(const std::string& v) const { return producer_.at(v); }
+
+ private:
+  std::vector<node_proto>& nodes_;
+  const std::map<std::string, const_value>& consts_;
+  const std::set<std::string>& outputs_;
+  std::map<std::string, int> producer_;
+  std::map<std::string, int> uses_;
+  std::set<int> dead_;
+};
+
+::onnx::AttributeProto approximate_tanh() {
+  ::onnx::AttributeProto a;
+  a.set_name("approximate");
+  a.set_type(::onnx::AttributeProto::STRING);
+  a.set_s("tanh");
+  return a;
+}
+
+// The common tail of both GELU forms: 0.5 * x * (1 + f), f the output of node `fn` (erf or
+// tanh), in the orders exporters write it. Adds the tail's nodes to `gone`, sets the output y.
+bool gelu_tail(matcher& m, int fn, const std::string& x, std::vector<int>& gone, std::string& y) {
+  const std::string& f = m.at(fn).output(0);
+  const int add = m.sole_consumer(f, "Add");
+  if (add < 0) return false;
+  const std::string* one = matcher::other(m.at(add), f);
+  if (!one || !m.scalar(*one, 1.0)) return false;
+  const int mul1 = m.sole_consumer(m.at(add).output(0), "Mul");
+  if (mul1 < 0) return false;
+  const std::string* lhs = matcher::other(m.at(mul1), m.at(add).output(0));
+  if (!lhs) return false;
+  gone.insert(gone.end(), {fn, add, mul1});
+  if (*lhs == x) {  // (x * (1 + f)) * 0.5
+    const int mul2 = m.sole_consumer(m.at(mul1).output(0), "Mul");
+    if (mul2 < 0) return false;
+    const std::string* half = matcher::other(m.at(mul2), m.at(mul1).output(0));
+    if (!half || !m.scalar(*half, 0.5)) return false;
+    gone.push_back(mul2);
+    y = m.at(mul2).output(0);
+    return true;
+  }
+  // (x * 0.5) * (1 + f)
+  const int h = m.producer(*lhs, "Mul");
+  if (h < 0 || !m.private_value(*lhs)) return false;
+  const std::string* half = matcher::other(m.at(h), x);
+  if (!half || !m.scalar(*half, 0.5)) return false;
+  gone.push_back(h);
+  y = m.at(mul1).output(0);
+  return true;
+}
+
+// Erf GELU: 0.5 * x * (1 + erf(x / sqrt(2))) (or x * (1 / sqrt(2))).
+bool match_gelu_erf(matcher& m, int erf, std::vector<std::string>& report) {
+  const std::string& d = m.at(erf).input(0);
+  int scale = m.producer(d, "Div");
+  std::string x;
+  if (scale >= 0 && m.scalar(m.at(scale).input(1), std::sqrt(2.0))) {
+    x = m.at(scale).input(0);
+  } else {
+    scale = m.producer(d, "Mul");
+    if (scale < 0) return false;
+    const node_proto& s = m.at(scale);
+    if (m.scalar(s.input(1), std::sqrt(0.5)))
+      x = s.input(0);
+    else if (m.scalar(s.input(0), std::sqrt(0.5)))
+      x = s.input(1);
+    else
+      return false;
+  }
+  if (!m.private_value(d)) return false;
+  std::vector<int> gone = {scale};
+  std::string y;
+  if (!gelu_tail(m, erf, x, gone, y)) return false;
+  report.push_back("gelu: the erf form (" + std::to_string(gone.size()) + " nodes) -> Gelu '" + y +
+                   "'");
+  m.replace(gone, "Gelu", x, y);
+  return true;
+}
+
+// Tanh GELU: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), x^3 as x * (x * x)
+// or Pow(x, 3).
+bool match_gelu_tanh(matcher& m, int tanh, std::vector<std::string>& report) {
+  const std::string& t_in = m.at(tanh).input(0);
+  const int scale = m.producer(t_in, "Mul");
+  if (scale < 0 || !m.private_value(t_in)) return false;
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  const std::string* inner = nullptr;
+  if (m.scalar(m.at(scale).input(0), k))
+    inner = &m.at(scale).input(1);
+  else if (m.scalar(m.at(scale).input(1), k))
+    inner = &m.at(scale).input(0);
+  if (!inner || !m.private_value(*inner)) return false;
+  const int add = m.producer(*inner, "Add");
+  if (add < 0) return false;
+  for (int side = 0; side < 2; ++side) {
+    const std::string& x = m.at(add).input(side);
+    const std::string& c = m.at(add).input(1 - side);
+    const int mc = m.producer(c, "Mul");  // 0.044715 * x^3
+    if (mc < 0 || !m.private_value(c)) continue;
+    const std::string* cube = nullptr;
+    if (m.scalar(m.at(mc).input(0), 0.044715))
+      cube = &m.at(mc).input(1);
+    else if (m.scalar(m.at(mc).input(1), 0.044715))
+      cube = &m.at(mc).input(0);
+    if (!cube || !m.private_value(*cube)) continue;
+    std::vector<int> gone = {scale, add, mc};
+    if (const int pw = m.producer(*cube, "Pow"); pw >= 0) {
+      if (m.at(pw).input(0) != x || !m.scalar(m.at(pw).input(1), 3.0)) continue;
+      gone.push_back(pw);
+    } else if (const int m3 = m.producer(*cube, "Mul"); m3 >= 0) {
+      const std::string* sq = matcher::other(m.at(m3), x);
+      if (!sq || !m.private_value(*sq)) continue;
+      const int m2 = m.producer(*sq, "Mul");
+      if (m2 < 0 || m.at(m2).input(0) != x || m.at(m2).input(1) != x) continue;
+      gone.insert(gone.end(), {m3, m2});
+    } else {
+      continue;
+    }
+    std::string y;
+    if (!gelu_tail(m, tanh, x, gone, y)) return false;
+    report.push_back("gelu: the tanh form (" + std::to_string(gone.size()) + " nodes) -> Gelu '" +
+                     y + "'");
+    m.replace(gone, "Gelu", x, y);
+    m.at(m.index_of(y)).add_attribute()->CopyFrom(approximate_tanh());
+    return true;
+  }
+  return false;
+}
+
+// HardSwish: x * clip(x + 3, 0, 6) / 6 (or * 1/6), and x * HardSigmoid(x) with alpha 1/6.
+bool match_hardswish(matcher& m, int mul, std::vector<std::string>& report) {
+  const node_proto& mn = m.at(mul);
+  for (int side = 0; side < 2; ++side) {
+    const std::string& x = mn.input(side);
+    const std::string& g = mn.input(1 - side);
+    if (!m.private_value(g)) continue;
+    const int hs = m.producer(g, "HardSigmoid");
+    if (hs >= 0 && m.at(hs).input(0) == x) {
+      double a = 0.2, b = 0.5;
+      for (const auto& at : m.at(hs).attribute()) {
+        if (at.name() == "alpha") a = at.f();
+        if (at.name() == "beta") b = at.f();
+      }
+      if (std::fabs(a - 1.0 / 6) > 1e-6 || b != 0.5) continue;
+      report.push_back("hardswish: x * HardSigmoid(x) -> HardSwish '" + mn.output(0) + "'");
+      m.replace({hs, mul}, "HardSwish", x, mn.output(0));
+      return true;
+    }
+    const int sig = m.producer(g, "Sigmoid");
+    if (sig >= 0 && m.at(sig).input(0) == x) {
+      report.push_back("silu: x * Sigmoid(x) -> SiLU '" + mn.output(0) + "'");
+      m.replace({sig, mul}, "kfuse.Silu", x, mn.output(0));
+      return true;
+    }
+    const int clip = m.producer(g, "Clip");
+    if (clip < 0) continue;
+    const node_proto& c = m.at(clip);
+    if (c.input_size() < 3 || !m.scalar(c.input(1), 0.0) || !m.scalar(c.input(2), 6.0)) continue;
+    // Add(x, 3) -> [Relu ->] Clip(0, 6): relu6 is exported with and without the Relu.
+    std::string clip_in = c.input(0);
+    const int relu = m.producer(clip_in, "Relu");
+    if (relu >= 0) {
+      if (!m.private_value(clip_in)) continue;
+      clip_in = m.at(relu).input(0);
+    }
+    const int add = m.producer(clip_in, "Add");
+    if (add < 0 || !m.private_value(clip_in)) continue;
+    const std::string* three = matcher::other(m.at(add), x);
+    if (!three || !m.scalar(*three, 3.0)) continue;
+    // The / 6 after the product.
+    int div = m.sole_consumer(mn.output(0), "Div");
+    bool ok = div >= 0 && m.at(div).input(0) == mn.output(0) && m.scalar(m.at(div).input(1), 6.0);
+    if (!ok) {
+      div = m.sole_consumer(mn.output(0), "Mul");
+      const std::string* sixth = div >= 0 ? matcher::other(m.at(div), mn.output(0)) : nullptr;
+      ok = sixth && m.scalar(*sixth, 1.0 / 6);
+    }
+    if (!ok) continue;
+    const std::string y = m.at(div).output(0);
+    report.push_back("hardswish: x * clip(x + 3, 0, 6) / 6 -> HardSwish '" + y + "'");
+    std::vector<int> gone = {add, clip, mul, div};
+    if (relu >= 0) gone.push_back(relu);
+    m.replace(gone, "HardSwish", x, y);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void fuse_patterns(std::vector<node_proto>& nodes, const std::map<std::string, const_value>& consts,
+                   const std::set<std::string>& outputs, std::vector<std::string>& report) {
+  matcher m(nodes, consts, outputs);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (m.dead(int(i))) continue;
+    const node_proto& n = nodes[i];
+    if ((!n.domain().empty() && n.domain() != "ai.onnx") || !matcher::arity_ok(n)) continue;
+    if (n.op_type() == "Erf")
+      match_gelu_erf(m, int(i), report);
+    else if (n.op_type() == "Tanh")
+      match_gelu_tanh(m, int(i), report);
+    else if (n.op_type() == "Mul")
+      match_hardswish(m, int(i), report);
+  }
+  m.compact();
+}
+
+}  // namespace kfuse::onnx::detail

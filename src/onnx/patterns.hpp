@@ -1,0 +1,18 @@
+#pragma once
+// Load-time pattern fusion over the ONNX nodes (patterns.cpp).
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+
+namespace kfuse::onnx::detail {
+
+/// Rewrites the decomposed GELU / HardSwish / SiLU forms in `nodes` into one node each; one
+/// line per rewrite in `report`. `consts`: the initializers; `outputs`: the model's outputs
+/// (never fused away).
+void fuse_patterns(std::vector<node_proto>& nodes, const std::map<std::string, const_value>& consts,
+                   const std::set<std::string>& outputs, std::vector<std::string>& report);
+
+}  // namespace kfuse::onnx::detail

@@ -1,0 +1,243 @@
+// Bad models get a kfuse::error that names the node, its op type and the problem, never a crash
+// or an unbounded allocation: unsupported ops, attributes and dtypes, unbound dimensions, wrong
+// options, corrupt bytes, tensors whose sizes lie, hostile external data paths.
+#include <onnx/onnx_pb.h>
+
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kfuse/onnx/importer.hpp"
+
+namespace {
+
+using Catch::Matchers::Contains;
+
+// A model with one float input x of `shape` (dim_param for negative entries: "batch"), the
+// given nodes, and output y.
+struct model_builder {
+  ::onnx::ModelProto m;
+  model_builder(std::vector<std::int64_t> shape, std::int64_t opset = 17) {
+    m.set_ir_version(8);
+    m.set_producer_name("kfuse-test");
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    auto* in = m.mutable_graph()->add_input();
+    in->set_name("x");
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(1);
+    for (std::int64_t d : shape) {
+      auto* dim = tt->mutable_shape()->add_dim();
+      if (d < 0)
+        dim->set_dim_param("batch");
+      else
+        dim->set_dim_value(d);
+    }
+    m.mutable_graph()->add_output()->set_name("y");
+  }
+  ::onnx::NodeProto& node(const std::string& op, std::vector<std::string> in,
+                          std::vector<std::string> out, const std::string& name = "") {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? out[0] : name);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return *n;
+  }
+  ::onnx::TensorProto& init(const std::string& name, std::vector<std::int64_t> dims,
+                            std::vector<float> values) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(1);
+    for (auto d : dims) t->add_dims(d);
+    for (float v : values) t->add_float_data(v);
+    return *t;
+  }
+  std::string bytes() const { return m.SerializeAsString(); }
+  kfuse::onnx::model load(const kfuse::onnx::import_options& opt = {}) const {
+    const std::string b = bytes();
+    return kfuse::onnx::load_bytes(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(b.data()), b.size()), opt);
+  }
+};
+
+void attr_int(::onnx::NodeProto& n, const char* name, std::int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+}  // namespace
+
+TEST_CASE("onnx errors: unsupported ops, domains and attributes name the node") {
+  {
+    model_builder b({1, 4});
+    b.node("Trilu", {"x"}, {"y"}, "tri");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'tri' (Trilu)") && Contains("not supported"));
+  }
+  {
+    model_builder b({1, 4});
+    b.node("FusedGemm", {"x"}, {"y"}, "fg").set_domain("com.microsoft");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'fg' (FusedGemm)") && Contains("com.microsoft"));
+  }
+  {
+    model_builder b({1, 4});
+    attr_int(b.node("Relu", {"x"}, {"y"}, "r"), "alpha_typo", 1);
+    // Relu has no attribute parser of its own: a stray attribute on LeakyRelu is an error.
+    model_builder l({1, 4});
+    attr_int(l.node("LeakyRelu", {"x"}, {"y"}, "lr"), "beta", 1);
+    CHECK_THROWS_WITH(l.load(), Contains("node 'lr' (LeakyRelu)") && Contains("'beta'"));
+  }
+  {
+    model_builder b({1, 4});
+    b.node("Erf", {"x"}, {"y"}, "e");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'e' (Erf)") && Contains("constants only"));
+  }
+  {
+    model_builder b({1, 2, 3, 3});
+    b.init("w", {2, 2, 1, 1}, {1, 0, 0, 1});
+    auto& n = b.node("Conv", {"x", "w"}, {"y"}, "c");
+    auto* a = n.add_attribute();
+    a->set_name("auto_pad");
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s("SAME_SIDEWAYS");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'c' (Conv)") && Contains("SAME_SIDEWAYS"));
+  }
+  {
+    model_builder b({1, 2, 3, 3});
+    b.node("Conv", {"x", "x"}, {"y"}, "c");  // run-time weights
+    CHECK_THROWS_WITH(b.load(), Contains("node 'c' (Conv)") && Contains("must be a constant"));
+  }
+  {
+    model_builder b({1, 4});
+    b.node("Relu", {"nowhere"}, {"y"}, "r");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'r' (Relu)") && Contains("'nowhere'"));
+  }
+}
+
+TEST_CASE("onnx errors: dimensions, options, opsets and input types") {
+  {
+    model_builder b({-1, 4});
+    b.node("Relu", {"x"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("'batch'") && Contains("symbolic"));
+    kfuse::onnx::import_options opt;
+    opt.dims["batch"] = 3;
+    const auto m = b.load(opt);
+    CHECK(m.inputs[0].shape == std::vector<kfuse::index_t>{3, 4});
+    opt.dims["batc"] = 3;
+    CHECK_THROWS_WITH(b.load(opt), Contains("'batc'"));
+  }
+  {
+    model_builder b({2, 4});
+    b.node("Relu", {"x"}, {"y"});
+    kfuse::onnx::import_options opt;
+    opt.shapes["x"] = {3, 4};
+    CHECK_THROWS_WITH(b.load(opt), Contains("input 'x'") && Contains("dimension 0"));
+    opt.shapes.clear();
+    opt.shapes["z"] = {2, 4};
+    CHECK_THROWS_WITH(b.load(opt), Contains("'z'") && Contains("not an input"));
+    opt.shapes.clear();
+    opt.shapes["x"] = {2, 4, 1};
+    CHECK_THROWS_WITH(b.load(opt), Contains("3 dimensions"));
+  }
+  {
+    model_builder b({2, 4}, 18);
+    b.node("Relu", {"x"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("opset 18"));
+  }
+  {
+    model_builder b({2, 4});
+    b.m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(7);
+    b.node("Relu", {"x"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("input 'x' is int64"));
+  }
+  {
+    model_builder b({2, 0});
+    b.node("Relu", {"x"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("extent 0"));
+  }
+  {
+    model_builder b({1 << 30, 1 << 30});
+    b.node("Relu", {"x"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("too large"));
+  }
+}
+
+TEST_CASE("onnx errors: tensors whose sizes lie, hostile dims") {
+  {
+    model_builder b({1, 2});
+    b.init("w", {3, 2}, {1, 2, 3, 4});  // 4 values for 6
+    b.node("MatMul", {"x", "w"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("initializer 'w'") && Contains("holds 4 values"));
+  }
+  {
+    model_builder b({1, 2});
+    auto& t = b.init("w", {2, 3}, {});
+    t.set_raw_data(std::string(10, '\0'));  // 10 bytes for 24
+    b.node("MatMul", {"x", "w"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("initializer 'w'") && Contains("raw data has 10 bytes"));
+  }
+  {
+    model_builder b({1, 2});
+    b.init("w", {2, -3}, {});
+    b.node("MatMul", {"x", "w"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("negative dimension"));
+  }
+  {
+    model_builder b({1, 2});
+    b.init("w", {1ll << 40, 1ll << 40}, {});  // would be 2^82 floats: refused before allocating
+    b.node("MatMul", {"x", "w"}, {"y"});
+    CHECK_THROWS_WITH(b.load(), Contains("initializer 'w'") && Contains("too many elements"));
+  }
+  {
+    model_builder b({1, 2});
+    auto& t = b.init("w", {2, 2}, {});
+    t.set_data_location(::onnx::TensorProto::EXTERNAL);
+    auto* e = t.add_external_data();
+    e->set_key("location");
+    e->set_value("../../etc/passwd");
+    b.node("MatMul", {"x", "w"}, {"y"});
+    // From bytes: no folder, no external data at all.
+    CHECK_THROWS_WITH(b.load(), Contains("external data"));
+    // From a file: a location outside the model's folder is refused.
+    const auto dir = std::filesystem::temp_directory_path() / "kfuse_onnx_ext";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "m.onnx", std::ios::binary) << b.bytes();
+    CHECK_THROWS_WITH(kfuse::onnx::load(dir / "m.onnx"), Contains("escapes the model's folder"));
+    e->set_value("/etc/passwd");
+    std::ofstream(dir / "m.onnx", std::ios::binary) << b.bytes();
+    CHECK_THROWS_WITH(kfuse::onnx::load(dir / "m.onnx"), Contains("absolute"));
+    // A good location inside the folder: read, with its size checked against the dims.
+    e->set_value("w.bin");
+    const float w[4] = {1, 2, 3, 4};
+    std::ofstream(dir / "w.bin", std::ios::binary).write(reinterpret_cast<const char*>(w), 12);
+    std::ofstream(dir / "m.onnx", std::ios::binary) << b.bytes();
+    CHECK_THROWS_WITH(kfuse::onnx::load(dir / "m.onnx"), Contains("12 bytes"));
+    std::ofstream(dir / "w.bin", std::ios::binary).write(reinterpret_cast<const char*>(w), 16);
+    CHECK_NOTHROW(kfuse::onnx::load(dir / "m.onnx"));
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST_CASE("onnx errors: files that are not models") {
+  const std::string junk = "this is not a protobuf \xff\xff\xff";
+  CHECK_THROWS_WITH(kfuse::onnx::load_bytes(std::span<const std::byte>(
+                        reinterpret_cast<const std::byte*>(junk.data()), junk.size())),
+                    Contains("not a valid ONNX model"));
+  CHECK_THROWS_WITH(kfuse::onnx::load("/nonexistent/model.onnx"), Contains("cannot open"));
+  model_builder b({1, 4});
+  b.node("Relu", {"x"}, {"y"});
+  const std::string good = b.bytes();
+  kfuse::onnx::import_options small;
+  small.max_bytes = 8;
+  CHECK_THROWS_WITH(
+      kfuse::onnx::load_bytes(
+          std::span<const std::byte>(reinterpret_cast<const std::byte*>(good.data()), good.size()),
+          small),
+      Contains("above the limit"));
+}
