@@ -91,11 +91,32 @@ class Decomposed(nn.Module):
         return torch.matmul(y, self.w).clamp(-1.0, 1.0)
 
 
+class Upsampling(nn.Module):
+    """A U-Net's decoder steps: transposed convs (stride 2, and stride 3 with padding, groups and
+    output padding), bilinear and nearest interpolation, skip concat."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(4, 6, 2, stride=2)
+        self.up3 = nn.ConvTranspose2d(6, 4, 3, stride=3, padding=1, output_padding=1, groups=2)
+        self.mix = nn.Conv2d(10, 3, 3, padding=1)
+
+    def forward(self, x):
+        u = F.relu(self.up(x))                                     # 2x
+        b = F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
+        n = F.interpolate(x, scale_factor=2.0, mode="nearest")
+        y = self.mix(torch.cat([u, b + n], 1))
+        t = self.up3(u)                                            # 3x, output padding
+        r = F.interpolate(y, size=(t.shape[2], t.shape[3]), mode="bilinear", align_corners=True)
+        return torch.cat([t, r], 1)
+
+
 MODELS = {
     "small_cnn_b1": (SmallCnn, (1, 3, 24, 24)),
     "mlp_b3": (Mlp, (3, 16)),
     "conv1d_b2": (Conv1d, (2, 4, 10)),
     "decomposed_b2": (Decomposed, (2, 4, 6, 6)),
+    "upsampling_b2": (Upsampling, (2, 4, 5, 7)),
 }
 
 for name, (cls, shape) in MODELS.items():

@@ -178,11 +178,19 @@ std::string context::unique(const std::string& base) {
 
 run_value context::graph_constant(const const_value& c, const std::string& name,
                                   tensor_layout layout) {
-  std::vector<float> data(std::size_t(c.numel()));
-  for (index_t k = 0; k < c.numel(); ++k) data[std::size_t(k)] = float(c.at(k));
   std::vector<index_t> shape = c.shape;
   if (shape.empty()) shape = {1};  // the graph has no rank-0 tensors: a scalar is [1]
-  if (layout == tensor_layout::nhwc && shape.size() == 4) {
+  if (shape.size() != 4) layout = tensor_layout::plain;
+  run_value r;
+  r.shape = c.shape;
+  r.layout = layout;
+  if (c.is_float() && layout != tensor_layout::nhwc) {  // weights: straight from the decoded data
+    r.id = g.constant(name, shape, dtype::f32, c.f.data(), layout);
+    return r;
+  }
+  std::vector<float> data(std::size_t(c.numel()));
+  for (index_t k = 0; k < c.numel(); ++k) data[std::size_t(k)] = float(c.at(k));
+  if (layout == tensor_layout::nhwc) {
     const index_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
     std::vector<float> t(data.size());
     for (index_t n = 0; n < N; ++n)
@@ -192,13 +200,8 @@ run_value context::graph_constant(const const_value& c, const std::string& name,
             t[std::size_t(((n * H + h) * W + w) * C + ch)] =
                 data[std::size_t(((n * C + ch) * H + h) * W + w)];
     data.swap(t);
-  } else if (shape.size() != 4) {
-    layout = tensor_layout::plain;
   }
-  run_value r;
   r.id = g.constant(name, shape, dtype::f32, data.data(), layout);
-  r.shape = c.shape;
-  r.layout = layout;
   return r;
 }
 

@@ -216,26 +216,22 @@ model load_bytes(std::span<const std::byte> bytes, const import_options& opt,
   context cx(opt, out.opset);
   tensor_source src{base_dir, opt.max_bytes};
 
-  std::map<std::string, const_value> inits;
   for (const auto& t : gp.initializer()) {
     if (t.name().empty()) bad("an initializer has no name");
-    const_value c = decode_tensor(t, src, "initializer '" + t.name() + "'");
     value v;
     v.is_const = true;
-    v.c = c;
+    v.c = decode_tensor(t, src, "initializer '" + t.name() + "'");
     cx.values[t.name()] = std::move(v);
-    inits.emplace(t.name(), std::move(c));
   }
   if (gp.sparse_initializer_size()) bad("sparse initializers are not supported");
   declare_inputs(cx, gp, out);
 
   std::vector<node_proto> nodes(gp.node().begin(), gp.node().end());
   for (const auto& o : gp.output()) cx.model_outputs.insert(o.name());
-  if (opt.fuse_patterns) fuse_patterns(nodes, inits, cx.model_outputs, cx.rewrites);
+  if (opt.fuse_patterns) fuse_patterns(nodes, cx.values, cx.model_outputs, cx.rewrites);
   for (const auto& n : nodes)
     for (const auto& in : n.input())
       if (!in.empty()) ++cx.consumers[in];
-  inits.clear();
   for (const auto& n : nodes) import_node(cx, n);
   mark_outputs(cx, gp, out);
   out.rewrites = std::move(cx.rewrites);

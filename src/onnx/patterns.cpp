@@ -14,9 +14,9 @@ namespace {
 
 class matcher {
  public:
-  matcher(std::vector<node_proto>& nodes, const std::map<std::string, const_value>& consts,
+  matcher(std::vector<node_proto>& nodes, const std::unordered_map<std::string, value>& values,
           const std::set<std::string>& outputs)
-      : nodes_(nodes), consts_(consts), outputs_(outputs) {
+      : nodes_(nodes), values_(values), outputs_(outputs) {
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       for (const auto& o : nodes[i].output()) producer_[o] = int(i);
       for (const auto& in : nodes[i].input()) ++uses_[in];
@@ -52,10 +52,10 @@ class matcher {
     return scalar_value(v, got) && std::fabs(got - want) <= 1e-4 * std::fabs(want) + 1e-6;
   }
   bool scalar_value(const std::string& v, double& out) const {
-    const auto it = consts_.find(v);
-    if (it != consts_.end()) {
-      if (it->second.numel() != 1) return false;
-      out = it->second.at(0);
+    const auto it = values_.find(v);  // an initializer
+    if (it != values_.end()) {
+      if (!it->second.is_const || it->second.c.numel() != 1) return false;
+      out = it->second.c.at(0);
       return true;
     }
     const int p = producer(v, "Constant");
@@ -131,7 +131,7 @@ class matcher {
 
  private:
   std::vector<node_proto>& nodes_;
-  const std::map<std::string, const_value>& consts_;
+  const std::unordered_map<std::string, value>& values_;
   const std::set<std::string>& outputs_;
   std::map<std::string, int> producer_;
   std::map<std::string, int> uses_;
@@ -317,9 +317,10 @@ bool match_hardswish(matcher& m, int mul, std::vector<std::string>& report) {
 
 }  // namespace
 
-void fuse_patterns(std::vector<node_proto>& nodes, const std::map<std::string, const_value>& consts,
+void fuse_patterns(std::vector<node_proto>& nodes,
+                   const std::unordered_map<std::string, value>& values,
                    const std::set<std::string>& outputs, std::vector<std::string>& report) {
-  matcher m(nodes, consts, outputs);
+  matcher m(nodes, values, outputs);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (m.dead(int(i))) continue;
     const node_proto& n = nodes[i];

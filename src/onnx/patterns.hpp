@@ -10,9 +10,10 @@
 namespace kfuse::onnx::detail {
 
 /// Rewrites the decomposed GELU / HardSwish / SiLU forms in `nodes` into one node each; one
-/// line per rewrite in `report`. `consts`: the initializers; `outputs`: the model's outputs
-/// (never fused away).
-void fuse_patterns(std::vector<node_proto>& nodes, const std::map<std::string, const_value>& consts,
+/// line per rewrite in `report`. `values`: the initializers (and inputs); `outputs`: the model's
+/// outputs (never fused away).
+void fuse_patterns(std::vector<node_proto>& nodes,
+                   const std::unordered_map<std::string, value>& values,
                    const std::set<std::string>& outputs, std::vector<std::string>& report);
 
 }  // namespace kfuse::onnx::detail

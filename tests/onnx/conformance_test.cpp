@@ -145,7 +145,6 @@ std::string reason_of(const std::string& what) {
   std::string r = what;
   if (const auto p = r.find("): "); p != std::string::npos && r.rfind("onnx: node", 0) == 0)
     r = r.substr(p + 3);
-  if (const auto p = r.find(" ["); p != std::string::npos) r = r.substr(0, p);
   return r.size() > 110 ? r.substr(0, 107) + "..." : r;
 }
 

@@ -51,7 +51,8 @@ TEST_CASE("onnx fuzz: damaged models are loaded or rejected with kfuse::error") 
   std::mt19937_64 rng(20261125);
   outcome o;
   int cases = 0;
-  for (const char* name : {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2"}) {
+  for (const char* name :
+       {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2", "upsampling_b2"}) {
     const std::vector<std::byte> good =
         read_all(std::string(KFUSE_ONNX_TEST_MODELS) + "/" + name + ".onnx");
     REQUIRE(good.size() > 100);

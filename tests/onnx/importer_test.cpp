@@ -51,7 +51,7 @@ double run_model(const std::string& name, kfuse::tensor_layout layout, int threa
 }  // namespace
 
 TEST_CASE("onnx: PyTorch exports match PyTorch in both layouts, on 1 and 2 threads") {
-  for (const char* name : {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2"})
+  for (const char* name : {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2", "upsampling_b2"})
     for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc})
       for (int threads : {1, 2}) {
         INFO(name << " layout " << kfuse::layout_name(layout) << " threads " << threads);

@@ -367,6 +367,12 @@ inline std::string describe(const kfuse::graph& g) {
       case op_kind::custom:
         s << " out " << shape_str(n.custom.out_shape);
         break;
+      case op_kind::conv_transpose2d:
+        s << " out " << shape_str(n.shape);
+        break;
+      case op_kind::resize:
+        s << " to " << n.resize.out_h << "x" << n.resize.out_w;
+        break;
       case op_kind::broadcast:
         s << " to " << shape_str(n.shape) << " " << kfuse::layout_name(n.to_layout);
         break;

@@ -84,6 +84,7 @@ struct node_desc {
   std::vector<eltwise_stage> stages;               // eltwise
   conv2d_params conv{};                            // conv2d
   pool2d_params pool{};                            // pool2d
+  resize_params resize{};                          // resize
   precision prec = precision::inherit;             // linear (conv2d: conv.prec)
   int axis = -1;                                   // softmax, concat, flatten
   float eps = 1e-5f;                               // norms
@@ -312,6 +313,22 @@ class graph {
     node_desc n = make(std::move(name), op_kind::broadcast, {x});
     n.shape = std::move(shape);
     n.to_layout = as;
+    return add_node(std::move(n));
+  }
+  /// Transposed convolution of an nhwc image: weights [C, K / groups, R, S], bias [K]
+  /// optional; p's strides, dilations, groups and top / left padding; output out_h x out_w.
+  tensor_id conv_transpose2d(std::string name, tensor_id x, tensor_id weight, tensor_id bias,
+                             conv2d_params p, index_t out_h, index_t out_w) {
+    node_desc n = make(std::move(name), op_kind::conv_transpose2d, {x, weight});
+    if (bias.index >= 0) n.inputs.push_back(bias);
+    n.conv = p;
+    n.shape = {out_h, out_w};
+    return add_node(std::move(n));
+  }
+  /// x (4-D nchw or nhwc) resampled to p.out_h x p.out_w, nearest or bilinear.
+  tensor_id resize(std::string name, tensor_id x, resize_params p) {
+    node_desc n = make(std::move(name), op_kind::resize, {x});
+    n.resize = p;
     return add_node(std::move(n));
   }
   /// A user's fused op (see make_custom_op): at most 4 inputs.

@@ -8,6 +8,7 @@
 #include "kfuse/config/macros.hpp"
 #include "kfuse/epilogue/stage_list.hpp"
 #include "kfuse/types/elem.hpp"
+#include "kfuse/types/resize_modes.hpp"
 
 namespace kfuse {
 
@@ -39,21 +40,23 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
 /// table (graph/ops/registry.hpp: X(name) is handled by graph_ops::name##_rule) come from it.
 /// A new op is one line here, its rule file in graph/ops/, and a builder call in graph.hpp.
 /// Append, never reorder.
-#define KFUSE_GRAPH_OPS(X)                                                                      \
-  X(eltwise)        /* a chain of eltwise stages (activation, scale, bias, add/mul a tensor) */ \
-  X(linear)         /* y = x . W^T (+ bias), W given as PyTorch [N, K] */                       \
-  X(conv2d)         /* 2-D convolution, OIHW weights, nchw or nhwc activations */               \
-  X(pool2d)         /* max / average / global pooling */                                        \
-  X(softmax)        /* over one axis */                                                         \
-  X(layer_norm)     /* over the last axis, optional affine */                                   \
-  X(rms_norm)       /* over the last axis, optional gamma */                                    \
-  X(batch_norm)     /* inference batch norm (per channel affine) */                             \
-  X(reshape)        /* a view with another shape (zero copy unless it must be materialized) */  \
-  X(concat)         /* along one axis */                                                        \
-  X(convert_layout) /* nchw <-> nhwc */                                                         \
-  X(cast)           /* element type change (float types), or quantize / dequantize */           \
-  X(custom)         /* a user-supplied callable with declared output and cost */                \
-  X(broadcast)      /* NumPy broadcast of x to a target shape (ONNX Expand) */
+#define KFUSE_GRAPH_OPS(X)                                                                        \
+  X(eltwise)          /* a chain of eltwise stages (activation, scale, bias, add/mul a tensor) */ \
+  X(linear)           /* y = x . W^T (+ bias), W given as PyTorch [N, K] */                       \
+  X(conv2d)           /* 2-D convolution, OIHW weights, nchw or nhwc activations */               \
+  X(pool2d)           /* max / average / global pooling */                                        \
+  X(softmax)          /* over one axis */                                                         \
+  X(layer_norm)       /* over the last axis, optional affine */                                   \
+  X(rms_norm)         /* over the last axis, optional gamma */                                    \
+  X(batch_norm)       /* inference batch norm (per channel affine) */                             \
+  X(reshape)          /* a view with another shape (zero copy unless it must be materialized) */  \
+  X(concat)           /* along one axis */                                                        \
+  X(convert_layout)   /* nchw <-> nhwc */                                                         \
+  X(cast)             /* element type change (float types), or quantize / dequantize */           \
+  X(custom)           /* a user-supplied callable with declared output and cost */                \
+  X(broadcast)        /* NumPy broadcast of x to a target shape (ONNX Expand) */                  \
+  X(resize)           /* 2-D nearest / bilinear resampling of an image */                         \
+  X(conv_transpose2d) /* transposed 2-D convolution, nhwc, [C, K / groups, R, S] weights */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {
@@ -118,6 +121,16 @@ struct pool2d_params {
   int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   bool ceil_mode = false;
   bool count_include_pad = false;
+};
+
+/// resize geometry: the output's H and W, and the scales the coordinate transform divides by
+/// (ONNX's scales, or out / in when the model gave sizes).
+struct resize_params {
+  index_t out_h = 1, out_w = 1;
+  double scale_h = 1, scale_w = 1;
+  resize_mode mode = resize_mode::nearest;
+  resize_coords coords = resize_coords::half_pixel;
+  resize_rounding rounding = resize_rounding::round_prefer_floor;
 };
 
 /// Per-tensor affine quantization: real = scale * (q - zero_point).

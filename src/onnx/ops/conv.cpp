@@ -126,3 +126,93 @@ void import_conv(context& cx, const node_proto& n) {
 }
 
 }  // namespace kfuse::onnx::detail
+
+namespace kfuse::onnx::detail {
+
+// ConvTranspose (2-D): pads, auto_pad, output_padding and output_shape decide the output size
+// and the top / left padding the kernel needs; it runs on NHWC data (converted here if needed).
+void import_conv_transpose(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                    "output_shape", "pads", "strides"});
+  run_value x = cx.float_in(n, 0);
+  const const_value& w = cx.const_in(n, 1, "weight W");
+  if (x.shape.size() != 4 || w.shape.size() != 4 || !w.is_float())
+    cx.fail(n,
+            "input " + shape_str(x.shape) + " / weight " + shape_str(w.shape) +
+                ": kfuse has 2-D transposed convolutions with float weights [C, K / group, R, S]");
+  auto ints = [&](const char* name, std::int64_t dflt, std::size_t count) {
+    std::vector<std::int64_t> v = cx.attr_ints(n, name);
+    if (v.empty()) v.assign(count, dflt);
+    if (v.size() != count)
+      cx.fail(n, std::string(name) + " must have " + std::to_string(count) + " values");
+    for (auto e : v)
+      if (e < 0 || e > (1 << 20)) cx.fail(n, std::string(name) + " value " + std::to_string(e));
+    return v;
+  };
+  const auto strides = ints("strides", 1, 2), dil = ints("dilations", 1, 2);
+  const auto out_pad = ints("output_padding", 0, 2);
+  auto pads = ints("pads", 0, 4);
+  const std::string auto_pad = cx.attr_string(n, "auto_pad", "NOTSET");
+  const auto out_shape = cx.attr_ints(n, "output_shape");
+  const std::int64_t group = cx.attr_int(n, "group", 1);
+  if (group < 1 || x.shape[1] % group || w.shape[0] != x.shape[1])
+    cx.fail(n, "weight " + shape_str(w.shape) + " does not match " + std::to_string(x.shape[1]) +
+                   " input channels in " + std::to_string(group) + " groups");
+  for (auto v : strides)
+    if (v < 1) cx.fail(n, "strides must be >= 1");
+  for (auto v : dil)
+    if (v < 1) cx.fail(n, "dilations must be >= 1");
+  index_t out[2];
+  for (int d = 0; d < 2; ++d) {
+    const index_t in = x.shape[std::size_t(2 + d)], k = w.shape[std::size_t(2 + d)];
+    const index_t full = strides[std::size_t(d)] * (in - 1) + out_pad[std::size_t(d)] +
+                         (k - 1) * dil[std::size_t(d)] + 1;
+    if (!out_shape.empty() || (auto_pad != "NOTSET" && auto_pad != "VALID")) {
+      index_t want = in * strides[std::size_t(d)];
+      if (!out_shape.empty()) {
+        if (out_shape.size() != 2 && out_shape.size() != 4)
+          cx.fail(n, "output_shape must have 2 values");
+        want = out_shape[out_shape.size() - 2 + std::size_t(d)];
+      }
+      // A negative total (output_shape past the full extent) pads the end of the output.
+      const index_t total = full - want;
+      const bool upper = auto_pad == "SAME_UPPER";
+      pads[std::size_t(d)] = total < 0 ? 0 : upper ? total / 2 : total - total / 2;
+      pads[std::size_t(d + 2)] = total - pads[std::size_t(d)];
+    } else if (auto_pad == "VALID") {
+      pads[std::size_t(d)] = pads[std::size_t(d + 2)] = 0;
+    } else if (auto_pad != "NOTSET") {
+      cx.fail(n, "auto_pad='" + auto_pad + "'");
+    }
+    out[d] = full - pads[std::size_t(d)] - pads[std::size_t(d + 2)];
+    if (out[d] < 1) cx.fail(n, "the output would be empty");
+  }
+  conv2d_params p;
+  p.stride_h = int(strides[0]);
+  p.stride_w = int(strides[1]);
+  p.dilation_h = int(dil[0]);
+  p.dilation_w = int(dil[1]);
+  p.pad_top = int(pads[0]);
+  p.pad_left = int(pads[1]);
+  p.groups = int(group);
+  const index_t k = w.shape[1] * group;
+  tensor_id bias{};
+  if (cx.has_input(n, 2)) {
+    const const_value& b = cx.const_in(n, 2, "bias B");
+    if (!b.is_float() || b.numel() != k)
+      cx.fail(n, "bias B must hold " + std::to_string(k) + " floats");
+    bias = cx.graph_constant(b, cx.unique(n.input(2))).id;
+  }
+  const run_value wt = cx.graph_constant(w, cx.unique(n.input(1)));
+  x = cx.to_layout(cx.as_image(x, n.output(0)), tensor_layout::nhwc, n.output(0) + "/nhwc");
+  const bool back = cx.image_layout() != tensor_layout::nhwc;
+  run_value y = x;
+  y.id = cx.g.conv_transpose2d(back ? cx.unique(n.output(0) + "/nhwc_out") : cx.out_name(n), x.id,
+                               wt.id, bias, p, out[0], out[1]);
+  y.shape = {x.shape[0], k, out[0], out[1]};
+  y.layout = tensor_layout::nhwc;
+  if (back) y = cx.to_layout(y, tensor_layout::nchw, n.output(0));
+  cx.set_run(n, 0, y);
+}
+
+}  // namespace kfuse::onnx::detail

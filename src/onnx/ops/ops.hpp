@@ -28,6 +28,7 @@ void fold_clip(context& cx, const node_proto& n);
 
 // ---- conv.cpp ----------------------------------------------------------------------------------
 void import_conv(context& cx, const node_proto& n);
+void import_conv_transpose(context& cx, const node_proto& n);
 
 // ---- gemm.cpp ----------------------------------------------------------------------------------
 void import_gemm(context& cx, const node_proto& n);
@@ -36,6 +37,9 @@ void fold_matmul(context& cx, const node_proto& n);
 
 // ---- pool.cpp ----------------------------------------------------------------------------------
 void import_pool(context& cx, const node_proto& n);
+
+// ---- resize.cpp --------------------------------------------------------------------------------
+void import_resize(context& cx, const node_proto& n);  // Resize and Upsample
 
 // ---- norm.cpp ----------------------------------------------------------------------------------
 void import_batch_norm(context& cx, const node_proto& n);

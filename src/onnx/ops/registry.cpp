@@ -62,6 +62,7 @@ const std::vector<op_entry>& op_table() {
         {"AveragePool", import_pool, nullptr},
         {"BatchNormalization", import_batch_norm, nullptr},
         {"Conv", import_conv, nullptr},
+        {"ConvTranspose", import_conv_transpose, nullptr},
         {"Gemm", import_gemm, nullptr},
         {"GlobalAveragePool", import_pool, nullptr},
         {"GlobalMaxPool", import_pool, nullptr},
@@ -69,6 +70,8 @@ const std::vector<op_entry>& op_table() {
         {"MatMul", import_matmul, fold_matmul},
         {"MaxPool", import_pool, nullptr},
         {"Softmax", import_softmax, nullptr},
+        {"Resize", import_resize, nullptr},
+        {"Upsample", import_resize, nullptr},
         // shape and data movement
         {"Cast", import_cast, fold_cast},
         {"Concat", import_concat, fold_concat},

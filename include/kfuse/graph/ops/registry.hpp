@@ -7,6 +7,7 @@
 #include "kfuse/graph/ops/cast.hpp"
 #include "kfuse/graph/ops/concat.hpp"
 #include "kfuse/graph/ops/conv2d.hpp"
+#include "kfuse/graph/ops/conv_transpose2d.hpp"
 #include "kfuse/graph/ops/convert_layout.hpp"
 #include "kfuse/graph/ops/custom.hpp"
 #include "kfuse/graph/ops/eltwise.hpp"
@@ -14,6 +15,7 @@
 #include "kfuse/graph/ops/norm.hpp"
 #include "kfuse/graph/ops/pool2d.hpp"
 #include "kfuse/graph/ops/reshape.hpp"
+#include "kfuse/graph/ops/resize.hpp"
 #include "kfuse/graph/ops/softmax.hpp"
 
 KFUSE_BEGIN_NAMESPACE

@@ -1,0 +1,100 @@
+#pragma once
+// conv_transpose2d as a graph op: NHWC f32 images, weights [C, K / groups, R, S] packed once at
+// compile time, optional bias [K]; the output size is the node's (ONNX's output_padding and
+// output_shape decide it). Output rows split over threads by FLOPs.
+#include "kfuse/graph/ops/op_rule.hpp"
+#include "kfuse/kernels/conv/conv_transpose2d.hpp"
+#include "kfuse/threading/thread_pool.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace graph_ops {
+
+struct conv_transpose_params {
+  conv_transpose_shape shape;
+  std::vector<float> packed, bias;
+};
+
+inline void conv_transpose_cmd(const command& c) {
+  const auto& p = *static_cast<const conv_transpose_params*>(c.params);
+  const float* x = static_cast<const float*>(c.in[0]);
+  float* out = static_cast<float*>(c.out);
+  const float* bias = p.bias.empty() ? nullptr : p.bias.data();
+  if (c.threads <= 1)
+    return conv_transpose_rows(x, p.packed.data(), bias, out, p.shape, c.begin, c.end);
+  parallel_for(
+      c.begin, c.end, 1,
+      [&](range r, int) {
+        conv_transpose_rows(x, p.packed.data(), bias, out, p.shape, r.begin, r.end);
+      },
+      c.threads);
+}
+
+struct conv_transpose2d_rule : op_rule {
+  static constexpr op_kind kind = op_kind::conv_transpose2d;
+  static bool optional_slot(std::size_t slot) { return slot == 2; }
+
+  static conv_transpose_shape shape_of(const plan_tensor& x, const plan_tensor& w,
+                                       const node_desc& n) {
+    conv_transpose_shape s;
+    s.n = x.shape[0];
+    s.c = x.shape[1];
+    s.h = x.shape[2];
+    s.w = x.shape[3];
+    s.groups = n.conv.groups;
+    s.k = w.shape[1] * n.conv.groups;
+    s.r = w.shape[2];
+    s.s = w.shape[3];
+    s.stride_h = n.conv.stride_h;
+    s.stride_w = n.conv.stride_w;
+    s.dil_h = n.conv.dilation_h;
+    s.dil_w = n.conv.dilation_w;
+    s.pad_top = n.conv.pad_top;
+    s.pad_left = n.conv.pad_left;
+    s.out_h = n.shape.size() == 2 ? n.shape[0] : 0;
+    s.out_w = n.shape.size() == 2 ? n.shape[1] : 0;
+    return s;
+  }
+
+  static void infer(detail::compile_context& cx, const node_desc& n) {
+    const plan_tensor& x = cx.T(n.inputs[0]);
+    if (x.shape.size() != 4 || x.layout != tensor_layout::nhwc || x.type != dtype::f32)
+      cx.fail_node(n, "input '" + x.name + "' must be a 4-D nhwc f32 image");
+    const plan_tensor& w = cx.need_float_weight(n, 4, "[C, K / groups, R, S]");
+    if (n.shape.size() != 2) cx.fail_node(n, "the output size (H, W) is missing");
+    if (n.conv.groups < 1 || w.shape[0] != x.shape[1])
+      cx.fail_node(n, "weight '" + w.name + "' " + cx.shape_str(w.shape) + " does not match " +
+                          std::to_string(x.shape[1]) + " input channels");
+    const conv_transpose_shape s = shape_of(x, w, n);
+    cx.for_node(n, [&] { detail::check_conv_transpose_shape(s); });
+    cx.need_bias(n, s.k, "output channels");
+    cx.set_out(n, {s.n, s.k, s.out_h, s.out_w}, dtype::f32, tensor_layout::nhwc);
+  }
+
+  template <class A, class B>
+  static void lower(detail::compile_context& cx, const detail::step& st, const node_desc& n,
+                    step_info& info, std::vector<detail::plan_command>& cmds) {
+    auto p = std::make_shared<conv_transpose_params>();
+    p->shape = shape_of(cx.T(st.x), cx.T(st.others[0]), n);
+    const std::vector<float> w = cx.constant_f32(st.others[0]);
+    p->packed = pack_conv_transpose_weights(w.data(), p->shape);
+    if (st.others.size() > 1) p->bias = cx.constant_f32(st.others[1]);
+    detail::plan_command c;
+    c.fn = &conv_transpose_cmd;
+    c.in[0] = st.x;
+    c.out = st.out;
+    c.begin = 0;
+    c.end = p->shape.n * p->shape.out_h;
+    const conv_transpose_shape& s = p->shape;
+    info.flops = 2.0 * double(s.n * s.h * s.w) * double(s.c / s.groups) * double(s.k * s.r * s.s);
+    info.bytes = double(cx.T(st.x).bytes) + double(cx.T(st.out).bytes) + 4.0 * double(w.size());
+    c.threads = cx.threads_for(info.bytes, info.flops);
+    c.params = cx.own(p);
+    info.kernel = "conv_transpose2d nhwc f32";
+    cmds.push_back(c);
+  }
+};
+
+}  // namespace graph_ops
+
+KFUSE_END_NAMESPACE

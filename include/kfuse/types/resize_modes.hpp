@@ -1,0 +1,22 @@
+#pragma once
+// The resampling modes of kfuse::resize (kernels/resize.hpp) and the graph's resize op, as ONNX's
+// Resize names them.
+#include <cstdint>
+
+namespace kfuse {
+
+enum class resize_mode : std::uint8_t { nearest, linear };
+
+/// Where output index o samples the input (ONNX's coordinate_transformation_mode).
+enum class resize_coords : std::uint8_t {
+  half_pixel,           // (o + 0.5) / scale - 0.5
+  pytorch_half_pixel,   // as half_pixel, 0 when the output extent is 1
+  align_corners,        // o * (in - 1) / (in * scale - 1)
+  asymmetric,           // o / scale
+  tf_half_pixel_for_nn  // (o + 0.5) / scale
+};
+
+/// How nearest mode rounds the source coordinate (ONNX's nearest_mode).
+enum class resize_rounding : std::uint8_t { round_prefer_floor, round_prefer_ceil, floor, ceil };
+
+}  // namespace kfuse
