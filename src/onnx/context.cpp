@@ -177,12 +177,13 @@ std::string context::unique(const std::string& base) {
 }
 
 run_value context::graph_constant(const const_value& c, const std::string& name,
-                                  tensor_layout layout) {
-  std::vector<index_t> shape = c.shape;
+                                  tensor_layout layout, const std::vector<index_t>* as_shape) {
+  // as_shape: the same elements under another shape (a 1-D conv's weights as 2-D), no copy.
+  std::vector<index_t> shape = as_shape ? *as_shape : c.shape;
   if (shape.empty()) shape = {1};  // the graph has no rank-0 tensors: a scalar is [1]
   if (shape.size() != 4) layout = tensor_layout::plain;
   run_value r;
-  r.shape = c.shape;
+  r.shape = as_shape ? *as_shape : c.shape;
   r.layout = layout;
   if (c.is_float() && layout != tensor_layout::nhwc) {  // weights: straight from the decoded data
     r.id = g.constant(name, shape, dtype::f32, c.f.data(), layout);

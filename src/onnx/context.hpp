@@ -120,7 +120,8 @@ class context {
   std::string out_name(const node_proto& n, int k = 0) { return unique(n.output(k)); }
   /// A graph constant (f32) holding c, for a run-time value of `layout` (nhwc: data permuted).
   run_value graph_constant(const const_value& c, const std::string& name,
-                           tensor_layout layout = tensor_layout::plain);
+                           tensor_layout layout = tensor_layout::plain,
+                           const std::vector<index_t>* shape = nullptr);
   /// v in the given layout (4-D only; a convert_layout node when it differs).
   run_value to_layout(const run_value& v, tensor_layout l, const std::string& name);
   /// v as a 4-D nchw / nhwc image (plain 4-D data is relabelled into the preferred layout).

@@ -367,6 +367,9 @@ inline std::string describe(const kfuse::graph& g) {
       case op_kind::custom:
         s << " out " << shape_str(n.custom.out_shape);
         break;
+      case op_kind::strided_view:
+        s << " " << shape_str(n.shape) << " strides " << shape_str(n.strides) << " + " << n.offset;
+        break;
       case op_kind::conv_transpose2d:
         s << " out " << shape_str(n.shape);
         break;

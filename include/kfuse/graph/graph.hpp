@@ -89,6 +89,8 @@ struct node_desc {
   int axis = -1;                                   // softmax, concat, flatten
   float eps = 1e-5f;                               // norms
   std::vector<index_t> shape;                      // reshape (one -1 allowed) / broadcast target
+  std::vector<index_t> strides;                    // strided_view: x's stride per output dim
+  index_t offset = 0;                              // strided_view: x's first element read
   bool flatten = false;                            // reshape: collapse axes [axis, rank) instead
   dtype to_type = dtype::f32;                      // cast / quantize / dequantize
   tensor_layout to_layout = tensor_layout::plain;  // convert_layout; reshape: the output's
@@ -312,6 +314,18 @@ class graph {
                       tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::broadcast, {x});
     n.shape = std::move(shape);
+    n.to_layout = as;
+    return add_node(std::move(n));
+  }
+  /// out[i0, i1, ...] = x[offset + i0 * strides[0] + i1 * strides[1] + ...] for a plain (or
+  /// nchw) x; strides in elements, 0 repeats, negative reads backwards. Transposes, slices with
+  /// steps, tiles; `as`: plain, or nchw for a 4-D result.
+  tensor_id strided_view(std::string name, tensor_id x, std::vector<index_t> shape, index_t offset,
+                         std::vector<index_t> strides, tensor_layout as = tensor_layout::plain) {
+    node_desc n = make(std::move(name), op_kind::strided_view, {x});
+    n.shape = std::move(shape);
+    n.offset = offset;
+    n.strides = std::move(strides);
     n.to_layout = as;
     return add_node(std::move(n));
   }

@@ -56,7 +56,8 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(custom)           /* a user-supplied callable with declared output and cost */                \
   X(broadcast)        /* NumPy broadcast of x to a target shape (ONNX Expand) */                  \
   X(resize)           /* 2-D nearest / bilinear resampling of an image */                         \
-  X(conv_transpose2d) /* transposed 2-D convolution, nhwc, [C, K / groups, R, S] weights */
+  X(conv_transpose2d) /* transposed 2-D convolution, nhwc, [C, K / groups, R, S] weights */       \
+  X(strided_view)     /* x read through strides and an offset (transpose, slice, tile) */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {

@@ -1,8 +1,9 @@
 #pragma once
-// broadcast: out = x repeated along the axes where x has extent 1 (NumPy's broadcast, as
-// materialized by ONNX's Expand), and / or read in another memory order. Described in the
-// output's memory order: out's dims and, per dim, x's stride (0 where x is broadcast). The
-// innermost dim is a contiguous copy (stride 1), a fill (stride 0) or a strided gather.
+// broadcast: out = x read through a strided view. Described in the output's memory order: out's
+// dims and, per dim, x's stride (0 where x is broadcast, negative to read backwards), from a
+// starting offset. One kernel for NumPy's broadcast (ONNX Expand), a change of memory order,
+// transposes, slices with steps, splits and tiles. The innermost dim is a contiguous copy
+// (stride 1), a fill (stride 0) or a strided gather.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -17,6 +18,7 @@ struct broadcast_shape {
   int rank = 1;
   index_t dims[max_rank] = {1};        // the output, in memory order (last: contiguous)
   index_t in_strides[max_rank] = {0};  // x's stride (elements) along each output dim
+  index_t in_offset = 0;               // x's element read for output element 0
   /// Rows of the output: all dims but the last.
   index_t rows() const noexcept {
     index_t r = 1;
@@ -31,9 +33,8 @@ inline void check_broadcast_shape(const broadcast_shape& s) {
   if (s.rank < 1 || s.rank > broadcast_shape::max_rank)
     fail("broadcast", "rank " + std::to_string(s.rank) + " is not in [1, 6]");
   for (int d = 0; d < s.rank; ++d)
-    if (s.dims[d] < 1 || s.in_strides[d] < 0)
-      fail("broadcast", "dim " + std::to_string(d) + " has extent " + std::to_string(s.dims[d]) +
-                            " and stride " + std::to_string(s.in_strides[d]));
+    if (s.dims[d] < 1)
+      fail("broadcast", "dim " + std::to_string(d) + " has extent " + std::to_string(s.dims[d]));
 }
 }  // namespace detail
 
@@ -48,7 +49,7 @@ void broadcast_rows(const T* in, T* out, const broadcast_shape& s, index_t r0, i
       off += (rem % s.dims[d]) * s.in_strides[d];
       rem /= s.dims[d];
     }
-    const T* src = in + off;
+    const T* src = in + s.in_offset + off;
     T* dst = out + row * len;
     if (inner == 1)
       std::memcpy(dst, src, std::size_t(len) * sizeof(T));

@@ -99,9 +99,7 @@ void import_conv(context& cx, const node_proto& n) {
     wshape = {w.shape[0], w.shape[1], 1, w.shape[2]};
   }
   x = cx.as_image(x, n.output(0));
-  const_value w2 = w;
-  w2.shape = wshape;
-  const run_value wt = cx.graph_constant(w2, cx.unique(n.input(1)));
+  const run_value wt = cx.graph_constant(w, cx.unique(n.input(1)), tensor_layout::plain, &wshape);
   tensor_id bias{};
   if (cx.has_input(n, 2)) {
     const const_value& b = cx.const_in(n, 2, "bias B");

@@ -197,6 +197,20 @@ void fold_clip(context& cx, const node_proto& n) {
   cx.set_const(n, 0, std::move(y));
 }
 
+void fold_prelu(context& cx, const node_proto& n) {
+  const const_value& x = cx.in(n, 0).c;
+  const const_value& s = cx.in(n, 1).c;
+  std::vector<index_t> shape;
+  if (!broadcast_shape(x.shape, s.shape, shape) || shape != x.shape)
+    cx.fail(n, "slope " + shape_str(s.shape) + " does not broadcast to " + shape_str(x.shape));
+  const_value y = x;
+  for (index_t k = 0; k < x.numel(); ++k) {
+    const double v = x.at(k);
+    store(y, k, v >= 0 ? v : v * s.at(broadcast_index(k, shape, s.shape)));
+  }
+  cx.set_const(n, 0, std::move(y));
+}
+
 std::pair<float, float> clip_bounds(const context& cx, const node_proto& n) {
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   if (cx.opset < 11) {
@@ -225,6 +239,24 @@ void import_activation(context& cx, const node_proto& n) {
   if (t == "HardSwish") return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::hardswish)}));
   if (t == "kfuse.Silu") return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::silu)}));
   if (t == "Neg") return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::scale, -1.f)}));
+  if (t == "PRelu") {  // one slope (PyTorch's nn.PReLU() default) is a leaky relu
+    cx.only_attrs(n, {});
+    const const_value& slope = cx.const_in(n, 1, "slope");
+    for (index_t k = 1; k < slope.numel(); ++k)
+      if (slope.at(k) != slope.at(0))
+        cx.fail(n, "a slope per channel is not supported yet (one slope for all is)");
+    if (slope.numel() < 1) cx.fail(n, "slope is empty");
+    return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::leaky_relu, float(slope.at(0)))}));
+  }
+  if (t == "PRelu") {  // one slope (PyTorch's nn.PReLU() default) is a leaky relu
+    cx.only_attrs(n, {});
+    const const_value& slope = cx.const_in(n, 1, "slope");
+    for (index_t k = 1; k < slope.numel(); ++k)
+      if (slope.at(k) != slope.at(0))
+        cx.fail(n, "a slope per channel is not supported yet (one slope for all is)");
+    if (slope.numel() < 1) cx.fail(n, "slope is empty");
+    return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::leaky_relu, float(slope.at(0)))}));
+  }
   if (t == "LeakyRelu") {
     cx.only_attrs(n, {"alpha"});
     const float a = cx.attr_float(n, "alpha", 0.01f);
@@ -376,6 +408,14 @@ void import_binary(context& cx, const node_proto& n) {
   }
   run_value a = cx.float_in(n, 0), b = cx.float_in(n, 1);
   if (t == "Div") cx.fail(n, "division of two run-time tensors: no kernel yet");
+  // Add and Mul commute: the data input should be the operand used only here (a conv's output
+  // in a residual block), so that the plan can fuse the stage into its producer; the operand
+  // others also read (the skip connection) becomes the stage's operand.
+  auto uses = [&](int k) {
+    const auto it = cx.consumers.find(n.input(k));
+    return it == cx.consumers.end() ? 0 : it->second;
+  };
+  if (t != "Sub" && a.shape == b.shape && uses(0) > 1 && uses(1) == 1) std::swap(a, b);
   if (a.shape == b.shape) {
     b = cx.to_layout(b, a.layout, n.output(0) + "/rhs");
     std::vector<eltwise_stage> stages;

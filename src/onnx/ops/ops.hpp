@@ -25,6 +25,11 @@ void fold_unary(context& cx, const node_proto& n);
 void fold_binary(context& cx, const node_proto& n);
 void fold_where(context& cx, const node_proto& n);
 void fold_clip(context& cx, const node_proto& n);
+void fold_prelu(context& cx, const node_proto& n);
+
+// ---- reduce.cpp --------------------------------------------------------------------------------
+void import_reduce(context& cx, const node_proto& n);  // ReduceMean / Max over H, W: global pool
+void fold_reduce(context& cx, const node_proto& n);
 
 // ---- conv.cpp ----------------------------------------------------------------------------------
 void import_conv(context& cx, const node_proto& n);
@@ -37,6 +42,13 @@ void fold_matmul(context& cx, const node_proto& n);
 
 // ---- pool.cpp ----------------------------------------------------------------------------------
 void import_pool(context& cx, const node_proto& n);
+
+// ---- movement.cpp (run-time data and constants alike) -----------------------------------------
+void import_transpose(context& cx, const node_proto& n);
+void import_slice(context& cx, const node_proto& n);
+void import_split(context& cx, const node_proto& n);
+void import_tile(context& cx, const node_proto& n);
+void import_depth_space(context& cx, const node_proto& n);  // DepthToSpace and SpaceToDepth
 
 // ---- resize.cpp --------------------------------------------------------------------------------
 void import_resize(context& cx, const node_proto& n);  // Resize and Upsample
@@ -59,10 +71,8 @@ void fold_shape(context& cx, const node_proto& n);
 void fold_constant(context& cx, const node_proto& n);
 void fold_constant_of_shape(context& cx, const node_proto& n);
 void fold_gather(context& cx, const node_proto& n);
-void fold_slice(context& cx, const node_proto& n);
 void fold_range(context& cx, const node_proto& n);
 void fold_expand(context& cx, const node_proto& n);
-void fold_transpose(context& cx, const node_proto& n);
 void fold_identity(context& cx, const node_proto& n);
 
 /// ONNX's reshape target: 0 copies the input extent (unless allowzero), one -1 is inferred.

@@ -51,10 +51,8 @@ void import_resize(context& cx, const node_proto& n) {
     return v;
   };
   if (upsample && cx.opset < 9) {
-    for (float f : cx.attr(n, "scales") ? std::vector<float>(cx.attr(n, "scales")->floats().begin(),
-                                                             cx.attr(n, "scales")->floats().end())
-                                        : std::vector<float>{})
-      scales.push_back(f);
+    if (const auto* a = cx.attr(n, "scales"))
+      for (float f : a->floats()) scales.push_back(f);
   } else if (upsample || cx.opset < 11) {
     scales = float_list(1, "scales");
   } else {

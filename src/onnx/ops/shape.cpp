@@ -316,59 +316,6 @@ void fold_gather(context& cx, const node_proto& n) {
   cx.set_const(n, 0, std::move(y));
 }
 
-void fold_slice(context& cx, const node_proto& n) {
-  const const_value& data = cx.in(n, 0).c;
-  const int rank = int(data.shape.size());
-  std::vector<std::int64_t> starts, ends, axes, steps;
-  if (cx.opset < 10) {
-    starts = cx.attr_ints(n, "starts");
-    ends = cx.attr_ints(n, "ends");
-    axes = cx.attr_ints(n, "axes");
-  } else {
-    starts = cx.ints_in(n, 1, "starts");
-    ends = cx.ints_in(n, 2, "ends");
-    if (cx.has_input(n, 3)) axes = cx.ints_in(n, 3, "axes");
-    if (cx.has_input(n, 4)) steps = cx.ints_in(n, 4, "steps");
-  }
-  if (axes.empty()) {
-    axes.resize(starts.size());
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    cx.fail(n, "starts, ends, axes and steps differ in length");
-  std::vector<index_t> b(std::size_t(rank), 0), st(std::size_t(rank), 1), shape = data.shape;
-  for (std::size_t k = 0; k < starts.size(); ++k) {
-    const int a = norm_axis(cx, n, axes[k], rank);
-    const index_t ext = data.shape[std::size_t(a)];
-    const std::int64_t s = steps[k];
-    if (s == 0) cx.fail(n, "step 0");
-    // ONNX: negatives count from the end, then clamp to [0, ext] (step > 0) or
-    // [-1, ext - 1] (step < 0).
-    auto norm = [&](std::int64_t v) { return v < 0 ? v + ext : v; };
-    const std::int64_t lo = s > 0 ? 0 : -1, hi = s > 0 ? ext : ext - 1;
-    const std::int64_t sb = std::clamp<std::int64_t>(norm(starts[k]), 0, hi);
-    const std::int64_t se = std::clamp<std::int64_t>(norm(ends[k]), lo, hi);
-    const index_t count =
-        s > 0 ? (se > sb ? (se - sb + s - 1) / s : 0) : (sb > se ? (sb - se + (-s) - 1) / (-s) : 0);
-    b[std::size_t(a)] = sb;
-    st[std::size_t(a)] = s;
-    shape[std::size_t(a)] = count;
-  }
-  const_value y = make_const(data.elem, shape);
-  for (index_t k = 0; k < y.numel(); ++k) {
-    index_t rem = k, src = 0, stride = 1;
-    for (int d = rank; d-- > 0;) {
-      const index_t coord = rem % shape[std::size_t(d)];
-      rem /= shape[std::size_t(d)];
-      src += (b[std::size_t(d)] + coord * st[std::size_t(d)]) * stride;
-      stride *= data.shape[std::size_t(d)];
-    }
-    store(y, k, data.at(src));
-  }
-  cx.set_const(n, 0, std::move(y));
-}
-
 void fold_range(context& cx, const node_proto& n) {
   const const_value& s = cx.in(n, 0).c;
   const const_value& l = cx.in(n, 1).c;
@@ -405,38 +352,6 @@ void import_expand(context& cx, const node_proto& n) {
                    shape_str({target.begin(), target.end()}));
   if (shape == x.shape) return cx.set_alias(n, 0, cx.in(n, 0));
   cx.set_run(n, 0, cx.broadcast(x, shape, x.layout, n.output(0)));
-}
-
-void fold_transpose(context& cx, const node_proto& n) {
-  const const_value& x = cx.in(n, 0).c;
-  const int rank = int(x.shape.size());
-  std::vector<std::int64_t> perm = cx.attr_ints(n, "perm");
-  if (perm.empty())
-    for (int d = rank; d-- > 0;) perm.push_back(d);
-  if (int(perm.size()) != rank) cx.fail(n, "perm does not match the rank");
-  std::vector<bool> seen(std::size_t(rank), false);
-  std::vector<index_t> shape(static_cast<std::size_t>(rank));
-  for (int d = 0; d < rank; ++d) {
-    const int p = norm_axis(cx, n, perm[std::size_t(d)], rank);
-    if (seen[std::size_t(p)]) cx.fail(n, "perm repeats axis " + std::to_string(p));
-    seen[std::size_t(p)] = true;
-    perm[std::size_t(d)] = p;
-    shape[std::size_t(d)] = x.shape[std::size_t(p)];
-  }
-  std::vector<index_t> in_stride(std::size_t(rank), 1);
-  for (int d = rank - 1; d-- > 0;)
-    in_stride[std::size_t(d)] = in_stride[std::size_t(d + 1)] * x.shape[std::size_t(d + 1)];
-  const_value y = make_const(x.elem, shape);
-  for (index_t k = 0; k < y.numel(); ++k) {
-    index_t rem = k, src = 0;
-    for (int d = rank; d-- > 0;) {
-      const index_t coord = rem % shape[std::size_t(d)];
-      rem /= shape[std::size_t(d)];
-      src += coord * in_stride[std::size_t(perm[std::size_t(d)])];
-    }
-    store(y, k, x.at(src));
-  }
-  cx.set_const(n, 0, std::move(y));
 }
 
 // Identity, and Dropout at inference: the input itself (Dropout's mask, if used, all true).

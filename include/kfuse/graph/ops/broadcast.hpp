@@ -24,6 +24,18 @@ void broadcast_cmd(const command& c) {
       c.threads);
 }
 
+/// The copy command for elements of type t (by size: the copy does not look at values).
+inline command_fn broadcast_fn(dtype t) {
+  switch (dtype_size(t)) {
+    case 4:
+      return &broadcast_cmd<std::uint32_t>;
+    case 2:
+      return &broadcast_cmd<std::uint16_t>;
+    default:
+      return &broadcast_cmd<std::uint8_t>;
+  }
+}
+
 struct broadcast_rule : op_rule {
   static constexpr op_kind kind = op_kind::broadcast;
 
@@ -84,17 +96,7 @@ struct broadcast_rule : op_rule {
     detail::plan_command c;
     c.in[0] = st.x;
     c.out = st.out;
-    switch (dtype_size(x.type)) {
-      case 4:
-        c.fn = &broadcast_cmd<std::uint32_t>;
-        break;
-      case 2:
-        c.fn = &broadcast_cmd<std::uint16_t>;
-        break;
-      default:
-        c.fn = &broadcast_cmd<std::uint8_t>;
-        break;
-    }
+    c.fn = broadcast_fn(x.type);
     c.begin = 0;
     c.end = p->rows();
     info.bytes = double(x.bytes) + double(out.bytes);

@@ -17,6 +17,7 @@
 #include "kfuse/graph/ops/reshape.hpp"
 #include "kfuse/graph/ops/resize.hpp"
 #include "kfuse/graph/ops/softmax.hpp"
+#include "kfuse/graph/ops/strided_view.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

@@ -1,0 +1,239 @@
+// Data movement as strided views: Transpose, Slice, Split, Tile, DepthToSpace and SpaceToDepth.
+// Each op computes a view of its input (extents, element strides, offset; then the result's
+// shape); run-time data becomes the graph's strided_view (one copy), constants are evaluated the
+// same way at load time.
+#include <numeric>
+
+#include "ops.hpp"
+
+namespace kfuse::onnx::detail {
+
+namespace {
+
+struct view {
+  std::vector<index_t> shape, strides;  // the view's extents and x's stride along each
+  index_t offset = 0;
+  std::vector<index_t> result;  // the output's shape (a reshape of the view's)
+};
+
+std::vector<index_t> row_major_strides(const std::vector<index_t>& s) {
+  std::vector<index_t> st(s.size(), 1);
+  for (std::size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+const std::vector<index_t>& shape_of(const value& v) { return v.is_const ? v.c.shape : v.r.shape; }
+
+// Output k of n is input 0 read through v.
+void emit(context& cx, const node_proto& n, int k, const view& v) {
+  if (v.shape.size() > 6)
+    cx.fail(n, "needs a " + std::to_string(v.shape.size()) + "-D view; kfuse copies up to 6-D");
+  for (index_t e : v.shape)
+    if (e < 1) cx.fail(n, "the result would be empty " + shape_str(v.result));
+  const value& x = cx.in(n, 0);
+  if (x.is_const) {
+    const_value y = make_const(x.c.elem, v.result);
+    const index_t total = numel(v.shape);
+    for (index_t i = 0; i < total; ++i) {
+      index_t rem = i, src = v.offset;
+      for (std::size_t d = v.shape.size(); d-- > 0;) {
+        src += (rem % v.shape[d]) * v.strides[d];
+        rem /= v.shape[d];
+      }
+      store(y, i, x.c.at(src));
+    }
+    return cx.set_const(n, k, std::move(y));
+  }
+  run_value in = cx.as_plain(cx.run_in(n, 0), n.output(k));
+  const std::string name =
+      v.shape == v.result ? cx.unique(n.output(k)) : cx.unique(n.output(k) + "/view");
+  run_value y = in;
+  y.id = cx.g.strided_view(name, in.id, v.shape, v.offset, v.strides);
+  y.shape = v.shape;
+  y.layout = tensor_layout::plain;
+  if (v.shape != v.result) y = cx.reshape(y, v.result, n.output(k));
+  cx.set_run(n, k, y);
+}
+
+view transpose_view(context& cx, const node_proto& n, const std::vector<index_t>& s) {
+  cx.only_attrs(n, {"perm"});
+  const int r = int(s.size());
+  std::vector<std::int64_t> perm = cx.attr_ints(n, "perm");
+  if (perm.empty())
+    for (int d = r; d-- > 0;) perm.push_back(d);
+  if (int(perm.size()) != r)
+    cx.fail(n, "perm has " + std::to_string(perm.size()) + " axes, the input " + std::to_string(r));
+  std::vector<bool> seen(std::size_t(r), false);
+  const auto xs = row_major_strides(s);
+  view v;
+  for (int d = 0; d < r; ++d) {
+    const int p = norm_axis(cx, n, perm[std::size_t(d)], r);
+    if (seen[std::size_t(p)]) cx.fail(n, "perm repeats axis " + std::to_string(p));
+    seen[std::size_t(p)] = true;
+    v.shape.push_back(s[std::size_t(p)]);
+    v.strides.push_back(xs[std::size_t(p)]);
+  }
+  v.result = v.shape;
+  return v;
+}
+
+view slice_view(context& cx, const node_proto& n, const std::vector<index_t>& s) {
+  const int rank = int(s.size());
+  std::vector<std::int64_t> starts, ends, axes, steps;
+  if (cx.opset < 10) {
+    cx.only_attrs(n, {"starts", "ends", "axes"});
+    starts = cx.attr_ints(n, "starts");
+    ends = cx.attr_ints(n, "ends");
+    axes = cx.attr_ints(n, "axes");
+  } else {
+    cx.only_attrs(n, {});
+    starts = cx.ints_in(n, 1, "starts");
+    ends = cx.ints_in(n, 2, "ends");
+    if (cx.has_input(n, 3)) axes = cx.ints_in(n, 3, "axes");
+    if (cx.has_input(n, 4)) steps = cx.ints_in(n, 4, "steps");
+  }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    cx.fail(n, "starts, ends, axes and steps differ in length");
+  const auto xs = row_major_strides(s);
+  view v;
+  v.shape = s;
+  v.strides = xs;
+  std::vector<bool> seen(std::size_t(rank), false);
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const int a = norm_axis(cx, n, axes[k], rank);
+    if (seen[std::size_t(a)]) cx.fail(n, "axis " + std::to_string(a) + " is sliced twice");
+    seen[std::size_t(a)] = true;
+    const std::int64_t ext = s[std::size_t(a)], st = steps[k];
+    if (st == 0) cx.fail(n, "step 0");
+    // Negative positions count from the end, then clamp to [0, ext] (step > 0) or
+    // [-1, ext - 1] (step < 0).
+    auto from_end = [&](std::int64_t p) { return p < 0 ? p + ext : p; };
+    const std::int64_t hi = st > 0 ? ext : ext - 1;
+    const std::int64_t b = std::clamp<std::int64_t>(from_end(starts[k]), 0, hi);
+    const std::int64_t e = std::clamp<std::int64_t>(from_end(ends[k]), st > 0 ? 0 : -1, hi);
+    const index_t count =
+        st > 0 ? (e > b ? (e - b + st - 1) / st : 0) : (b > e ? (b - e + (-st) - 1) / (-st) : 0);
+    v.offset += b * xs[std::size_t(a)];
+    v.strides[std::size_t(a)] = xs[std::size_t(a)] * st;
+    v.shape[std::size_t(a)] = count;
+  }
+  v.result = v.shape;
+  return v;
+}
+
+view tile_view(context& cx, const node_proto& n, const std::vector<index_t>& s) {
+  cx.only_attrs(n, {});
+  const std::vector<std::int64_t> reps = cx.ints_in(n, 1, "repeats");
+  if (reps.size() != s.size()) cx.fail(n, "repeats must have one value per axis");
+  const auto xs = row_major_strides(s);
+  view v;
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    if (reps[d] < 1)
+      cx.fail(n, "repeat " + std::to_string(reps[d]) + " (kfuse tensors are not empty)");
+    if (reps[d] > 1) {  // the repeats are an outer axis of stride 0
+      v.shape.push_back(reps[d]);
+      v.strides.push_back(0);
+    }
+    v.shape.push_back(s[d]);
+    v.strides.push_back(xs[d]);
+    v.result.push_back(s[d] * reps[d]);
+  }
+  return v;
+}
+
+view depth_space_view(context& cx, const node_proto& n, const std::vector<index_t>& s) {
+  const bool to_space = n.op_type() == "DepthToSpace";
+  cx.only_attrs(n, to_space ? std::initializer_list<const char*>{"blocksize", "mode"}
+                            : std::initializer_list<const char*>{"blocksize"});
+  if (s.size() != 4) cx.fail(n, "input " + shape_str(s) + " must be 4-D (N, C, H, W)");
+  const index_t b = cx.attr_int(n, "blocksize", 0);
+  if (b < 1 || b > (1 << 16)) cx.fail(n, "blocksize " + std::to_string(b));
+  const index_t N = s[0], C = s[1], H = s[2], W = s[3];
+  view v;
+  if (to_space) {
+    if (C % (b * b)) cx.fail(n, std::to_string(C) + " channels do not divide by blocksize^2");
+    const index_t c = C / (b * b), hw = H * W;
+    const std::string mode = cx.attr_string(n, "mode", "DCR");
+    if (mode != "DCR" && mode != "CRD") cx.fail(n, "mode='" + mode + "'");
+    // out[n, c, h, i, w, j] = x[n, channel(c, i, j), h, w]
+    const index_t sc = mode == "DCR" ? hw : b * b * hw, si = mode == "DCR" ? b * c * hw : b * hw,
+                  sj = mode == "DCR" ? c * hw : hw;
+    v.shape = {N, c, H, b, W, b};
+    v.strides = {C * hw, sc, W, si, 1, sj};
+    v.result = {N, c, H * b, W * b};
+  } else {
+    if (H % b || W % b) cx.fail(n, "H and W must divide by the blocksize");
+    const index_t h = H / b, w = W / b;
+    // out[n, (i * b + j) * C + c, y, x] = x[n, c, y * b + i, x * b + j]
+    v.shape = {N, b, b, C, h, w};
+    v.strides = {C * H * W, W, 1, H * W, b * W, b};
+    v.result = {N, C * b * b, h, w};
+  }
+  return v;
+}
+
+}  // namespace
+
+void import_transpose(context& cx, const node_proto& n) {
+  const view v = transpose_view(cx, n, shape_of(cx.in(n, 0)));
+  bool identity = true;
+  for (std::size_t d = 0; d + 1 < v.strides.size(); ++d)
+    identity = identity && v.strides[d] >= v.strides[d + 1];
+  if (identity && v.shape == shape_of(cx.in(n, 0))) return cx.set_alias(n, 0, cx.in(n, 0));
+  emit(cx, n, 0, v);
+}
+
+void import_slice(context& cx, const node_proto& n) {
+  const std::vector<index_t>& s = shape_of(cx.in(n, 0));
+  const view v = slice_view(cx, n, s);
+  if (v.shape == s && v.offset == 0 && v.strides == row_major_strides(s))
+    return cx.set_alias(n, 0, cx.in(n, 0));
+  emit(cx, n, 0, v);
+}
+
+void import_tile(context& cx, const node_proto& n) {
+  emit(cx, n, 0, tile_view(cx, n, shape_of(cx.in(n, 0))));
+}
+
+void import_depth_space(context& cx, const node_proto& n) {
+  emit(cx, n, 0, depth_space_view(cx, n, shape_of(cx.in(n, 0))));
+}
+
+void import_split(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"axis", "split", "num_outputs"});
+  const std::vector<index_t> s = shape_of(cx.in(n, 0));
+  const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", 0), int(s.size()));
+  std::vector<std::int64_t> sizes = cx.attr_ints(n, "split");
+  if (cx.opset >= 13 && cx.has_input(n, 1)) sizes = cx.ints_in(n, 1, "split");
+  const int outs = n.output_size();
+  if (sizes.empty()) {
+    if (s[std::size_t(axis)] % outs)
+      cx.fail(n, "the axis does not split evenly into " + std::to_string(outs));
+    sizes.assign(std::size_t(outs), s[std::size_t(axis)] / outs);
+  }
+  if (int(sizes.size()) != outs)
+    cx.fail(n, "split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(outs) +
+                   " outputs");
+  index_t at = 0;
+  const auto xs = row_major_strides(s);
+  for (int k = 0; k < outs; ++k) {
+    view v;
+    v.shape = s;
+    v.strides = xs;
+    v.shape[std::size_t(axis)] = sizes[std::size_t(k)];
+    v.offset = at * xs[std::size_t(axis)];
+    v.result = v.shape;
+    at += sizes[std::size_t(k)];
+    if (sizes[std::size_t(k)] < 0 || at > s[std::size_t(axis)])
+      cx.fail(n, "split sizes exceed the axis");
+    if (!n.output(k).empty()) emit(cx, n, k, v);
+  }
+  if (at != s[std::size_t(axis)]) cx.fail(n, "split sizes do not add up to the axis");
+}
+
+}  // namespace kfuse::onnx::detail

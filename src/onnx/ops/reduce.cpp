@@ -1,0 +1,110 @@
+// Reductions: ReduceMean / ReduceMax over the spatial axes of an image are global pooling (how
+// exported squeeze-excite blocks often spell it); every Reduce* op is evaluated on constants.
+#include <cmath>
+#include <limits>
+
+#include "ops.hpp"
+
+namespace kfuse::onnx::detail {
+
+namespace {
+
+// The reduced axes (sorted, unique) and keepdims of n for an input of rank r.
+std::vector<bool> reduced_axes(context& cx, const node_proto& n, int r, bool& keep) {
+  cx.only_attrs(n, {"axes", "keepdims", "noop_with_empty_axes"});
+  keep = cx.attr_int(n, "keepdims", 1) != 0;
+  std::vector<std::int64_t> axes = cx.attr_ints(n, "axes");
+  if (n.op_type() == "ReduceSum" && cx.opset >= 13 && cx.has_input(n, 1))
+    axes = cx.ints_in(n, 1, "axes");
+  std::vector<bool> red(std::size_t(r), axes.empty());
+  if (axes.empty() && cx.attr_int(n, "noop_with_empty_axes", 0) != 0)
+    red.assign(std::size_t(r), false);
+  for (std::int64_t a : axes) red[std::size_t(norm_axis(cx, n, a, r))] = true;
+  return red;
+}
+
+std::vector<index_t> reduced_shape(const std::vector<index_t>& s, const std::vector<bool>& red,
+                                   bool keep) {
+  std::vector<index_t> out;
+  for (std::size_t d = 0; d < s.size(); ++d)
+    if (!red[d])
+      out.push_back(s[d]);
+    else if (keep)
+      out.push_back(1);
+  return out;
+}
+
+}  // namespace
+
+void fold_reduce(context& cx, const node_proto& n) {
+  const const_value& x = cx.in(n, 0).c;
+  const int r = int(x.shape.size());
+  bool keep = true;
+  const std::vector<bool> red = reduced_axes(cx, n, r, keep);
+  const std::vector<index_t> out_shape = reduced_shape(x.shape, red, keep);
+  std::vector<index_t> kept(x.shape);  // the output with every reduced axis as 1
+  for (int d = 0; d < r; ++d)
+    if (red[std::size_t(d)]) kept[std::size_t(d)] = 1;
+  const std::string& t = n.op_type();
+  const index_t m = numel(kept);
+  std::vector<double> acc(std::size_t(m),
+                          t == "ReduceProd"  ? 1.0
+                          : t == "ReduceMax" ? -std::numeric_limits<double>::infinity()
+                          : t == "ReduceMin" ? std::numeric_limits<double>::infinity()
+                                             : 0.0);
+  const index_t count = m ? x.numel() / m : 0;
+  for (index_t k = 0; k < x.numel(); ++k) {
+    // The output element: k's coordinates with the reduced ones dropped.
+    index_t rem = k, o = 0, stride = 1;
+    for (int d = r; d-- > 0;) {
+      const index_t c = rem % x.shape[std::size_t(d)];
+      rem /= x.shape[std::size_t(d)];
+      if (!red[std::size_t(d)]) o += c * stride;
+      stride *= kept[std::size_t(d)];
+    }
+    const double v = x.at(k);
+    double& a = acc[std::size_t(o)];
+    if (t == "ReduceMax")
+      a = std::max(a, v);
+    else if (t == "ReduceMin")
+      a = std::min(a, v);
+    else if (t == "ReduceProd")
+      a *= v;
+    else if (t == "ReduceL1")
+      a += std::fabs(v);
+    else if (t == "ReduceL2" || t == "ReduceSumSquare")
+      a += v * v;
+    else if (t == "ReduceLogSumExp")
+      a += std::exp(v);
+    else
+      a += v;  // Sum, Mean
+  }
+  const_value y = make_const(x.elem, out_shape);
+  for (index_t o = 0; o < m; ++o) {
+    double a = acc[std::size_t(o)];
+    if (t == "ReduceMean") a /= double(count);
+    if (t == "ReduceL2") a = std::sqrt(a);
+    if (t == "ReduceLogSumExp") a = std::log(a);
+    store(y, o, a);
+  }
+  cx.set_const(n, 0, std::move(y));
+}
+
+void import_reduce(context& cx, const node_proto& n) {
+  run_value x = cx.float_in(n, 0);
+  const int r = int(x.shape.size());
+  bool keep = true;
+  const std::vector<bool> red = reduced_axes(cx, n, r, keep);
+  if (r != 4 || red[0] || red[1] || !red[2] || !red[3])
+    cx.fail(n, "of run-time data over other axes than H and W of an image: no kernel yet");
+  pool2d_params p;
+  p.kind = n.op_type() == "ReduceMax" ? pool_mode::global_max : pool_mode::global_average;
+  x = cx.as_image(x, n.output(0));
+  run_value y = x;
+  y.id = cx.g.pool2d(keep ? cx.out_name(n) : cx.unique(n.output(0) + "/pool"), x.id, p);
+  y.shape = {x.shape[0], x.shape[1], 1, 1};
+  if (!keep) y = cx.reshape(y, {x.shape[0], x.shape[1]}, n.output(0));
+  cx.set_run(n, 0, y);
+}
+
+}  // namespace kfuse::onnx::detail
