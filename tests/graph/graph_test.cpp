@@ -709,3 +709,29 @@ TEST_CASE("graph: reshape into an nchw view feeds conv2d", "[graph]") {
   bad.output(bad.reshape("r", y, {3, 4}, tensor_layout::nchw));
   CHECK_THROWS_WITH(compile(bad), Catch::Matchers::Contains("node 'r' (reshape)"));
 }
+
+// strided_view: transposes, reversed slices and repeats read what they should; a view that
+// would read outside its input is refused at compile time, naming the node.
+TEST_CASE("graph: strided_view reads through strides and offsets, inside its input", "[graph]") {
+  graph g;
+  const tensor_id x = g.input("x", {2, 3});
+  g.output(g.strided_view("t", x, {3, 2}, 0, {1, 3}));          // transpose
+  g.output(g.strided_view("r", x, {2, 3}, 5, {-3, -1}));        // both axes reversed
+  g.output(g.strided_view("rep", x, {2, 2, 3}, 0, {0, 3, 1}));  // tiled twice
+  plan p = compile(g, {.threads = 1});
+  std::vector<float> in = {0, 1, 2, 3, 4, 5}, t(6, -1), r(6, -1), rep(12, -1);
+  replay_buffer rb = p.record({bind(in)}, {bind(t), bind(r), bind(rep)});
+  rb.replay();
+  CHECK(t == std::vector<float>{0, 3, 1, 4, 2, 5});
+  CHECK(r == std::vector<float>{5, 4, 3, 2, 1, 0});
+  CHECK(rep == std::vector<float>{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5});
+  graph bad;
+  const tensor_id y = bad.input("y", {2, 3});
+  bad.output(bad.strided_view("v", y, {3}, 4, {1}));  // reads elements 4..6 of 6
+  CHECK_THROWS_WITH(compile(bad), Catch::Matchers::Contains("node 'v' (strided_view)") &&
+                                      Catch::Matchers::Contains("reads elements 4 to 6"));
+  graph neg;
+  const tensor_id z = neg.input("z", {2, 3});
+  neg.output(neg.strided_view("w", z, {2}, 0, {-1}));  // reads element -1
+  CHECK_THROWS_WITH(compile(neg), Catch::Matchers::Contains("reads elements -1 to 0"));
+}
