@@ -82,11 +82,11 @@ run_value context::run_in(const node_proto& n, int k) {
   if (!v.c.is_float() && v.c.elem != elem_int64 && v.c.elem != elem_int32)
     fail(n, "constant input '" + n.input(k) + "' is " + elem_name(v.c.elem) +
                 ": kfuse computes in float32");
-  // A constant used as run-time data: made once, then the value refers to the graph tensor.
+  // A constant used as run-time data: its graph tensor is made once and kept beside the value,
+  // which stays a constant for the nodes that need one (weights, shapes).
+  if (v.r.id.index >= 0) return v.r;
   const run_value r = graph_constant(v.c, unique(n.input(k)));
-  value& mut = values[n.input(k)];
-  mut.is_const = false;
-  mut.r = r;
+  values[n.input(k)].r = r;
   return r;
 }
 

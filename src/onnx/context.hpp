@@ -63,6 +63,8 @@ struct run_value {
   tensor_layout layout = tensor_layout::plain;
 };
 
+/// An ONNX value: a constant (c; r.id set once it is also needed as a graph tensor), or a
+/// run-time tensor (r).
 struct value {
   bool is_const = false;
   const_value c;
