@@ -111,12 +111,27 @@ class Upsampling(nn.Module):
         return torch.cat([t, r], 1)
 
 
+class LayerNormOpset12(nn.Module):
+    """LayerNorm exported before opset 17: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div,
+    Mul, Add (the importer's layer_norm pattern)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.ln = nn.Linear(12, 16), nn.LayerNorm(16, eps=1e-6)
+        self.ln.weight.data.uniform_(0.5, 1.5)
+        self.ln.bias.data.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return self.ln(F.relu(self.fc(x)))
+
+
 MODELS = {
     "small_cnn_b1": (SmallCnn, (1, 3, 24, 24)),
     "mlp_b3": (Mlp, (3, 16)),
     "conv1d_b2": (Conv1d, (2, 4, 10)),
     "decomposed_b2": (Decomposed, (2, 4, 6, 6)),
     "upsampling_b2": (Upsampling, (2, 4, 5, 7)),
+    "layernorm_op12_b2": (LayerNormOpset12, (2, 3, 12)),
 }
 
 for name, (cls, shape) in MODELS.items():
@@ -132,7 +147,8 @@ for name, (cls, shape) in MODELS.items():
     with torch.no_grad():
         y = m(x)
     path = os.path.join(out_dir, name + ".onnx")
-    torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
+    opset = 12 if name.endswith("_op12_b2") else 17
+    torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"], opset_version=opset,
                       do_constant_folding=True)
     np.save(os.path.join(out_dir, name + ".input.npy"), x.numpy().astype(np.float32))
     np.save(os.path.join(out_dir, name + ".output.npy"), y.numpy().astype(np.float32))

@@ -36,10 +36,44 @@ class matcher {
   static bool arity_ok(const node_proto& n) {
     if (n.output_size() < 1) return false;
     const std::string& t = n.op_type();
-    if (t == "Add" || t == "Mul" || t == "Div" || t == "Pow") return n.input_size() == 2;
+    if (t == "Add" || t == "Mul" || t == "Div" || t == "Pow" || t == "Sub")
+      return n.input_size() == 2;
     if (t == "Clip") return n.input_size() >= 1;
     if (t == "Constant") return n.input_size() == 0;
     return n.input_size() == 1;
+  }
+  /// How many node inputs read `v` (model outputs not counted).
+  int uses(const std::string& v) const {
+    const auto it = uses_.find(v);
+    return it == uses_.end() ? 0 : it->second;
+  }
+  bool is_output(const std::string& v) const { return outputs_.count(v) != 0; }
+  /// The live consumers of v.
+  std::vector<int> consumers(const std::string& v) const {
+    std::vector<int> out;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (dead_.count(int(i))) continue;
+      for (const auto& in : nodes_[i].input())
+        if (in == v) {
+          out.push_back(int(i));
+          break;
+        }
+    }
+    return out;
+  }
+  /// The constant tensor v (an initializer), or nullptr.
+  const const_value* constant(const std::string& v) const {
+    const auto it = values_.find(v);
+    return it != values_.end() && it->second.is_const ? &it->second.c : nullptr;
+  }
+  /// Replaces `gone` by node `fused` at the place of the last of them.
+  void replace_with(const std::vector<int>& gone, node_proto fused) {
+    int last = 0;
+    for (int i : gone) last = std::max(last, i);
+    for (int i : gone) dead_.insert(i);
+    dead_.erase(last);
+    producer_[fused.output(0)] = last;
+    nodes_[std::size_t(last)] = std::move(fused);
   }
   /// `v` feeds exactly one input and is no model output: an intermediate a rewrite may drop.
   bool private_value(const std::string& v) const {
@@ -315,6 +349,83 @@ bool match_hardswish(matcher& m, int mul, std::vector<std::string>& report) {
   return false;
 }
 
+// The axes attribute of a ReduceMean is exactly {-1} (or {rank - 1}: not known here, so -1).
+bool last_axis_mean(const node_proto& r) {
+  bool keep = true, axes_ok = false;
+  for (const auto& a : r.attribute()) {
+    if (a.name() == "keepdims") keep = a.i() != 0;
+    if (a.name() == "axes") axes_ok = a.ints_size() == 1 && a.ints(0) == -1;
+  }
+  return keep && axes_ok;
+}
+
+// LayerNorm as exporters before opset 17 write it: d = x - mean(x); d / sqrt(mean(d^2) + eps)
+// * gamma + beta over the last axis -> LayerNormalization(x, gamma, beta, epsilon).
+bool match_layer_norm(matcher& m, int mean1, std::vector<std::string>& report) {
+  const node_proto& r1 = m.at(mean1);
+  if (!last_axis_mean(r1) || m.is_output(r1.output(0))) return false;
+  const std::string& x = r1.input(0);
+  const int sub = m.sole_consumer(r1.output(0), "Sub");
+  if (sub < 0 || m.at(sub).input(0) != x || m.at(sub).input(1) != r1.output(0)) return false;
+  const std::string& d = m.at(sub).output(0);
+  // d feeds the square and the division, nothing else.
+  const std::vector<int> users = m.consumers(d);
+  if (users.size() != 2 || m.is_output(d)) return false;
+  int sq = -1, div = -1;
+  for (int u : users) {
+    const node_proto& un = m.at(u);
+    if (!matcher::arity_ok(un)) return false;
+    if (un.op_type() == "Pow" && un.input(0) == d && m.scalar(un.input(1), 2.0))
+      sq = u;
+    else if (un.op_type() == "Mul" && un.input(0) == d && un.input(1) == d)
+      sq = u;
+    else if (un.op_type() == "Div" && un.input(0) == d)
+      div = u;
+  }
+  // d is read by the square (once by Pow, twice by Mul(d, d)) and the division only.
+  if (sq < 0 || div < 0 || m.uses(d) != (m.at(sq).op_type() == "Pow" ? 2 : 3)) return false;
+  const int mean2 = m.sole_consumer(m.at(sq).output(0), "ReduceMean");
+  if (mean2 < 0 || !last_axis_mean(m.at(mean2))) return false;
+  const int add = m.sole_consumer(m.at(mean2).output(0), "Add");
+  if (add < 0) return false;
+  const std::string* eps = matcher::other(m.at(add), m.at(mean2).output(0));
+  double eps_v = 0;
+  if (!eps || !m.scalar_value(*eps, eps_v) || !(eps_v >= 0)) return false;
+  const int sqrt = m.sole_consumer(m.at(add).output(0), "Sqrt");
+  if (sqrt < 0 || m.at(div).input(1) != m.at(sqrt).output(0) ||
+      !m.private_value(m.at(sqrt).output(0)))
+    return false;
+  // * gamma, + beta: constant vectors over the last axis.
+  const int mul = m.sole_consumer(m.at(div).output(0), "Mul");
+  if (mul < 0) return false;
+  const std::string* gamma = matcher::other(m.at(mul), m.at(div).output(0));
+  if (!gamma || !m.constant(*gamma) || m.constant(*gamma)->shape.size() != 1) return false;
+  const int addb = m.sole_consumer(m.at(mul).output(0), "Add");
+  if (addb < 0) return false;
+  const std::string* beta = matcher::other(m.at(addb), m.at(mul).output(0));
+  if (!beta || !m.constant(*beta) || m.constant(*beta)->shape.size() != 1) return false;
+  node_proto ln;
+  ln.set_op_type("LayerNormalization");
+  ln.set_domain("kfuse");
+  const std::string y = m.at(addb).output(0);
+  ln.set_name(y);
+  ln.add_input(x);
+  ln.add_input(*gamma);
+  ln.add_input(*beta);
+  ln.add_output(y);
+  auto* a = ln.add_attribute();
+  a->set_name("epsilon");
+  a->set_type(::onnx::AttributeProto::FLOAT);
+  a->set_f(float(eps_v));
+  auto* ax = ln.add_attribute();
+  ax->set_name("axis");
+  ax->set_type(::onnx::AttributeProto::INT);
+  ax->set_i(-1);
+  report.push_back("layer_norm: the decomposed form (9 nodes) -> LayerNormalization '" + y + "'");
+  m.replace_with({mean1, sub, sq, mean2, add, sqrt, div, mul, addb}, std::move(ln));
+  return true;
+}
+
 }  // namespace
 
 void fuse_patterns(std::vector<node_proto>& nodes,
@@ -327,6 +438,8 @@ void fuse_patterns(std::vector<node_proto>& nodes,
     if ((!n.domain().empty() && n.domain() != "ai.onnx") || !matcher::arity_ok(n)) continue;
     if (n.op_type() == "Erf")
       match_gelu_erf(m, int(i), report);
+    else if (n.op_type() == "ReduceMean")
+      match_layer_norm(m, int(i), report);
     else if (n.op_type() == "Tanh")
       match_gelu_tanh(m, int(i), report);
     else if (n.op_type() == "Mul")

@@ -51,7 +51,8 @@ double run_model(const std::string& name, kfuse::tensor_layout layout, int threa
 }  // namespace
 
 TEST_CASE("onnx: PyTorch exports match PyTorch in both layouts, on 1 and 2 threads") {
-  for (const char* name : {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2", "upsampling_b2"})
+  for (const char* name : {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2", "upsampling_b2",
+                           "layernorm_op12_b2"})
     for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc})
       for (int threads : {1, 2}) {
         INFO(name << " layout " << kfuse::layout_name(layout) << " threads " << threads);
@@ -87,6 +88,8 @@ TEST_CASE("onnx: decomposed activations become one stage each") {
   const std::string dec = rewrites_of("decomposed_b2");
   CHECK(dec.find("hardswish: x * clip(x + 3, 0, 6) / 6") != std::string::npos);
   CHECK(dec.find("silu: x * Sigmoid(x)") != std::string::npos);
+  CHECK(rewrites_of("layernorm_op12_b2").find("layer_norm: the decomposed form") !=
+        std::string::npos);
   // Without the pattern pass the same models still import and run (the decomposed form).
   kfuse::onnx::import_options opt;
   opt.fuse_patterns = false;
