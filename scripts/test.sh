@@ -70,7 +70,8 @@ fi
 phase "asan+ubsan build + tests"
 # The covering set's kernel, executor and unit tests on the most extended arch this machine runs
 # (each of its TUs also runs the generic arch); package/ODR/compile-fail/dispatch tests check
-# builds, not memory, and stay out; so does the allocation-counting replay test (no_asan: it
+# builds, not memory, and stay out, as do the kfuse-run tests (cli: the command is not built
+# here); so does the allocation-counting replay test (no_asan: it
 # replaces operator new). -O0: the sanitized TUs compile about twice as fast and the tests still
 # run in seconds. CI sanitizes one TU per kernel family and the executor; --full adds the rest.
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=address \
@@ -97,7 +98,7 @@ if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally,
     tools_unit tools_graph_avx512_bf16)
 fi
 cmake --build build/asan -j "$jobs" --target $(existing_targets build/asan "${asan_targets[@]}")
-ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|examples|no_asan" -j "$jobs" \
+ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|examples|no_asan|cli" -j "$jobs" \
   --output-on-failure
 
 phase "tsan build + threading tests"
