@@ -376,6 +376,20 @@ void binary_with_constant(context& cx, const node_proto& n, run_value x, const c
 
 }  // namespace
 
+namespace {
+// a (Add / Sub / Mul) b for a run-time operand b that the stage can read as it is (a's shape
+// and layout, or one value per channel): one stage; Sub as a + (-1 * b).
+void operand_of(context& cx, const node_proto& n, const run_value& a, run_value b,
+                bool per_channel) {
+  const std::string& t = n.op_type();
+  if (t == "Sub") b.id = cx.g.scale(cx.unique(n.output(0) + "/neg"), b.id, -1.f);
+  cx.set_run(
+      n, 0,
+      emit(cx, n, a,
+           {operand_stage(t == "Mul" ? stage_kind::mul : stage_kind::add, b.id, per_channel)}));
+}
+}  // namespace
+
 void import_binary(context& cx, const node_proto& n) {
   const std::string& t = n.op_type();
   if (t == "Sum" || t == "Mean" || t == "Max" || t == "Min") {
@@ -417,15 +431,7 @@ void import_binary(context& cx, const node_proto& n) {
   };
   if (t != "Sub" && a.shape == b.shape && uses(0) > 1 && uses(1) == 1) std::swap(a, b);
   if (a.shape == b.shape) {
-    b = cx.to_layout(b, a.layout, n.output(0) + "/rhs");
-    std::vector<eltwise_stage> stages;
-    if (t == "Sub") {  // a - b = a + (-1 * b)
-      run_value nb = b;
-      nb.id = cx.g.scale(cx.unique(n.output(0) + "/neg"), b.id, -1.f);
-      b = nb;
-    }
-    stages.push_back(operand_stage(t == "Mul" ? stage_kind::mul : stage_kind::add, b.id));
-    return cx.set_run(n, 0, emit(cx, n, a, std::move(stages)));
+    return operand_of(cx, n, a, cx.to_layout(b, a.layout, n.output(0) + "/rhs"), false);
   }
   std::vector<index_t> out;
   if (!broadcast_shape(a.shape, b.shape, out))
@@ -440,29 +446,14 @@ void import_binary(context& cx, const node_proto& n) {
     bs.insert(bs.end(), b.shape.begin(), b.shape.end());
     const std::size_t axis = x.shape.size() == 4 ? 1 : x.shape.size() - 1;
     if (bs.size() == x.shape.size() && bs[axis] == channels(x)) {
-      std::vector<eltwise_stage> stages;
-      if (t == "Sub") {
-        run_value nb = b;
-        nb.id = cx.g.scale(cx.unique(n.output(0) + "/neg"), b.id, -1.f);
-        b = nb;
-      }
-      stages.push_back(operand_stage(t == "Mul" ? stage_kind::mul : stage_kind::add, b.id, true));
-      return cx.set_run(n, 0, emit(cx, n, x, std::move(stages)));
+      return operand_of(cx, n, x, b, true);
     }
   }
   // General: each operand expanded to the output's shape (in the first one's layout), then
   // one same-shape stage.
   if (a.shape != out) a = cx.broadcast(a, out, a.layout, n.output(0) + "/expand_a");
   if (b.shape != out) b = cx.broadcast(b, out, a.layout, n.output(0) + "/expand_b");
-  b = cx.to_layout(b, a.layout, n.output(0) + "/rhs");
-  std::vector<eltwise_stage> stages;
-  if (t == "Sub") {
-    run_value nb = b;
-    nb.id = cx.g.scale(cx.unique(n.output(0) + "/neg"), b.id, -1.f);
-    b = nb;
-  }
-  stages.push_back(operand_stage(t == "Mul" ? stage_kind::mul : stage_kind::add, b.id));
-  cx.set_run(n, 0, emit(cx, n, a, std::move(stages)));
+  operand_of(cx, n, a, cx.to_layout(b, a.layout, n.output(0) + "/rhs"), false);
 }
 
 }  // namespace kfuse::onnx::detail

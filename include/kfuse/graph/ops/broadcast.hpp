@@ -36,6 +36,24 @@ inline command_fn broadcast_fn(dtype t) {
   }
 }
 
+/// The plan command copying step st's input through view p (broadcast and strided_view).
+inline void strided_copy_command(detail::compile_context& cx, const detail::step& st,
+                                 std::shared_ptr<broadcast_shape> p, const char* kernel,
+                                 step_info& info, std::vector<detail::plan_command>& cmds) {
+  detail::check_broadcast_shape(*p);
+  detail::plan_command c;
+  c.in[0] = st.x;
+  c.out = st.out;
+  c.fn = broadcast_fn(cx.T(st.x).type);
+  c.begin = 0;
+  c.end = p->rows();
+  info.bytes = double(cx.T(st.x).bytes) + double(cx.T(st.out).bytes);
+  c.threads = cx.threads_for(info.bytes, 0);
+  c.params = cx.own(std::move(p));
+  info.kernel = kernel;
+  cmds.push_back(c);
+}
+
 struct broadcast_rule : op_rule {
   static constexpr op_kind kind = op_kind::broadcast;
 
@@ -92,18 +110,7 @@ struct broadcast_rule : op_rule {
     const plan_tensor& x = cx.T(st.x);
     const plan_tensor& out = cx.T(st.out);
     auto p = std::make_shared<broadcast_shape>(shape_of(x, out));
-    detail::check_broadcast_shape(*p);
-    detail::plan_command c;
-    c.in[0] = st.x;
-    c.out = st.out;
-    c.fn = broadcast_fn(x.type);
-    c.begin = 0;
-    c.end = p->rows();
-    info.bytes = double(x.bytes) + double(out.bytes);
-    c.threads = cx.threads_for(info.bytes, 0);
-    c.params = cx.own(p);
-    info.kernel = "broadcast";
-    cmds.push_back(c);
+    strided_copy_command(cx, st, std::move(p), "broadcast", info, cmds);
   }
 };
 

@@ -50,18 +50,7 @@ struct strided_view_rule : op_rule {
       p->in_strides[d] = n.strides[std::size_t(d)];
     }
     p->in_offset = n.offset;
-    detail::check_broadcast_shape(*p);
-    detail::plan_command c;
-    c.in[0] = st.x;
-    c.out = st.out;
-    c.fn = broadcast_fn(x.type);
-    c.begin = 0;
-    c.end = p->rows();
-    info.bytes = double(x.bytes) + double(cx.T(st.out).bytes);
-    c.threads = cx.threads_for(info.bytes, 0);
-    c.params = cx.own(p);
-    info.kernel = "strided_view";
-    cmds.push_back(c);
+    strided_copy_command(cx, st, std::move(p), "strided_view", info, cmds);
   }
 };
 
