@@ -6,7 +6,8 @@
 #   kfuse_arch_flags(<arch> <out-var>)        flags for an arch of the table, or native
 #   kfuse_default_archs(<out-var>)            the archs this compiler targets, best last
 #   kfuse_arch_set(<set> <out-var>)           the archs of a named set (arch_table.def says why
-#                                             each set exists), in table order
+#                                             each set exists), in table order; the row tagged
+#                                             "host" becomes the build machine's best arch
 #   kfuse_add_arch_sources(<target> ARCH <arch> SOURCES <files...>)
 #                                             compiles <files> with that arch's flags
 
@@ -47,6 +48,18 @@ unset(_kfuse_row)
 unset(_kfuse_names)
 unset(_kfuse_flags)
 unset(_kfuse_sets)
+
+include(${CMAKE_CURRENT_LIST_DIR}/kfuse_host_arch.cmake)
+kfuse_probe_host_arch(_kfuse_host)
+if(_kfuse_host)
+  get_property(_kfuse_names GLOBAL PROPERTY KFUSE_ARCH_NAMES)
+  if(NOT _kfuse_host IN_LIST _kfuse_names)
+    set(_kfuse_host "")
+  endif()
+endif()
+set_property(GLOBAL PROPERTY KFUSE_PROBED_HOST_ARCH "${_kfuse_host}")
+unset(_kfuse_host)
+unset(_kfuse_names)
 
 # The arch family of the target processor: x86, arm, or none.
 function(_kfuse_target_family out)
@@ -105,6 +118,22 @@ function(kfuse_arch_set set out)
   if(NOT archs)
     get_property(table GLOBAL PROPERTY KFUSE_ARCH_TABLE)
     message(FATAL_ERROR "kfuse_arch_set: no arch of ${table} is in set '${set}'")
+  endif()
+  # The row tagged "host" stands for the widest tier: a build machine that cannot run it gets
+  # the most extended arch it does run instead (kfuse_host_arch.cmake), not a set of skips.
+  get_property(host GLOBAL PROPERTY KFUSE_PROBED_HOST_ARCH)
+  if(host)
+    set(swapped "")
+    foreach(a IN LISTS archs)
+      get_property(sets GLOBAL PROPERTY KFUSE_ARCH_SETS_${a})
+      if("host" IN_LIST sets)
+        set(a ${host})
+      endif()
+      if(NOT a IN_LIST swapped)
+        list(APPEND swapped ${a})
+      endif()
+    endforeach()
+    set(archs ${swapped})
   endif()
   set(${out} ${archs} PARENT_SCOPE)
 endfunction()

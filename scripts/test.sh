@@ -67,6 +67,11 @@ if [[ $full == 1 ]]; then
   ctest --test-dir build/ci -L full -j "$jobs" --output-on-failure
 fi
 
+# The sanitized phases build their tests for the most extended arch this machine runs (the
+# widest tier of the CI sets; an AVX2-only runner gets avx2, not a run of skipped tests).
+host=$(cmake -P cmake/kfuse_host_arch.cmake)
+echo "test: sanitizer phases test arch $host"
+
 phase "asan+ubsan build + tests"
 # The covering set's kernel, executor and unit tests on the most extended arch this machine runs
 # (each of its TUs also runs the generic arch); package/ODR/compile-fail/dispatch tests check
@@ -75,27 +80,27 @@ phase "asan+ubsan build + tests"
 # replaces operator new). -O0: the sanitized TUs compile about twice as fast and the tests still
 # run in seconds. CI sanitizes one TU per kernel family and the executor; --full adds the rest.
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=address \
-  -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF \
+  -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
-asan_targets=(kernels_eltwise_avx512_bf16 kernels_gemm_avx512_bf16 types_convert_avx512_bf16
-  simd_vec_avx512_bf16 epilogue_stages_avx512_bf16 kernels_layout_convert_avx512_bf16 threading_thread_pool
-  threading_cpu_budget graph_threading_avx512_bf16
-  kernels_conv2d_f32_avx512_bf16 kernels_conv_depthwise_f32_avx512_bf16
-  kernels_pool2d_float_avx512_bf16 graph_exec_avx512_bf16
-  tools_profiler_avx512_bf16  # (its trace JSON test runs it too)
-  robustness_kernel_probes_avx512_bf16 robustness_graph_probes_avx512_bf16
-  robustness_graph_fuzz_avx512_bf16  # randomized differential test, ~5 s here
-  epilogue_nan_inf_avx512_bf16 graph_passes kernels_kernel_contract_avx512_bf16
+asan_targets=(kernels_eltwise_$host kernels_gemm_$host types_convert_$host
+  simd_vec_$host epilogue_stages_$host kernels_layout_convert_$host threading_thread_pool
+  threading_cpu_budget graph_threading_$host
+  kernels_conv2d_f32_$host kernels_conv_depthwise_f32_$host
+  kernels_pool2d_float_$host graph_exec_$host
+  tools_profiler_$host  # (its trace JSON test runs it too)
+  robustness_kernel_probes_$host robustness_graph_probes_$host
+  robustness_graph_fuzz_$host  # randomized differential test, ~5 s here
+  epilogue_nan_inf_$host graph_passes kernels_kernel_contract_$host
   tools_npy tools_kfuse_run_args  # the .npy reader takes untrusted bytes (fuzz loop, ~1 s)
   # The ONNX importer takes untrusted bytes: its fuzz, error and conformance tests, sanitized.
-  onnx_importer_fuzz_avx512_bf16 onnx_importer_errors_avx512_bf16 onnx_conformance_avx512_bf16)
+  onnx_importer_fuzz_$host onnx_importer_errors_$host onnx_conformance_$host)
 if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally, not in CI's budget
-  asan_targets+=(kernels_softmax_avx512_bf16 kernels_norm_avx512_bf16
-    kernels_conv2d_f32_nchw_avx512_bf16 kernels_conv2d_errors_avx512_bf16
-    kernels_conv2d_lowp_avx512_bf16 kernels_conv2d_lowp_nchw_avx512_bf16
-    kernels_conv_depthwise_lowp_avx512_bf16 kernels_pool2d_int8_avx512_bf16
-    kernels_batch_norm_avx512_bf16 graph_errors_avx512_bf16 graph_quant_fusion_avx512_bf16
-    tools_unit tools_graph_avx512_bf16)
+  asan_targets+=(kernels_softmax_$host kernels_norm_$host
+    kernels_conv2d_f32_nchw_$host kernels_conv2d_errors_$host
+    kernels_conv2d_lowp_$host kernels_conv2d_lowp_nchw_$host
+    kernels_conv_depthwise_lowp_$host kernels_pool2d_int8_$host
+    kernels_batch_norm_$host graph_errors_$host graph_quant_fusion_$host
+    tools_unit tools_graph_$host)
 fi
 cmake --build build/asan -j "$jobs" --target $(existing_targets build/asan "${asan_targets[@]}")
 ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|examples|no_asan|cli" -j "$jobs" \
@@ -105,10 +110,10 @@ phase "tsan build + threading tests"
 # The thread pool and the executor (graph_exec runs plans on 1 and 2 threads; graph_threading
 # pinned to one core, against a busy loop, and one replay buffer on two threads).
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFUSE_SANITIZE=thread \
-  -DKFUSE_ARCHS="avx512_bf16" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
+  -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/tsan -j "$jobs" \
   --target $(existing_targets build/tsan threading_thread_pool threading_cpu_budget \
-    graph_exec_avx512_bf16 graph_threading_avx512_bf16 robustness_graph_probes_avx512_bf16)
+    graph_exec_$host graph_threading_$host robustness_graph_probes_$host)
 ctest --test-dir build/tsan -L threads -LE no_asan -j "$jobs" --output-on-failure
 
 if [[ -x scripts/examples_matrix.sh ]]; then

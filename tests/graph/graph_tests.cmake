@@ -1,9 +1,10 @@
 # Graph executor tests. graph_test and graph_errors_test each instantiate the plan compiler
-# (kfuse/graph/compile.hpp: every op adapter); CI builds them for avx512_bf16 (this machine's
-# tier, int8 included). The generic copies (~40 CPU-s each) run under "full": the executor's own
-# logic is the same code on every arch, and the scalar kernels it calls are in CI's kernel tests.
+# (kfuse/graph/compile.hpp: every op adapter); CI builds them for the host set (avx512_bf16,
+# int8 included, or the best tier the build machine runs). The generic copies (~40 CPU-s each)
+# run under "full": the executor's own logic is the same code on every arch, and the scalar
+# kernels it calls are in CI's kernel tests.
 # The executor tests also carry "threads" so the ThreadSanitizer phase runs them.
-# (arch_table.def's sets: host = avx512_bf16, reference = generic.)
+# (arch_table.def's sets: host = avx512_bf16 or the machine's best, reference = generic.)
 kfuse_arch_set(host graph_host)
 kfuse_arch_set(reference graph_reference)
 kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "ci;threads"
@@ -32,12 +33,14 @@ endif()
 # KFUSE_NUM_THREADS=4 then makes oversubscribe the core.
 kfuse_add_arch_test(graph_threading SOURCES graph/graph_threading_test.cpp LABELS "ci;threads"
                     ARCHS ${graph_host})
-if(TARGET graph_threading_avx512_bf16)
-  set(f ${CMAKE_CURRENT_BINARY_DIR}/graph_threading_avx512_bf16_env.cmake)
-  file(WRITE ${f} "if(DEFINED graph_threading_avx512_bf16_TESTS)\n"
-                  "  set_tests_properties(\${graph_threading_avx512_bf16_TESTS} PROPERTIES "
-                  "ENVIRONMENT KFUSE_NUM_THREADS=4)\nendif()\n")
-  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${f})
-endif()
+foreach(arch IN LISTS graph_host)
+  if(TARGET graph_threading_${arch})
+    set(f ${CMAKE_CURRENT_BINARY_DIR}/graph_threading_${arch}_env.cmake)
+    file(WRITE ${f} "if(DEFINED graph_threading_${arch}_TESTS)\n"
+                    "  set_tests_properties(\${graph_threading_${arch}_TESTS} PROPERTIES "
+                    "ENVIRONMENT KFUSE_NUM_THREADS=4)\nendif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${f})
+  endif()
+endforeach()
 # The vocabulary helpers (names, bind) and their ADL behaviour: header-only, no kernel.
 kfuse_add_test(graph_names SOURCES graph/names_test.cpp LABELS "ci;smoke")
