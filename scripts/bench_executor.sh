@@ -10,11 +10,8 @@
 # /tmp/kfuse_bench.lock (the machine is shared); medians of KFUSE_BENCH_REPS repetitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${KFUSE_BENCH_BUILD:-build/bench}
-ort_dir=${KFUSE_ORT_DIR:-$HOME/.cache/kfuse/ort}
-[[ -d $ort_dir/node_modules/onnxruntime-node ]] || { echo "no onnxruntime-node in $ort_dir: scripts/setup.sh --peers" >&2; exit 2; }
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF \
-  -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
+source scripts/bench_common.sh
+kfuse_bench_configure
 targets=(models_bench)
 if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^replay_bench:'; then targets+=(replay_bench); fi
 cmake --build "$build" --target "${targets[@]}" -j "${KFUSE_JOBS:-1}"

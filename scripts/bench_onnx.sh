@@ -10,11 +10,8 @@
 # Needs the peers (scripts/setup.sh --peers). Serialized with flock on /tmp/kfuse_bench.lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${KFUSE_BENCH_BUILD:-build/bench}
-ort_dir=${KFUSE_ORT_DIR:-$HOME/.cache/kfuse/ort}
-[[ -d $ort_dir/node_modules/onnxruntime-node ]] || { echo "no onnxruntime-node in $ort_dir: scripts/setup.sh --peers" >&2; exit 2; }
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF \
-  -DKFUSE_BUILD_EXAMPLES=OFF -DKFUSE_ONNX=ON >/dev/null
+source scripts/bench_common.sh
+kfuse_bench_configure -DKFUSE_ONNX=ON
 cmake --build "$build" --target kfuse_run -j "${KFUSE_JOBS:-1}"
 run=$build/src/tools/kfuse-run
 models=("$@")
@@ -24,7 +21,6 @@ models=("$@")
 out=$build/onnx-results
 mkdir -p "$out"
 rm -f "$out"/*.txt
-export NODE_PATH=$ort_dir/node_modules
 (
   flock 9
   node bench/ort/ort_run.js "$build/models/tiny.onnx" --shape x=1,1 --threads 1 --reps 2000 \
@@ -45,26 +41,12 @@ export NODE_PATH=$ort_dir/node_modules
   done
 ) 9>/tmp/kfuse_bench.lock
 /usr/bin/python3 - "$out" "${models[@]}" <<'PY'
-import os, re, subprocess, sys
+import sys
+sys.path.insert(0, "scripts")
+from bench_report import cpu_line, field, median, ort_overhead_line
 out, models = sys.argv[1], sys.argv[2:]
-lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-cpu = re.search(r"Model name:\s*(.*)", lscpu).group(1)
-flags = re.search(r"Flags:\s*(.*)", lscpu).group(1).split()
-isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16") if f in flags]
-print(f"CPU: {cpu}, {os.cpu_count()} CPUs ({', '.join(isa)})")
-def median(f):
-    if not os.path.exists(f): return None, "missing"
-    t = open(f).read()
-    m = re.search(r"latency: median ([0-9.]+) ms", t)
-    if m: return float(m.group(1)), None
-    err = [l for l in t.splitlines() if "error" in l]
-    return None, (err[0] if err else "no latency line")[:140]
-def field(f, key):
-    if not os.path.exists(f): return None
-    m = re.search(key + r": ([0-9.]+) ms", open(f).read())
-    return float(m.group(1)) if m else None
-tiny, _ = median(f"{out}/ort_tiny.txt")
-print(f"ONNX Runtime per-call overhead from node (x + 1 on one float): {tiny*1000:.0f} us, inside every ORT figure\n")
+print(cpu_line())
+print(ort_overhead_line(f"{out}/ort_tiny.txt"))
 print("| model | batch | threads | kfuse NCHW | kfuse NHWC | ONNX Runtime | kfuse best / ORT | target | met | load + compile |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 notes = []

@@ -14,6 +14,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bert_model import Bert, EncoderLayer  # noqa: E402
+
 out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/onnx/models"
 os.makedirs(out_dir, exist_ok=True)
 
@@ -125,6 +128,38 @@ class LayerNormOpset12(nn.Module):
         return self.ln(F.relu(self.fc(x)))
 
 
+class Encoder(nn.Module):
+    """Two encoder layers on token embeddings [batch, sequence, 32], 2 heads of 16."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(32, 2, 64) for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def export_bert(name):
+    torch.manual_seed(2026)
+    m = Bert(vocab=50, hidden=32, heads=2, ffn=64, layers=2, max_pos=16).eval()
+    ids = torch.randint(0, 50, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.int64)
+    mask[1, 6:] = 0  # the second sequence is padded
+    with torch.no_grad():
+        hidden, pooled = m(ids, mask)
+    path = os.path.join(out_dir, name + ".onnx")
+    torch.onnx.export(m, (ids, mask), path, input_names=["input_ids", "attention_mask"],
+                      output_names=["hidden", "pooled"], opset_version=17,
+                      do_constant_folding=True)
+    np.save(os.path.join(out_dir, name + ".input_ids.npy"), ids.numpy())
+    np.save(os.path.join(out_dir, name + ".attention_mask.npy"), mask.numpy())
+    np.save(os.path.join(out_dir, name + ".hidden.npy"), hidden.numpy().astype(np.float32))
+    np.save(os.path.join(out_dir, name + ".pooled.npy"), pooled.numpy().astype(np.float32))
+    print(name, os.path.getsize(path), "bytes")
+
+
 MODELS = {
     "small_cnn_b1": (SmallCnn, (1, 3, 24, 24)),
     "mlp_b3": (Mlp, (3, 16)),
@@ -132,6 +167,7 @@ MODELS = {
     "decomposed_b2": (Decomposed, (2, 4, 6, 6)),
     "upsampling_b2": (Upsampling, (2, 4, 5, 7)),
     "layernorm_op12_b2": (LayerNormOpset12, (2, 3, 12)),
+    "encoder_b2": (Encoder, (2, 9, 32)),
 }
 
 for name, (cls, shape) in MODELS.items():
@@ -153,3 +189,5 @@ for name, (cls, shape) in MODELS.items():
     np.save(os.path.join(out_dir, name + ".input.npy"), x.numpy().astype(np.float32))
     np.save(os.path.join(out_dir, name + ".output.npy"), y.numpy().astype(np.float32))
     print(name, os.path.getsize(path), "bytes")
+
+export_bert("bert_tiny_b2")

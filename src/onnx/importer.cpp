@@ -115,16 +115,18 @@ void declare_inputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
     if (cx.values.count(vi.name())) continue;  // an initializer listed as input (IR < 4)
     if (!vi.type().has_tensor_type()) bad("input '" + vi.name() + "' is not a tensor");
     const std::int32_t et = vi.type().tensor_type().elem_type();
-    if (et != elem_float)
+    if (et != elem_float && et != elem_int64 && et != elem_int32)
       bad("input '" + vi.name() + "' is " + elem_name(et) +
-          ": kfuse graphs take float32 inputs (integer inputs such as token ids: issue 15)");
+          ": kfuse graphs take float32 inputs, and int64 / int32 ones (token ids, masks)");
     run_value r;
+    r.type = et == elem_float ? dtype::f32 : et == elem_int64 ? dtype::i64 : dtype::i32;
     r.shape = input_shape(vi, cx.opt, used_dims);
-    r.layout = r.shape.size() == 4 ? tensor_layout::nchw : tensor_layout::plain;
+    r.layout =
+        r.shape.size() == 4 && r.type == dtype::f32 ? tensor_layout::nchw : tensor_layout::plain;
     std::vector<index_t> gshape = r.shape.empty() ? std::vector<index_t>{1} : r.shape;
-    r.id = cx.g.input(cx.unique(vi.name()), gshape, dtype::f32, r.layout);
-    out.inputs.push_back({vi.name(), r.shape, dtype::f32, r.id});
-    if (r.shape.size() == 4 && cx.opt.layout == tensor_layout::nhwc)
+    r.id = cx.g.input(cx.unique(vi.name()), gshape, r.type, r.layout);
+    out.inputs.push_back({vi.name(), r.shape, r.type, r.id});
+    if (r.shape.size() == 4 && r.type == dtype::f32 && cx.opt.layout == tensor_layout::nhwc)
       r = cx.to_layout(r, tensor_layout::nhwc, vi.name() + "/nhwc");
     value v;
     v.r = r;

@@ -1,10 +1,13 @@
 // Load-time pattern fusion on the ONNX nodes, before they are imported: the decomposed forms
 // exporters write for GELU, HardSwish and SiLU become one node each (one eltwise stage, which the
-// plan then fuses into the producer's epilogue).
+// plan then fuses into the producer's epilogue); decomposed LayerNorm and attention become the
+// fused ops.
 #include "patterns.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <set>
 
@@ -36,7 +39,7 @@ class matcher {
   static bool arity_ok(const node_proto& n) {
     if (n.output_size() < 1) return false;
     const std::string& t = n.op_type();
-    if (t == "Add" || t == "Mul" || t == "Div" || t == "Pow" || t == "Sub")
+    if (t == "Add" || t == "Mul" || t == "Div" || t == "Pow" || t == "Sub" || t == "MatMul")
       return n.input_size() == 2;
     if (t == "Clip") return n.input_size() >= 1;
     if (t == "Constant") return n.input_size() == 0;
@@ -426,6 +429,94 @@ bool match_layer_norm(matcher& m, int mean1, std::vector<std::string>& report) {
   return true;
 }
 
+// The perm attribute of a Transpose is exactly `want`.
+bool has_perm(const node_proto& t, std::initializer_list<std::int64_t> want) {
+  for (const auto& a : t.attribute())
+    if (a.name() == "perm")
+      return std::equal(a.ints().begin(), a.ints().end(), want.begin(), want.end());
+  return false;
+}
+
+// The node producing v if it is a Transpose with permutation `perm` whose output only v's
+// consumer reads (-1 otherwise).
+int private_transpose(matcher& m, const std::string& v, std::initializer_list<std::int64_t> perm) {
+  const int t = m.producer(v, "Transpose");
+  return t >= 0 && has_perm(m.at(t), perm) && m.private_value(v) ? t : -1;
+}
+
+// Attention as PyTorch exports it from [B, S, H, d] views of the Q / K / V linears:
+//   Transpose(q, 0213) . Transpose(k, 0231) -> [Div / Mul by a scalar] -> [Add mask]
+//   -> Softmax(-1) -> . Transpose(v, 0213) -> Transpose(0213)
+// becomes kfuse.Attention(q, k, v[, mask]) with the scale: the scores never reach memory and the
+// four transposes disappear (the op reads and writes [B, S, H, d]).
+bool match_attention(matcher& m, int sm, std::vector<std::string>& report) {
+  const node_proto& s = m.at(sm);
+  bool last_axis = false;
+  for (const auto& a : s.attribute())
+    if (a.name() == "axis") last_axis = a.i() == -1 || a.i() == 3;
+  if (!last_axis || !m.private_value(s.input(0))) return false;
+  std::vector<int> gone = {sm};
+  std::string scores = s.input(0), mask;
+  if (const int add = m.producer(scores, "Add"); add >= 0) {
+    const node_proto& a = m.at(add);
+    int side = -1;
+    for (int k = 0; k < 2 && side < 0; ++k)
+      if (m.producer(a.input(k), "Div") >= 0 || m.producer(a.input(k), "Mul") >= 0 ||
+          m.producer(a.input(k), "MatMul") >= 0)
+        side = k;
+    if (side < 0 || !m.private_value(a.input(side))) return false;
+    scores = a.input(side);
+    mask = a.input(1 - side);
+    gone.push_back(add);
+  }
+  double scale = 1.0, c = 0;
+  const std::size_t before_scale = gone.size();
+  if (const int dv = m.producer(scores, "Div"); dv >= 0) {
+    if (!m.scalar_value(m.at(dv).input(1), c) || c == 0 || !m.private_value(m.at(dv).input(0)))
+      return false;
+    scale = 1.0 / c;
+    scores = m.at(dv).input(0);
+    gone.push_back(dv);
+  } else if (const int ml = m.producer(scores, "Mul"); ml >= 0) {
+    const node_proto& mn = m.at(ml);
+    const int side = m.scalar_value(mn.input(1), c) ? 0 : m.scalar_value(mn.input(0), c) ? 1 : -1;
+    if (side < 0 || !m.private_value(mn.input(side))) return false;
+    scale = c;
+    scores = mn.input(side);
+    gone.push_back(ml);
+  }
+  const int mm1 = m.producer(scores, "MatMul");
+  if (mm1 < 0) return false;
+  const int tq = private_transpose(m, m.at(mm1).input(0), {0, 2, 1, 3});
+  const int tk = private_transpose(m, m.at(mm1).input(1), {0, 2, 3, 1});
+  const int mm2 = m.sole_consumer(s.output(0), "MatMul");
+  if (tq < 0 || tk < 0 || mm2 < 0 || m.at(mm2).input(0) != s.output(0)) return false;
+  const int tv = private_transpose(m, m.at(mm2).input(1), {0, 2, 1, 3});
+  const int to = m.sole_consumer(m.at(mm2).output(0), "Transpose");
+  if (tv < 0 || to < 0 || !has_perm(m.at(to), {0, 2, 1, 3})) return false;
+  gone.insert(gone.end(), {mm1, tq, tk, mm2, tv, to});
+  node_proto att;
+  att.set_op_type("kfuse.Attention");
+  att.set_domain("kfuse");
+  const std::string y = m.at(to).output(0);
+  att.set_name(y);
+  att.add_input(m.at(tq).input(0));
+  att.add_input(m.at(tk).input(0));
+  att.add_input(m.at(tv).input(0));
+  if (!mask.empty()) att.add_input(mask);
+  att.add_output(y);
+  auto* a = att.add_attribute();
+  a->set_name("scale");
+  a->set_type(::onnx::AttributeProto::FLOAT);
+  a->set_f(float(scale));
+  const bool scaled = gone.size() > before_scale + 6;
+  report.push_back("attention: Transpose, MatMul, " + std::string(scaled ? "scale, " : "") +
+                   (mask.empty() ? "" : "mask Add, ") + "Softmax, MatMul, Transpose (" +
+                   std::to_string(gone.size()) + " nodes) -> Attention '" + y + "'");
+  m.replace_with(gone, std::move(att));
+  return true;
+}
+
 }  // namespace
 
 void fuse_patterns(std::vector<node_proto>& nodes,
@@ -444,6 +535,8 @@ void fuse_patterns(std::vector<node_proto>& nodes,
       match_gelu_tanh(m, int(i), report);
     else if (n.op_type() == "Mul")
       match_hardswish(m, int(i), report);
+    else if (n.op_type() == "Softmax")
+      match_attention(m, int(i), report);
   }
   m.compact();
 }

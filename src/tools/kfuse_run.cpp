@@ -121,6 +121,9 @@ std::vector<float> load_floats(const host_tensor& h) {
       case kfuse::dtype::i32:
         v[i] = float(h.as<std::int32_t>()[i]);
         break;
+      case kfuse::dtype::i64:
+        v[i] = float(h.as<std::int64_t>()[i]);
+        break;
       case kfuse::dtype::i8:
         v[i] = float(h.as<std::int8_t>()[i]);
         break;
@@ -214,8 +217,13 @@ host_tensor input_from_file(const kfuse::onnx::value_info& vi, const std::string
       h.as<std::int32_t>()[i] = std::int32_t(v[i]);
     }
     note = " (converted from i64)";
+  } else if (h.type == kfuse::dtype::i64 && a.dtype == kfuse::npy_dtype::i32) {
+    const auto v = kfuse::npy_data<std::int32_t>(a);
+    for (std::size_t i = 0; i < v.size(); ++i) h.as<std::int64_t>()[i] = v[i];
+    note = " (converted from i32)";
   } else {
     const bool same = (h.type == kfuse::dtype::i32 && a.dtype == kfuse::npy_dtype::i32) ||
+                      (h.type == kfuse::dtype::i64 && a.dtype == kfuse::npy_dtype::i64) ||
                       (h.type == kfuse::dtype::i8 && a.dtype == kfuse::npy_dtype::i8) ||
                       (h.type == kfuse::dtype::u8 && a.dtype == kfuse::npy_dtype::u8);
     if (!same) mismatch();
@@ -224,11 +232,18 @@ host_tensor input_from_file(const kfuse::onnx::value_info& vi, const std::string
   return h;
 }
 
-/// Random data: uniform [-1, 1] for float inputs (fixed seed), zeros for integer ones.
+/// Random data: uniform [-1, 1] for float inputs (fixed seed); ones for integer ones (a valid
+/// token id of any vocabulary, an attention mask that keeps every position).
 host_tensor random_input(const kfuse::onnx::value_info& vi, std::uint32_t seed, std::string& how) {
   host_tensor h = make_buffer(vi.name, vi.shape, vi.type);
   if (!is_float(h.type)) {
-    how = "zeros";
+    for (std::size_t i = 0; i < h.count(); ++i) {
+      if (h.type == kfuse::dtype::i64) h.as<std::int64_t>()[i] = 1;
+      if (h.type == kfuse::dtype::i32) h.as<std::int32_t>()[i] = 1;
+      if (h.type == kfuse::dtype::i8) h.as<std::int8_t>()[i] = 1;
+      if (h.type == kfuse::dtype::u8) h.as<std::uint8_t>()[i] = 1;
+    }
+    how = "ones";
     return h;
   }
   std::mt19937 rng(seed);
@@ -433,6 +448,9 @@ void write_outputs(const std::vector<host_tensor>& out, const std::string& dir) 
     switch (h.type) {
       case kfuse::dtype::i32:
         kfuse::write_npy(path, h.as<std::int32_t>(), h.shape);
+        break;
+      case kfuse::dtype::i64:
+        kfuse::write_npy(path, h.as<std::int64_t>(), h.shape);
         break;
       case kfuse::dtype::i8:
         kfuse::write_npy(path, h.as<std::int8_t>(), h.shape);

@@ -685,6 +685,173 @@ TEST_CASE("graph: broadcast expands by NumPy's rules into any layout", "[graph][
                                     Catch::Matchers::Contains("does not broadcast"));
 }
 
+// matmul of two run-time tensors: broadcast batch dims, a fused scale and a residual add read by
+// flat index across the batch (attention's scores + an additive mask), 1-D operands, errors.
+TEST_CASE("graph: matmul of two run-time tensors with a fused chain", "[graph][threads]") {
+  const std::vector<index_t> as = {2, 3, 5, 7}, bs = {3, 7, 4}, os = {2, 3, 5, 4};
+  std::vector<float> a(2 * 3 * 5 * 7), b(3 * 7 * 4), mask(2 * 3 * 5 * 4);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(float(i) * 0.37f);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(float(i) * 0.11f);
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = float(i % 5) - 2.f;
+  std::vector<double> want(mask.size());
+  for (index_t n = 0; n < 2; ++n)
+    for (index_t h = 0; h < 3; ++h)
+      for (index_t m = 0; m < 5; ++m)
+        for (index_t j = 0; j < 4; ++j) {
+          double acc = 0;
+          for (index_t k = 0; k < 7; ++k)
+            acc += double(a[std::size_t(((n * 3 + h) * 5 + m) * 7 + k)]) *
+                   b[std::size_t((h * 7 + k) * 4 + j)];
+          const std::size_t o = std::size_t(((n * 3 + h) * 5 + m) * 4 + j);
+          want[o] = acc * 0.125 + mask[o];
+        }
+  for (precision prec : {precision::f32, precision::bf16})
+    for (int threads : {1, 2}) {
+      graph g;
+      const tensor_id ta = g.input("a", as), tb = g.input("b", bs), tm = g.input("mask", os);
+      const tensor_id y = g.matmul("scores", ta, tb);
+      g.output(g.add("masked", g.scale("scaled", y, 0.125f), tm));
+      plan p = compile(g, {.threads = threads, .prec = prec, .fork_join_ns = 0});
+      // The scale and the add run in the product's epilogue: one step.
+      CHECK(p.steps().size() == 1);
+      CHECK(p.steps()[0].kernel.find("batched_gemm") != std::string::npos);
+      std::vector<float> out(mask.size(), std::nanf(""));
+      replay_buffer r = p.record({bind(a), bind(b), bind(mask)}, {bind(out)});
+      r.replay();
+      // bf16: both operands rounded to 8 bits of mantissa, 7 products of values up to 1.
+      const double tol = prec == precision::bf16 ? 7 * 2 * 0.0079 * 0.125 : 1e-5;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        INFO("prec " << int(prec) << " threads " << threads << " element " << i);
+        REQUIRE(std::fabs(out[i] - want[i]) <= tol);
+      }
+    }
+  {  // A 1-D left operand is a row, and leaves the result: [7] . [3, 7, 4] -> [3, 4].
+    graph g;
+    const tensor_id v = g.input("v", {7}), tb = g.input("b", bs);
+    g.output(g.matmul("vm", v, tb));
+    plan p = compile(g, {.threads = 1});
+    CHECK(p.output(0).shape == std::vector<index_t>{3, 4});
+    std::vector<float> vin(a.begin(), a.begin() + 7), out(12);
+    replay_buffer r = p.record({bind(vin), bind(b)}, {bind(out)});
+    r.replay();
+    for (index_t h = 0; h < 3; ++h)
+      for (index_t j = 0; j < 4; ++j) {
+        double acc = 0;
+        for (index_t k = 0; k < 7; ++k)
+          acc += double(vin[std::size_t(k)]) * b[std::size_t((h * 7 + k) * 4 + j)];
+        REQUIRE(std::fabs(out[std::size_t(h * 4 + j)] - acc) <= 1e-5);
+      }
+  }
+  graph g;
+  const tensor_id ta = g.input("a", {2, 5, 7}), tb = g.input("b", {3, 6, 4});
+  g.output(g.matmul("mm", ta, tb));
+  CHECK_THROWS_WITH(compile(g), Catch::Matchers::Contains("node 'mm' (matmul)") &&
+                                    Catch::Matchers::Contains("a has 7 columns, b has 6 rows"));
+  graph g2;
+  const tensor_id x2 = g2.input("a", {2, 5, 7}), y2 = g2.input("b", {3, 7, 4});
+  g2.output(g2.matmul("mm", x2, y2));
+  CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("do not broadcast"));
+}
+
+// gather: an embedding lookup with i64 run-time ids (negative ones count from the end), a gather
+// along axis 1 with i32 ids, and the index checks at compile time (constant) and replay (run-time).
+TEST_CASE("graph: gather rows of a table by i32 and i64 indices", "[graph][threads]") {
+  std::vector<float> table(5 * 3);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = float(i);
+  for (int threads : {1, 2}) {
+    graph g;
+    const tensor_id t = g.constant("table", {5, 3}, table.data());
+    const tensor_id ids = g.input("ids", {2, 2}, dtype::i64);
+    const tensor_id cols = g.input("cols", {2}, dtype::i32);
+    g.output(g.gather("emb", t, ids));
+    g.output(g.gather("pick", t, cols, 1));
+    plan p = compile(g, {.threads = threads, .fork_join_ns = 0});
+    CHECK(p.output(0).shape == std::vector<index_t>{2, 2, 3});
+    CHECK(p.output(1).shape == std::vector<index_t>{5, 2});
+    std::vector<std::int64_t> id_v = {4, 0, -1, 2};
+    const std::vector<std::int32_t> col_v = {2, -3};
+    std::vector<float> emb(12, std::nanf("")), pick(10, std::nanf(""));
+    replay_buffer r = p.record({bind(id_v), bind(col_v)}, {bind(emb), bind(pick)});
+    r.replay();
+    const int rows[] = {4, 0, 4, 2};
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 3; ++k)
+        REQUIRE(emb[std::size_t(j * 3 + k)] == table[std::size_t(rows[j] * 3 + k)]);
+    for (int i = 0; i < 5; ++i) {
+      REQUIRE(pick[std::size_t(i * 2)] == table[std::size_t(i * 3 + 2)]);
+      REQUIRE(pick[std::size_t(i * 2 + 1)] == table[std::size_t(i * 3)]);
+    }
+    id_v[2] = 5;  // one past the table: an error naming the node, nothing read outside
+    CHECK_THROWS_WITH(r.replay(), Catch::Matchers::Contains("node 'emb' (gather)") &&
+                                      Catch::Matchers::Contains("index 5 at position 2"));
+  }
+  graph g;
+  const tensor_id t = g.constant("table", {5, 3}, table.data());
+  const std::int64_t bad[] = {1, -6};
+  g.output(g.gather("emb", t, g.constant("ids", {2}, dtype::i64, bad)));
+  CHECK_THROWS_WITH(compile(g), Catch::Matchers::Contains("node 'emb' (gather)") &&
+                                    Catch::Matchers::Contains("index -6 at position 1"));
+  graph g2;
+  g2.output(g2.gather("emb", g2.constant("table", {5, 3}, table.data()), g2.input("ids", {2})));
+  CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("gather takes i32 or i64 indices"));
+}
+
+// attention: the fused node against the same computation spelled out in graph ops (strided views
+// for the head transposes, matmul, scale, the broadcast mask added, softmax, matmul, transpose
+// back), grouped-query heads and a key-padding mask; errors name the node.
+TEST_CASE("graph: fused attention equals the unfused chain of graph ops", "[graph][threads]") {
+  const index_t B = 2, S = 11, H = 4, Hkv = 2, d = 16;
+  std::vector<float> q(std::size_t(B * S * H * d)), k(std::size_t(B * S * Hkv * d)), v(k.size()),
+      mask(std::size_t(B * S), 0.f);
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(float(i) * 0.13f);
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = std::cos(float(i) * 0.07f);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(float(i) * 0.29f + 1.f);
+  for (index_t j = 8; j < S; ++j) mask[std::size_t(S + j)] = -10000.f;  // batch 1: 3 pads
+  // The unfused reference: K / V heads repeated for the query heads by strides (h / 2).
+  graph u;
+  const tensor_id uq = u.input("q", {B, S, H, d}), uk = u.input("k", {B, S, Hkv, d}),
+                  uv = u.input("v", {B, S, Hkv, d}), um = u.input("mask", {B, 1, 1, S});
+  const tensor_id qt = u.strided_view("qt", uq, {B, H, S, d}, 0, {S * H * d, d, H * d, 1});
+  // K^T and V per query head h read kv head h / 2: a 5-D view repeats each kv head twice.
+  const tensor_id kth =
+      u.strided_view("kth", uk, {B, Hkv, 2, d, S}, 0, {S * Hkv * d, d, 0, 1, Hkv * d});
+  const tensor_id vth =
+      u.strided_view("vth", uv, {B, Hkv, 2, S, d}, 0, {S * Hkv * d, d, 0, Hkv * d, 1});
+  const tensor_id k4 = u.reshape("k4", kth, {B, H, d, S});
+  const tensor_id v4 = u.reshape("v4", vth, {B, H, S, d});
+  const tensor_id sc = u.scale("sc", u.matmul("qk", qt, k4), 0.25f);
+  const tensor_id masked = u.add("masked", sc, u.broadcast("mb", um, {B, H, S, S}));
+  const tensor_id pv = u.matmul("pv", u.softmax("p", masked, -1), v4);
+  u.output(u.strided_view("o", pv, {B, S, H, d}, 0, {H * S * d, d, S * d, 1}));
+  plan pu = compile(u, {.threads = 1});
+  std::vector<float> want(q.size());
+  pu.run({bind(q), bind(k), bind(v), bind(mask)}, {bind(want)});
+  for (int threads : {1, 2}) {
+    graph g;
+    const tensor_id gq = g.input("q", {B, S, H, d}), gk = g.input("k", {B, S, Hkv, d}),
+                    gv = g.input("v", {B, S, Hkv, d}), gm = g.input("mask", {B, 1, 1, S});
+    g.output(g.attention("att", gq, gk, gv, gm, {.scale = 0.25f}));
+    plan p = compile(g, {.threads = threads, .fork_join_ns = 0});
+    CHECK(p.steps()[0].kernel.find("attention") != std::string::npos);
+    std::vector<float> got(q.size(), std::nanf(""));
+    replay_buffer r = p.record({bind(q), bind(k), bind(v), bind(mask)}, {bind(got)});
+    r.replay();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("threads " << threads << " element " << i);
+      REQUIRE(std::fabs(got[i] - want[i]) <= 2e-5);
+    }
+  }
+  graph g;
+  const tensor_id gq = g.input("q", {B, S, 3, d}), gk = g.input("k", {B, S, Hkv, d});
+  g.output(g.attention("att", gq, gk, gk));
+  CHECK_THROWS_WITH(compile(g), Catch::Matchers::Contains("node 'att' (attention)") &&
+                                    Catch::Matchers::Contains("do not group over"));
+  graph g2;
+  const tensor_id q2 = g2.input("q", {B, S, H, d}), k2 = g2.input("k", {B, S, H, d});
+  g2.output(g2.attention("att", q2, k2, k2, g2.input("m", {B, 2, 1, S})));
+  CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("does not broadcast"));
+}
+
 // A reshape may label its 4-D result nchw (the same memory order as plain): a [N, C, L]
 // sequence becomes an [N, C, 1, L] image for conv2d without a copy.
 TEST_CASE("graph: reshape into an nchw view feeds conv2d", "[graph]") {

@@ -1,7 +1,9 @@
 // kfuse::onnx on real PyTorch exports (tests/onnx/models, made by
 // scripts/make_onnx_test_models.py with PyTorch's outputs as the golden values): every model
 // loads, compiles and matches PyTorch in NCHW and NHWC, on 1 and 2 threads; the pattern pass
-// rewrites what it should; the graph's inputs and outputs are the model's.
+// rewrites what it should; the graph's inputs and outputs are the model's. encoder_b2 is two
+// BERT-style layers as PyTorch exports them (MatMul of two run-time tensors, Transpose, Softmax,
+// the erf GELU, LayerNormalization).
 //
 // Tolerance: fp32 against PyTorch's fp32 on the same inputs. Both sum the same products in
 // another order (blocked GEMM, FMA); with K <= 400 terms of size ~1 the difference stays near
@@ -52,12 +54,51 @@ double run_model(const std::string& name, kfuse::tensor_layout layout, int threa
 
 TEST_CASE("onnx: PyTorch exports match PyTorch in both layouts, on 1 and 2 threads") {
   for (const char* name : {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2", "upsampling_b2",
-                           "layernorm_op12_b2"})
+                           "layernorm_op12_b2", "encoder_b2"})
     for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc})
       for (int threads : {1, 2}) {
         INFO(name << " layout " << kfuse::layout_name(layout) << " threads " << threads);
         CHECK(run_model(name, layout, threads) <= 1.0);
       }
+}
+
+// BERT as Hugging Face writes it (tests/onnx/models/bert_tiny_b2): int64 token ids and mask
+// bound straight from the tokenizer's arrays, embeddings gathered, the padded positions of the
+// second sequence masked, two outputs (hidden states and the pooled first token).
+TEST_CASE("onnx: a BERT export with int64 ids and a padding mask matches PyTorch") {
+  const std::string base = models + "/bert_tiny_b2";
+  const kfuse::npy_array ids = kfuse::read_npy(base + ".input_ids.npy");
+  const kfuse::npy_array mask = kfuse::read_npy(base + ".attention_mask.npy");
+  REQUIRE(ids.dtype == kfuse::npy_dtype::i64);
+  const auto id_s = kfuse::npy_data<std::int64_t>(ids);
+  const auto mask_s = kfuse::npy_data<std::int64_t>(mask);
+  const std::vector<std::int64_t> id_v(id_s.begin(), id_s.end()),
+      mask_v(mask_s.begin(), mask_s.end());
+  const std::vector<float> hidden_ref = load_f32(base + ".hidden.npy");
+  const std::vector<float> pooled_ref = load_f32(base + ".pooled.npy");
+  kfuse::onnx::model m = kfuse::onnx::load(base + ".onnx");
+  REQUIRE(m.inputs.size() == 2);
+  CHECK(m.inputs[0].type == kfuse::dtype::i64);
+  for (int threads : {1, 2}) {
+    kfuse::plan p = kfuse::compile(m.graph, {.threads = threads, .fork_join_ns = 0});
+    std::vector<float> hidden(hidden_ref.size(), std::nanf("")), pooled(pooled_ref.size());
+    kfuse::replay_buffer r = p.record({kfuse::bind(id_v), kfuse::bind(mask_v)},
+                                      {kfuse::bind(hidden), kfuse::bind(pooled)});
+    r.replay();
+    for (std::size_t i = 0; i < hidden.size(); ++i) {
+      INFO("threads " << threads << " hidden " << i);
+      REQUIRE(std::fabs(hidden[i] - hidden_ref[i]) <= 1e-4 * std::fabs(hidden_ref[i]) + 1e-5);
+    }
+    for (std::size_t i = 0; i < pooled.size(); ++i)
+      REQUIRE(std::fabs(pooled[i] - pooled_ref[i]) <= 1e-4 * std::fabs(pooled_ref[i]) + 1e-5);
+    // An id outside the vocabulary stops the replay with an error naming the gather node.
+    std::vector<std::int64_t> bad = id_v;
+    bad[3] = 50;
+    kfuse::replay_buffer rb = p.record({kfuse::bind(bad), kfuse::bind(mask_v)},
+                                       {kfuse::bind(hidden), kfuse::bind(pooled)});
+    CHECK_THROWS_WITH(rb.replay(), Catch::Contains("(gather)") &&
+                                       Catch::Contains("index 50 at position 3 is out of range"));
+  }
 }
 
 TEST_CASE("onnx: the model's inputs and outputs, in order, with their shapes") {

@@ -211,6 +211,11 @@ inline raw encode(const std::vector<index_t>& shape, dtype type, tensor_layout l
         std::memcpy(p + 4 * j, &s, 4);
         break;
       }
+      case dtype::i64: {
+        const auto s = std::int64_t(v[i]);
+        std::memcpy(p + 8 * j, &s, 8);
+        break;
+      }
     }
   }
   return r;
@@ -256,6 +261,12 @@ inline std::vector<double> decode(const std::vector<index_t>& shape, dtype type,
         std::int32_t s;
         std::memcpy(&s, p + 4 * j, 4);
         v[i] = s;
+        break;
+      }
+      case dtype::i64: {
+        std::int64_t s;
+        std::memcpy(&s, p + 8 * j, 8);
+        v[i] = double(s);
         break;
       }
     }
@@ -378,6 +389,15 @@ inline std::string describe(const kfuse::graph& g) {
         break;
       case op_kind::broadcast:
         s << " to " << shape_str(n.shape) << " " << kfuse::layout_name(n.to_layout);
+        break;
+      case op_kind::matmul:
+        s << " prec " << prec_names[int(n.prec)];
+        break;
+      case op_kind::gather:
+        s << " axis " << n.axis;
+        break;
+      case op_kind::attention:
+        s << " scale " << n.attention.scale << (n.attention.causal ? " causal" : "");
         break;
     }
     const auto& o = g.tensors()[std::size_t(n.output.index)];

@@ -109,14 +109,17 @@ std::string num(double v) {
 
 /// How close results come to their bound: the largest |got - ref| / allowed per plan precision
 /// (KFUSE_FUZZ_STATS=1 prints it: a bound far above every error would test little).
+#define KFUSE_COUNT_OP(name) +1
+constexpr int op_kinds = 0 KFUSE_GRAPH_OPS(KFUSE_COUNT_OP);
+#undef KFUSE_COUNT_OP
 struct tightness {
   double worst[4] = {0, 0, 0, 0};  // by precision (f32, bf16, int8 at [1..3])
   double integer = 0;
-  double pure_f32 = 0;   // graphs without any bf16 / f16 / int8 tensor or arithmetic
-  long nodes[13] = {};   // nodes generated per op_kind
-  long fused = 0;        // nodes the plans under test fused into a producer
-  long quant_fused = 0;  // of which quantize absorptions
-  std::string where[6];  // the worst element of each
+  double pure_f32 = 0;        // graphs without any bf16 / f16 / int8 tensor or arithmetic
+  long nodes[op_kinds] = {};  // nodes generated per op_kind
+  long fused = 0;             // nodes the plans under test fused into a producer
+  long quant_fused = 0;       // of which quantize absorptions
+  std::string where[6];       // the worst element of each
 };
 bool pure_f32(const gfuzz::gen& G) {
   if (G.cfg.prec != precision::f32) return false;
@@ -1280,7 +1283,7 @@ TEST_CASE("graph fuzz: random valid graphs match the double reference and the un
               << " " << stats().where[5] << std::endl;
   if (env_long("KFUSE_FUZZ_STATS", 0)) {
     std::cout << "FUZZ nodes generated:";
-    for (int k = 0; k < 13; ++k)
+    for (int k = 0; k < op_kinds; ++k)
       std::cout << " " << kfuse::op_name(kfuse::op_kind(k)) << " " << stats().nodes[k];
     std::cout << "; fused into producers " << stats().fused << " (quantize absorptions "
               << stats().quant_fused << ")" << std::endl;

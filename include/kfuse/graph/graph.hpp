@@ -85,6 +85,7 @@ struct node_desc {
   conv2d_params conv{};                            // conv2d
   pool2d_params pool{};                            // pool2d
   resize_params resize{};                          // resize
+  attention_params attention{};                    // attention
   precision prec = precision::inherit;             // linear (conv2d: conv.prec)
   int axis = -1;                                   // softmax, concat, flatten
   float eps = 1e-5f;                               // norms
@@ -327,6 +328,30 @@ class graph {
     n.offset = offset;
     n.strides = std::move(strides);
     n.to_layout = as;
+    return add_node(std::move(n));
+  }
+  /// a [..., M, K] . b [..., K, N] of two run-time tensors (NumPy matmul: batch dimensions
+  /// broadcast, a 1-D operand is a row / column). f32; bf16 plans multiply in bf16.
+  tensor_id matmul(std::string name, tensor_id a, tensor_id b,
+                   precision prec = precision::inherit) {
+    node_desc n = make(std::move(name), op_kind::matmul, {a, b});
+    n.prec = prec;
+    return add_node(std::move(n));
+  }
+  /// Fused attention: softmax(Q.K^T * scale + bias) . V with Q [B, Sq, H, d], K and V
+  /// [B, Sk, Hkv, d] (Hkv divides H: grouped-query), out [B, Sq, H, d]; bias (optional) any shape
+  /// that broadcasts to [B, H, Sq, Sk] (a key-padding mask [B, 1, 1, Sk]); scale 0: 1 / sqrt(d).
+  tensor_id attention(std::string name, tensor_id q, tensor_id k, tensor_id v, tensor_id bias = {},
+                      attention_params p = {}) {
+    node_desc n = make(std::move(name), op_kind::attention, {q, k, v, bias});
+    n.attention = p;
+    return add_node(std::move(n));
+  }
+  /// out = table gathered along `axis` by i32 / i64 `indices` (negative ones count from the end):
+  /// the shape is table's before axis, then indices', then table's after axis (ONNX Gather).
+  tensor_id gather(std::string name, tensor_id table, tensor_id indices, int axis = 0) {
+    node_desc n = make(std::move(name), op_kind::gather, {table, indices});
+    n.axis = axis;
     return add_node(std::move(n));
   }
   /// Transposed convolution of an nhwc image: weights [C, K / groups, R, S], bias [K]

@@ -15,6 +15,8 @@ namespace detail {
 struct dtype_size_fn {
   constexpr std::size_t operator()(dtype t) const noexcept {
     switch (t) {
+      case dtype::i64:
+        return 8;
       case dtype::f32:
       case dtype::i32:
         return 4;
@@ -48,6 +50,8 @@ struct dtype_name_fn {
         return "u8";
       case dtype::i32:
         return "i32";
+      case dtype::i64:
+        return "i64";
     }
     return "?";
   }
@@ -108,19 +112,24 @@ inline constexpr detail::stage_name_fn stage_name{};
 /// The element type tag of a storage type as a run-time dtype.
 template <class T>
 constexpr dtype dtype_of() noexcept {
-  using E = elem_of<std::remove_const_t<T>>;
-  if constexpr (std::is_same_v<E, f32>)
-    return dtype::f32;
-  else if constexpr (std::is_same_v<E, bf16>)
-    return dtype::bf16;
-  else if constexpr (std::is_same_v<E, f16>)
-    return dtype::f16;
-  else if constexpr (std::is_same_v<E, i8>)
-    return dtype::i8;
-  else if constexpr (std::is_same_v<E, u8>)
-    return dtype::u8;
-  else
-    return dtype::i32;
+  using S = std::remove_const_t<T>;
+  if constexpr (std::is_same_v<S, std::int64_t>) {
+    return dtype::i64;
+  } else {
+    using E = elem_of<S>;
+    if constexpr (std::is_same_v<E, f32>)
+      return dtype::f32;
+    else if constexpr (std::is_same_v<E, bf16>)
+      return dtype::bf16;
+    else if constexpr (std::is_same_v<E, f16>)
+      return dtype::f16;
+    else if constexpr (std::is_same_v<E, i8>)
+      return dtype::i8;
+    else if constexpr (std::is_same_v<E, u8>)
+      return dtype::u8;
+    else
+      return dtype::i32;
+  }
 }
 
 /// Product of the extents (1 for a scalar shape {}).
@@ -137,7 +146,7 @@ struct bind_fn {
     binding b{const_cast<void*>(static_cast<const void*>(p)), count * sizeof(T)};
     // Raw bytes (std::byte, char) carry no element type; uint8_t / int8_t do (u8 / i8 tensors).
     using U = std::remove_cv_t<T>;
-    if constexpr (storage_type<U>) {
+    if constexpr (storage_type<U> || std::is_same_v<U, std::int64_t>) {
       b.typed = true;
       b.type = dtype_of<U>();
     }

@@ -19,7 +19,8 @@ inline constexpr bool add_operand = true, mul_operand = true;
 }  // namespace stage_form
 
 /// An element type as a run-time value (the graph's tensors carry one).
-enum class dtype : std::uint8_t { f32, bf16, f16, i8, u8, i32 };
+/// i32 / i64: integer data (token ids, gather indices; i32 also raw int8 accumulators).
+enum class dtype : std::uint8_t { f32, bf16, f16, i8, u8, i32, i64 };
 
 /// How a tensor's elements sit in memory. `plain` is dense row-major over its shape (any rank);
 /// nchw / nhwc name the memory order of a 4-D tensor whose shape is always given as (N, C, H, W).
@@ -57,7 +58,10 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(broadcast)        /* NumPy broadcast of x to a target shape (ONNX Expand) */                  \
   X(resize)           /* 2-D nearest / bilinear resampling of an image */                         \
   X(conv_transpose2d) /* transposed 2-D convolution, nhwc, [C, K / groups, R, S] weights */       \
-  X(strided_view)     /* x read through strides and an offset (transpose, slice, tile) */
+  X(strided_view)     /* x read through strides and an offset (transpose, slice, tile) */         \
+  X(matmul)           /* a . b of two run-time tensors, broadcast batch dims (NumPy matmul) */    \
+  X(gather)           /* rows of a table picked by i32 / i64 indices (embeddings, ONNX Gather) */ \
+  X(attention)        /* fused softmax(Q.K^T * scale + bias) . V over heads, [B, S, H, d] */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {
@@ -132,6 +136,12 @@ struct resize_params {
   resize_mode mode = resize_mode::nearest;
   resize_coords coords = resize_coords::half_pixel;
   resize_rounding rounding = resize_rounding::round_prefer_floor;
+};
+
+/// attention: the scale of Q.K^T (0: 1 / sqrt(head_dim)) and a causal mask.
+struct attention_params {
+  float scale = 0.f;
+  bool causal = false;
 };
 
 /// Per-tensor affine quantization: real = scale * (q - zero_point).

@@ -1,6 +1,7 @@
 // Gemm and MatMul with a constant weight operand -> the graph's linear (weights stored as
 // PyTorch's [N, K]; alpha, beta and C folded into the weights, the bias or an added constant).
-// MatMul of two run-time tensors is the batched GEMM of issue 15.
+// MatMul of two run-time tensors (or with a batched constant) -> the graph's matmul.
+#include "kfuse/graph/matmul_shape.hpp"
 #include "ops.hpp"
 
 namespace kfuse::onnx::detail {
@@ -78,15 +79,24 @@ void import_gemm(context& cx, const node_proto& n) {
 
 void import_matmul(context& cx, const node_proto& n) {
   cx.only_attrs(n, {});
-  if (!cx.is_const(n, 1))
-    cx.fail(n, cx.is_const(n, 0)
-                   ? "a constant first operand is not supported yet (only x . W)"
-                   : "both operands are run-time tensors: batched MatMul is not supported yet");
+  const bool weight = cx.is_const(n, 1) && cx.in(n, 1).c.shape.size() <= 2;
+  if (!weight) {
+    // Two run-time operands (or a batched / leading constant): the graph's matmul, whose
+    // batched GEMM broadcasts the batch dimensions without copying.
+    const run_value a = cx.as_plain(cx.float_in(n, 0), n.output(0) + "/a");
+    const run_value b = cx.as_plain(cx.float_in(n, 1), n.output(0) + "/b");
+    const kfuse::matmul_geometry g = kfuse::matmul_geometry_of(a.shape, b.shape);
+    if (!g.error.empty())
+      cx.fail(n, "A " + shape_str(a.shape) + " and B " + shape_str(b.shape) + ": " + g.error);
+    run_value y;
+    y.id = cx.g.matmul(cx.out_name(n), a.id, b.id);
+    y.shape = g.out_shape;
+    cx.set_run(n, 0, y);
+    return;
+  }
   run_value a = cx.as_plain(cx.float_in(n, 0), n.output(0));
   const const_value& b = cx.const_in(n, 1, "B");
   if (!b.is_float()) cx.fail(n, "B is " + elem_name(b.elem));
-  if (b.shape.size() > 2)
-    cx.fail(n, "B " + shape_str(b.shape) + ": a batched constant operand is not supported yet");
   const bool vec_b = b.shape.size() == 1;
   const_value b2 = b;
   if (vec_b) b2.shape = {b.shape[0], 1};
@@ -110,17 +120,27 @@ void import_matmul(context& cx, const node_proto& n) {
 void fold_matmul(context& cx, const node_proto& n) {
   const const_value& a = cx.in(n, 0).c;
   const const_value& b = cx.in(n, 1).c;
-  if (a.shape.size() != 2 || b.shape.size() != 2 || a.shape[1] != b.shape[0])
-    cx.fail(n, "load-time evaluation takes 2-D operands that multiply, not " + shape_str(a.shape) +
-                   " and " + shape_str(b.shape));
-  const index_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
-  const_value y = make_const(a.elem, {M, N});
-  for (index_t i = 0; i < M; ++i)
-    for (index_t j = 0; j < N; ++j) {
-      double s = 0;
-      for (index_t k = 0; k < K; ++k) s += a.at(i * K + k) * b.at(k * N + j);
-      store(y, i * N + j, s);
+  const kfuse::matmul_geometry g = kfuse::matmul_geometry_of(a.shape, b.shape);
+  if (!g.error.empty())
+    cx.fail(n, "A " + shape_str(a.shape) + " and B " + shape_str(b.shape) + ": " + g.error);
+  const batched_gemm_problem& p = g.problem;
+  const_value y = make_const(a.elem, g.out_shape);
+  const index_t batches = p.batches();
+  for (index_t bi = 0; bi < batches; ++bi) {
+    index_t ao = 0, bo = 0, rem = bi;
+    for (int d = p.batch_rank - 1; d >= 0; --d) {
+      const std::size_t k = std::size_t(d);
+      ao += rem % p.batch[k] * p.a_batch[k];
+      bo += rem % p.batch[k] * p.b_batch[k];
+      rem /= p.batch[k];
     }
+    for (index_t i = 0; i < p.m; ++i)
+      for (index_t j = 0; j < p.n; ++j) {
+        double s = 0;
+        for (index_t k = 0; k < p.k; ++k) s += a.at(ao + i * p.k + k) * b.at(bo + k * p.n + j);
+        store(y, (bi * p.m + i) * p.n + j, s);
+      }
+  }
   cx.set_const(n, 0, std::move(y));
 }
 

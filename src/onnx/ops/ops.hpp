@@ -70,6 +70,8 @@ void fold_cast(context& cx, const node_proto& n);
 void fold_shape(context& cx, const node_proto& n);
 void fold_constant(context& cx, const node_proto& n);
 void fold_constant_of_shape(context& cx, const node_proto& n);
+void import_gather(context& cx, const node_proto& n);
+void import_attention(context& cx, const node_proto& n);
 void fold_gather(context& cx, const node_proto& n);
 void fold_range(context& cx, const node_proto& n);
 void fold_expand(context& cx, const node_proto& n);

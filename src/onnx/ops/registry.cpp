@@ -21,7 +21,8 @@ const std::vector<op_entry>& op_table() {
         {"Floor", nullptr, fold_unary},
         {"Gelu", import_activation, nullptr},
         {"HardSigmoid", import_activation, fold_unary},
-        {"kfuse.Silu", import_activation, nullptr},  // x * Sigmoid(x), from the pattern pass
+        {"kfuse.Silu", import_activation, nullptr},      // x * Sigmoid(x), from the pattern pass
+        {"kfuse.Attention", import_attention, nullptr},  // the pattern pass's attention
         {"HardSwish", import_activation, fold_unary},
         {"Identity", import_activation, fold_identity},
         {"LeakyRelu", import_activation, fold_unary},
@@ -89,7 +90,7 @@ const std::vector<op_entry>& op_table() {
         {"ConstantOfShape", nullptr, fold_constant_of_shape},
         {"Expand", import_expand, fold_expand},
         {"Flatten", import_reshape, fold_reshape},
-        {"Gather", nullptr, fold_gather},
+        {"Gather", import_gather, fold_gather},
         {"Range", nullptr, fold_range},
         {"Reshape", import_reshape, fold_reshape},
         {"Shape", import_shape, fold_shape},

@@ -199,8 +199,62 @@ void import_cast(context& cx, const node_proto& n) {
   const std::int64_t to = cx.attr_int(n, "to", 0);
   const run_value x = cx.run_in(n, 0);
   if (to == elem_float && x.type == dtype::f32) return cx.set_alias(n, 0, cx.in(n, 0));
-  cx.fail(n, "cast of run-time data to " + elem_name(std::int32_t(to)) +
-                 " is not supported (float32 -> float32 only)");
+  const bool same_int =
+      (to == elem_int64 && x.type == dtype::i64) || (to == elem_int32 && x.type == dtype::i32);
+  if (same_int) return cx.set_alias(n, 0, cx.in(n, 0));
+  if (to == elem_float && (x.type == dtype::i64 || x.type == dtype::i32)) {
+    // Integer data as float (an attention mask, ids used as values).
+    run_value y = cx.as_plain(x, n.output(0) + "/plain");
+    y.id = cx.g.cast(cx.out_name(n), y.id, dtype::f32);
+    y.type = dtype::f32;
+    return cx.set_run(n, 0, y);
+  }
+  cx.fail(n, "cast of run-time " + std::string(dtype_name(x.type)) + " data to " +
+                 elem_name(std::int32_t(to)) +
+                 " is not supported (float32 -> float32, int32 / int64 -> float32 or itself)");
+}
+
+// Gather of run-time data or with run-time indices: the graph's gather (an embedding lookup of
+// token ids; x[:, 0] of a sequence). Scalar indices drop the axis, as ONNX says.
+void import_gather(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"axis"});
+  const value& data = cx.in(n, 0);
+  const value& ind = cx.in(n, 1);
+  const std::vector<index_t> dshape = data.is_const ? data.c.shape : data.r.shape;
+  const int rank = int(dshape.size());
+  if (rank == 0) cx.fail(n, "data is a scalar");
+  const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", 0), rank);
+  run_value table = data.is_const ? cx.run_in(n, 0) : cx.as_plain(data.r, n.output(0) + "/table");
+  tensor_id idx;
+  std::vector<index_t> ishape;
+  if (ind.is_const) {
+    if (ind.c.is_float()) cx.fail(n, "indices are " + elem_name(ind.c.elem));
+    ishape = ind.c.shape;
+    const std::vector<index_t> gshape = ishape.empty() ? std::vector<index_t>{1} : ishape;
+    idx = cx.g.constant(cx.unique(n.output(0) + "/indices"), gshape, dtype::i64, ind.c.i.data());
+  } else {
+    if (ind.r.type != dtype::i64 && ind.r.type != dtype::i32)
+      cx.fail(n, "indices '" + n.input(1) + "' are " + std::string(dtype_name(ind.r.type)) +
+                     "; Gather takes int32 or int64 indices");
+    ishape = ind.r.shape;
+    idx = cx.as_plain(ind.r, n.output(0) + "/indices").id;
+  }
+  std::vector<index_t> shape(dshape.begin(), dshape.begin() + axis);
+  shape.insert(shape.end(), ishape.begin(), ishape.end());
+  shape.insert(shape.end(), dshape.begin() + axis + 1, dshape.end());
+  run_value y;
+  y.type = table.type;
+  if (ishape.empty()) {  // the graph gathers one index as [1], then the axis goes
+    std::vector<index_t> kept(dshape);
+    kept[std::size_t(axis)] = 1;
+    y.shape = kept;
+    y.id = cx.g.gather(cx.unique(n.output(0) + "/gather"), table.id, idx, axis);
+    y = cx.reshape(y, shape, n.output(0));
+  } else {
+    y.shape = shape;
+    y.id = cx.g.gather(cx.out_name(n), table.id, idx, axis);
+  }
+  cx.set_run(n, 0, y);
 }
 
 void fold_cast(context& cx, const node_proto& n) {

@@ -108,6 +108,8 @@ struct compile_context {
         return float(static_cast<const std::uint8_t*>(p)[i]);
       case dtype::i32:
         return float(static_cast<const std::int32_t*>(p)[i]);
+      case dtype::i64:
+        return float(static_cast<const std::int64_t*>(p)[i]);
     }
     return 0.f;
   }

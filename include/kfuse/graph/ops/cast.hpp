@@ -27,6 +27,15 @@ void convert_cmd(const command& c) {
   run_rows_cmd<simd::vec_for<A, B>, In, Out>(c, p.shape, ep);
 }
 
+/// Integer data (an attention mask, ids) as f32: small tensors, a scalar loop.
+template <class I>
+void int_to_f32_cmd(const command& c) {
+  const auto& p = *static_cast<const convert_params*>(c.params);
+  const I* in = static_cast<const I*>(c.in[0]);
+  float* out = static_cast<float*>(c.out);
+  for (index_t i = 0; i < p.shape.numel; ++i) out[i] = float(in[i]);
+}
+
 struct cast_rule : op_rule {
   static constexpr op_kind kind = op_kind::cast;
 
@@ -35,8 +44,11 @@ struct cast_rule : op_rule {
     const dtype to = n.to_type;
     const bool q_in = x.type == dtype::i8 || x.type == dtype::u8;
     const bool q_out = to == dtype::i8 || to == dtype::u8;
-    if (x.type == dtype::i32 || to == dtype::i32)
-      cx.fail_node(n, "i32 tensors cannot be cast (they hold raw accumulators)");
+    const bool int_in = x.type == dtype::i32 || x.type == dtype::i64;
+    if (to == dtype::i32 || to == dtype::i64 || (int_in && to != dtype::f32))
+      cx.fail_node(n, "from " + std::string(dtype_name(x.type)) + " to " +
+                          std::string(dtype_name(to)) +
+                          ": integer tensors (ids, masks) cast to f32 only, nothing casts to them");
     if (q_in && q_out)
       cx.fail_node(n, "from " + std::string(dtype_name(x.type)) + " to " +
                           std::string(dtype_name(to)) + ": dequantize, then quantize");
@@ -65,7 +77,10 @@ struct cast_rule : op_rule {
     c.out = s.out;
     c.begin = 0;
     c.end = p->shape.rows;
-    if (to == dtype::i8 || to == dtype::u8) {
+    if (from == dtype::i32 || from == dtype::i64) {
+      info.kernel = "cast " + std::string(dtype_name(from)) + "->f32";
+      c.fn = from == dtype::i64 ? &int_to_f32_cmd<std::int64_t> : &int_to_f32_cmd<std::int32_t>;
+    } else if (to == dtype::i8 || to == dtype::u8) {
       p->q = {n.quant.scale, n.quant.zero_point};
       info.kernel = "quantize";
       if (from != dtype::f32) cx.fail_node(n, "quantize takes f32 input");

@@ -33,6 +33,9 @@ struct op_rule {
   /// Fusion: the op's kernel takes a stage chain in its epilogue, so a following eltwise step
   /// can be absorbed (passes/fusion.hpp).
   static constexpr bool absorbs_chain = false;
+  /// Fusion: how many of the chain's operands the op's command has room for (a command has
+  /// four input pointers; ops that read several inputs leave fewer for the chain).
+  static constexpr int chain_operand_slots = chain_max_operands;
   /// Fusion: a following batch norm folds into the op's weights (conv2d).
   static constexpr bool folds_batch_norm = false;
 

@@ -41,7 +41,7 @@ struct pool2d_rule : op_rule {
   static void infer(detail::compile_context& cx, const node_desc& n) {
     const plan_tensor& x = cx.T(n.inputs[0]);
     cx.need_image(n, x);
-    if (x.type == dtype::f16 || x.type == dtype::i32)
+    if (x.type == dtype::f16 || x.type == dtype::i32 || x.type == dtype::i64)
       cx.fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
                           "; pooling takes f32, bf16, u8 or i8");
     const bool average =

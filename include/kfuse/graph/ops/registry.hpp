@@ -2,6 +2,7 @@
 // The graph ops the plan compiler knows: one rule per op of KFUSE_GRAPH_OPS (graph/types.hpp),
 // graph_ops::<op>_rule in graph/ops/<op>.hpp (graph/ops/op_rule.hpp says what a rule has).
 // Adding an op: docs/executor.md, "Adding an op".
+#include "kfuse/graph/ops/attention.hpp"
 #include "kfuse/graph/ops/batch_norm.hpp"
 #include "kfuse/graph/ops/broadcast.hpp"
 #include "kfuse/graph/ops/cast.hpp"
@@ -11,7 +12,9 @@
 #include "kfuse/graph/ops/convert_layout.hpp"
 #include "kfuse/graph/ops/custom.hpp"
 #include "kfuse/graph/ops/eltwise.hpp"
+#include "kfuse/graph/ops/gather.hpp"
 #include "kfuse/graph/ops/linear.hpp"
+#include "kfuse/graph/ops/matmul.hpp"
 #include "kfuse/graph/ops/norm.hpp"
 #include "kfuse/graph/ops/pool2d.hpp"
 #include "kfuse/graph/ops/reshape.hpp"
@@ -46,6 +49,11 @@ inline bool optional_slot(op_kind k, std::size_t slot) {
 inline bool absorbs_chain(op_kind k) {
   bool r = false;
   with_rule(k, [&](auto rule) { r = decltype(rule)::absorbs_chain; });
+  return r;
+}
+inline int chain_operand_slots(op_kind k) {
+  int r = 0;
+  with_rule(k, [&](auto rule) { r = decltype(rule)::chain_operand_slots; });
   return r;
 }
 inline bool folds_batch_norm(op_kind k) {

@@ -121,7 +121,8 @@ template <class MK, class V, int Rows, int NV, int NR, bool First = true, bool L
 KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
                             const typename MK::storage* KFUSE_RESTRICT bp, index_t k0, index_t k1,
                             Out* KFUSE_RESTRICT c, index_t ldc, index_t row0, index_t col0,
-                            index_t N, const Ep& ep, const int_args& ia, float* part = nullptr) {
+                            index_t N, const Ep& ep, const int_args& ia, float* part = nullptr,
+                            index_t flat_base = 0) {
   constexpr int L = V::lanes;
   V acc[Rows][NV];
   start_tile(acc, part, First);
@@ -153,31 +154,37 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
     }
   }
   if constexpr (!(MK::integer && std::is_same_v<Out, std::int32_t>))
-    store_tile<true>(acc, c + row0 * ldc + col0, ldc, row0 * N + col0, N, col0, N - col0, ep);
+    store_tile<true>(acc, c + row0 * ldc + col0, ldc, flat_base + row0 * N + col0, N, col0,
+                     N - col0, ep);
 }
 
 // A full panel for `rows` rows, 1 <= rows <= Rows. Tiles of more than MR rows (the small-M path,
 // 7 <= M <= 8) do not fit the registers in one piece: they run as two row groups over K chunks
 // small enough to stay in L2, keeping partial sums in a small buffer, so each weight still comes
-// from memory once.
+// from memory once. flat_base offsets the epilogue's flat index (batched_gemm: the matrix's
+// place in the batch).
 template <class MK, class V, int MR, int NV, int Rows, class TA, class Out, class Ep>
 KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
                                   const typename MK::storage* bp, index_t K, Out* c, index_t ldc,
                                   index_t row0, index_t col0, index_t N, const Ep& ep,
-                                  const int_args& ia) {
+                                  const int_args& ia, index_t flat_base = 0) {
   constexpr int L = V::lanes, NR = NV * L;
   if constexpr (Rows >= 1) {
     if (rows != Rows) {
-      gemm_panel_rows<MK, V, MR, NV, Rows - 1>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep, ia);
+      gemm_panel_rows<MK, V, MR, NV, Rows - 1>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep, ia,
+                                               flat_base);
     } else if constexpr (Rows <= MR) {
-      gemm_tile<MK, V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia);
+      gemm_tile<MK, V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia, nullptr,
+                                     flat_base);
     } else {
       constexpr int G0 = Rows / 2, G1 = Rows - G0;
       constexpr index_t kc = 512;  // 512 k of one panel: 128 KiB of f32 weights with NR = 64
       const TA* a1 = a + G0 * lda;
       if (K <= kc) {
-        gemm_tile<MK, V, G0, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia);
-        gemm_tile<MK, V, G1, NV, NR>(a1, lda, bp, 0, K, c, ldc, row0 + G0, col0, N, ep, ia);
+        gemm_tile<MK, V, G0, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia, nullptr,
+                                     flat_base);
+        gemm_tile<MK, V, G1, NV, NR>(a1, lda, bp, 0, K, c, ldc, row0 + G0, col0, N, ep, ia, nullptr,
+                                     flat_base);
         return;
       }
       alignas(64) float part0[G0 * NV * L], part1[G1 * NV * L];
@@ -193,9 +200,9 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
                                                    N, ep, ia, part1);
       }
       gemm_tile<MK, V, G0, NV, NR, false, true>(a, lda, bp, k, K, c, ldc, row0, col0, N, ep, ia,
-                                                part0);
+                                                part0, flat_base);
       gemm_tile<MK, V, G1, NV, NR, false, true>(a1, lda, bp, k, K, c, ldc, row0 + G0, col0, N, ep,
-                                                ia, part1);
+                                                ia, part1, flat_base);
     }
   }
 }

@@ -1,0 +1,125 @@
+#pragma once
+// attention as a graph op: fused softmax(Q.K^T * scale + bias) . V over heads, Q / K / V and the
+// output as [batch, sequence, heads, head_dim] (4-D plain, or the nchw label a reshape gives: the
+// same memory order) so that a linear's output is read with no transpose. The ONNX importer
+// fuses PyTorch's unfused export (Transpose, MatMul, Div, Add mask, Softmax, MatMul, Transpose)
+// into it; the bias (optional) broadcasts to [batch, heads, queries, keys].
+#include <string>
+
+#include "kfuse/graph/ops/op_rule.hpp"
+#include "kfuse/kernels/attention.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace graph_ops {
+
+template <class K>
+struct attention_step_params {
+  typename K::packed packed;
+};
+
+template <class K>
+void attention_cmd(const command& c) {
+  const auto& p = *static_cast<const attention_step_params<K>*>(c.params);
+  K::run(static_cast<const float*>(c.in[0]), static_cast<const float*>(c.in[1]),
+         static_cast<const float*>(c.in[2]), static_cast<const float*>(c.in[3]), p.packed,
+         static_cast<float*>(c.out),
+         workspace{static_cast<std::byte*>(c.workspace), c.workspace_bytes},
+         run_options{c.threads});
+}
+
+struct attention_rule : op_rule {
+  static constexpr op_kind kind = op_kind::attention;
+  static bool optional_slot(std::size_t slot) { return slot == 3; }
+
+  static void infer(detail::compile_context& cx, const node_desc& n) {
+    const plan_tensor& q = cx.T(n.inputs[0]);
+    const plan_tensor& k = cx.T(n.inputs[1]);
+    const plan_tensor& v = cx.T(n.inputs[2]);
+    for (const plan_tensor* t : {&q, &k, &v}) {
+      if (t->type != dtype::f32)
+        cx.fail_node(n, "'" + t->name + "' is " + std::string(dtype_name(t->type)) +
+                            "; attention reads f32");
+      if (t->shape.size() != 4 || t->layout == tensor_layout::nhwc)
+        cx.fail_node(n, "'" + t->name + "' " + cx.shape_str(t->shape) +
+                            " must be [batch, sequence, heads, head_dim]");
+    }
+    if (k.shape != v.shape)
+      cx.fail_node(
+          n, "keys " + cx.shape_str(k.shape) + " and values " + cx.shape_str(v.shape) + " differ");
+    if (k.shape[0] != q.shape[0] || k.shape[3] != q.shape[3])
+      cx.fail_node(n, "queries " + cx.shape_str(q.shape) + " and keys " + cx.shape_str(k.shape) +
+                          " differ in batch or head dimension");
+    if (q.shape[2] % k.shape[2] != 0)
+      cx.fail_node(n, std::to_string(q.shape[2]) + " query heads do not group over " +
+                          std::to_string(k.shape[2]) + " key / value heads");
+    if (q.shape[1] == 0 || k.shape[1] == 0) cx.fail_node(n, "a sequence of length 0");
+    if (!std::isfinite(n.attention.scale)) cx.fail_node(n, "the scale is not finite");
+    if (n.inputs.size() > 3 && n.inputs[3].index >= 0) {
+      const plan_tensor& b = cx.T(n.inputs[3]);
+      const std::vector<index_t> full = {q.shape[0], q.shape[2], q.shape[1], k.shape[1]};
+      if (b.type != dtype::f32 || b.layout == tensor_layout::nhwc || b.shape.size() > 4 ||
+          !broadcasts_to(b.shape, full))
+        cx.fail_node(n, "the bias '" + b.name + "' " + cx.shape_str(b.shape) + " (" +
+                            std::string(dtype_name(b.type)) + ") does not broadcast to " +
+                            cx.shape_str(full) + " [batch, heads, queries, keys] in f32");
+    }
+    cx.set_out(n, q.shape, dtype::f32, tensor_layout::plain);
+  }
+
+  static bool broadcasts_to(const std::vector<index_t>& s, const std::vector<index_t>& full) {
+    const std::size_t off = full.size() - s.size();
+    for (std::size_t i = 0; i < s.size(); ++i)
+      if (s[i] != 1 && s[i] != full[off + i]) return false;
+    return true;
+  }
+
+  template <class A, class B>
+  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                    step_info& info, std::vector<detail::plan_command>& cmds) {
+    using K = attention_kernel<A, B>;
+    // The step's inputs: x = Q, others = K, V and the bias when there is one.
+    const plan_tensor& q = cx.T(s.x);
+    const plan_tensor& k = cx.T(s.others[0]);
+    attention_problem pr = attention_problem::bshd(q.shape[0], q.shape[2], q.shape[1], k.shape[1],
+                                                   q.shape[3], k.shape[2]);
+    pr.scale = n.attention.scale;
+    pr.causal = n.attention.causal;
+    detail::plan_command c;
+    c.in[0] = s.x;
+    c.in[1] = s.others[0];
+    c.in[2] = s.others[1];
+    double bias_bytes = 0;
+    if (s.others.size() > 2) {
+      const plan_tensor& b = cx.T(s.others[2]);
+      const std::size_t off = 4 - b.shape.size();
+      index_t stride = 1;
+      for (std::size_t i = 4; i-- > 0;) {
+        const index_t dim = i >= off ? b.shape[i - off] : 1;
+        pr.bias_strides[i] = dim == 1 ? 0 : stride;
+        stride *= dim;
+      }
+      c.in[3] = s.others[2];
+      bias_bytes = double(b.bytes);
+    }
+    auto p = std::make_shared<attention_step_params<K>>();
+    p->packed = K::initialize(pr);
+    const double sq = double(pr.q_len), sk = double(pr.kv_len);
+    info.flops = 4.0 * double(pr.batch * pr.heads) * sq * sk * double(pr.head_dim);
+    info.bytes = double(q.bytes) + 2.0 * double(k.bytes) + bias_bytes + double(cx.T(s.out).bytes);
+    info.kernel = "attention f32 " + std::string(K::base::micro_kernel()) +
+                  (pr.causal ? " causal" : "") + (bias_bytes > 0 ? " + bias" : "");
+    c.out = s.out;
+    c.fn = &attention_cmd<K>;
+    c.begin = 0;
+    c.end = 1;
+    c.threads = cx.threads_for(info.bytes, info.flops);
+    c.workspace_bytes = K::workspace_size(pr, c.threads);
+    c.params = cx.own(std::move(p));
+    cmds.push_back(c);
+  }
+};
+
+}  // namespace graph_ops
+
+KFUSE_END_NAMESPACE

@@ -1,0 +1,102 @@
+#pragma once
+// matmul as a graph op: NumPy / ONNX MatMul of two run-time tensors, a [..., M, K] . b [..., K, N]
+// -> [..., M, N] with broadcast batch dimensions (a 1-D a is a row, a 1-D b a column, and that
+// dimension leaves the result). Through batched_gemm: no copy of either operand for broadcasting
+// (batch stride 0), any following eltwise chain in the epilogue (scale, mask add, activation).
+// A constant b is a linear (the importer's choice: packed once at compile time).
+#include "kfuse/graph/matmul_shape.hpp"
+#include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/op_rule.hpp"
+#include "kfuse/kernels/gemm/batched_gemm.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace graph_ops {
+
+/// A matmul step's parameter block: the kernel's problem and the fused chain.
+template <class K>
+struct matmul_params {
+  typename K::packed packed;
+  chain_list stages;
+};
+
+/// out = chain(a . b): a, b in c.in[0..1], the chain's operands in c.in[2..3].
+template <class K>
+void matmul_cmd(const command& c) {
+  const auto& p = *static_cast<const matmul_params<K>*>(c.params);
+  const chain ch{&p.stages,
+                 {static_cast<const float*>(c.in[2]), static_cast<const float*>(c.in[3]), nullptr}};
+  K::run(static_cast<const float*>(c.in[0]), static_cast<const float*>(c.in[1]), p.packed,
+         static_cast<float*>(c.out), epilogue<chain>{ch},
+         workspace{static_cast<std::byte*>(c.workspace), c.workspace_bytes},
+         run_options{c.threads});
+}
+
+struct matmul_rule : op_rule {
+  static constexpr op_kind kind = op_kind::matmul;
+  static constexpr bool absorbs_chain = true;
+  /// Slots 0 and 1 of the command are a and b: two left for fused operands.
+  static constexpr int chain_operand_slots = 2;
+
+  static void infer(detail::compile_context& cx, const node_desc& n) {
+    const plan_tensor& a = cx.T(n.inputs[0]);
+    const plan_tensor& b = cx.T(n.inputs[1]);
+    for (const plan_tensor* t : {&a, &b}) {
+      if (t->type != dtype::f32)
+        cx.fail_node(n, "operand '" + t->name + "' is " + std::string(dtype_name(t->type)) +
+                            "; matmul reads f32 (cast it first)");
+      if (t->layout != tensor_layout::plain)
+        cx.fail_node(n, "operand '" + t->name + "' is " + std::string(layout_name(t->layout)) +
+                            "; matmul reads plain tensors");
+    }
+    const kfuse::matmul_geometry g = kfuse::matmul_geometry_of(a.shape, b.shape);
+    if (!g.error.empty())
+      cx.fail_node(n, "operands '" + a.name + "' " + cx.shape_str(a.shape) + " and '" + b.name +
+                          "' " + cx.shape_str(b.shape) + ": " + g.error);
+    if (g.problem.k == 0) cx.fail_node(n, "the inner dimension is 0");
+    cx.set_out(n, g.out_shape, dtype::f32, tensor_layout::plain);
+  }
+
+  template <class A, class B>
+  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                    step_info& info, std::vector<detail::plan_command>& cmds) {
+    // bf16 plans run the products on bf16 (vdpbf16ps where the arch has it); int8 keeps them in
+    // f32 (the linears around them carry the int8 speed-up).
+    if (cx.precision_of(n) == precision::bf16)
+      lower_recipe<bf16, A, B>(cx, s, info, cmds, "bf16");
+    else
+      lower_recipe<f32, A, B>(cx, s, info, cmds, "f32");
+  }
+
+  template <class Recipe, class A, class B>
+  static void lower_recipe(detail::compile_context& cx, const detail::step& s, step_info& info,
+                           std::vector<detail::plan_command>& cmds, std::string_view recipe) {
+    using K = batched_gemm<Recipe, A, epilogue<chain>, B>;
+    const plan_tensor& a = cx.T(s.x);
+    const plan_tensor& b = cx.T(s.others[0]);
+    const kfuse::matmul_geometry g = kfuse::matmul_geometry_of(a.shape, b.shape);
+    auto p = std::make_shared<matmul_params<K>>();
+    p->packed = K::initialize(g.problem);
+    detail::plan_command c;
+    c.in[0] = s.x;
+    c.in[1] = s.others[0];
+    c.out = s.out;
+    p->stages = cx.make_chain(s.chain, c, 2);
+    const double batches = double(g.problem.batches());
+    info.flops = 2.0 * batches * double(g.problem.m) * double(g.problem.n) * double(g.problem.k);
+    info.bytes = double(a.bytes) + double(b.bytes) + double(cx.T(s.out).bytes);
+    info.kernel = "batched_gemm " + std::string(recipe) + " " + K::base::micro_kernel() +
+                  cx.chain_suffix(s, s.chain);
+    c.fn = &matmul_cmd<K>;
+    c.begin = 0;
+    c.end = 1;
+    c.threads = cx.threads_for(info.bytes, info.flops);
+    c.workspace_bytes = K::workspace_size(g.problem, c.threads);
+    c.params = cx.own(std::move(p));
+    cmds.push_back(c);
+  }
+};
+
+}  // namespace graph_ops
+
+KFUSE_END_NAMESPACE

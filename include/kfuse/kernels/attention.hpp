@@ -1,0 +1,297 @@
+#pragma once
+// attention: fused scaled-dot-product attention, out = softmax(Q.K^T * scale + bias) . V per
+// (batch, head), without ever writing the Sq x Sk scores to memory.
+//
+//   kfuse::attention_problem p = kfuse::attention_problem::bshd(batch, heads, seq, seq, 64);
+//   kfuse::attention_kernel<>::run(q, k, v, nullptr, out, p);   // [B, S, H, d] in and out
+//
+// Every operand is addressed through strides (elements) over (batch, head, position) with the
+// head dimension contiguous, so the [B, S, H, d] layout of a linear's output is read as it is:
+// the head split and merge of an exported model cost no copy. Grouped-query attention: kv_heads
+// divides heads and query head h reads K / V head h / (heads / kv_heads). An optional additive
+// bias (a key-padding mask, a relative-position bias) is read through strides over
+// (batch, head, query, key), 0 where it broadcasts; `causal` masks key j > i + (Sk - Sq) (the
+// last query row sees the whole cache: one new token against a KV cache is Sq = 1).
+//
+// Per (batch, head) a worker packs K^T and V once into gemm's panel layout in its workspace slot
+// (O(S d) bytes), then for each tile of MR query rows walks the keys in blocks of `block` columns:
+// the gemm micro-kernel computes the scores of the block into an MR x block tile that stays in
+// L1, an online softmax rescales the running row maxima and sums (FlashAttention's update), and
+// the micro-kernel multiplies the tile's probabilities by the block's rows of V into the row
+// accumulators. Memory traffic is Q, K, V, the bias and the output: O(S d), not O(S^2).
+// f32 inputs and arithmetic. A row whose keys are all masked with -inf gives zeros (PyTorch's
+// SDPA has given NaN or zeros depending on the version); NaN in Q, K or V propagates.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "kfuse/kernels/gemm/batched_gemm.hpp"
+#include "kfuse/kernels/softmax.hpp"
+
+namespace kfuse {
+
+/// What an attention computes (plain data: shared by every arch's TUs).
+struct attention_problem {
+  index_t batch = 1, heads = 1, kv_heads = 1, q_len = 0, kv_len = 0, head_dim = 0;
+  // Strides in elements over (batch, head, position); the head dimension is contiguous.
+  std::array<index_t, 3> q_strides{}, k_strides{}, v_strides{}, out_strides{};
+  // The additive bias over (batch, head, query, key); 0 broadcasts. Used when run() gets one.
+  std::array<index_t, 4> bias_strides{};
+  float scale = 0.f;  // 0: 1 / sqrt(head_dim)
+  bool causal = false;
+
+  /// Q, K, V and the output as dense [batch, position, head, head_dim] (a linear's output
+  /// viewed as heads); K and V with kv_heads heads.
+  static attention_problem bshd(index_t batch, index_t heads, index_t q_len, index_t kv_len,
+                                index_t head_dim, index_t kv_heads = 0) {
+    attention_problem p;
+    p.batch = batch;
+    p.heads = heads;
+    p.kv_heads = kv_heads > 0 ? kv_heads : heads;
+    p.q_len = q_len;
+    p.kv_len = kv_len;
+    p.head_dim = head_dim;
+    p.q_strides = {q_len * heads * head_dim, head_dim, heads * head_dim};
+    p.out_strides = p.q_strides;
+    p.k_strides = {kv_len * p.kv_heads * head_dim, head_dim, p.kv_heads * head_dim};
+    p.v_strides = p.k_strides;
+    return p;
+  }
+  float scale_or_default() const {
+    return scale != 0.f ? scale : 1.f / std::sqrt(float(std::max<index_t>(head_dim, 1)));
+  }
+};
+
+}  // namespace kfuse
+
+KFUSE_BEGIN_NAMESPACE
+
+template <class A = arch::native, class B = backend::xsimd>
+struct attention_kernel {
+  using base = gemm<f32, A, epilogue<>, B>;
+  using vec = typename base::vec;
+  using config = typename base::config;
+  using microkernel = typename base::microkernel;
+  static constexpr int MR = config::mr, NV = config::nv, NR = config::nr;
+  /// Keys per block: a whole number of panels, at least 64 (the score tile is MR x block).
+  static constexpr index_t block = (64 + NR - 1) / NR * NR;
+
+  // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
+  static constexpr std::string_view name = "attention";
+  using problem = attention_problem;
+  struct packed {
+    problem p{};
+    bool ready = false;
+    bool empty() const noexcept { return !ready; }
+  };
+  using epilogue_type = epilogue<>;
+
+  static kernel_status can_implement(const problem& p) {
+    return detail::status_of(name, [&] {
+      if (p.batch < 0 || p.q_len < 0 || p.kv_len < 0)
+        detail::fail(name, "negative batch or sequence length");
+      if (p.heads < 1 || p.kv_heads < 1 || p.head_dim < 1)
+        detail::fail(name, "heads, kv heads and the head dimension must be positive");
+      if (p.heads % p.kv_heads != 0)
+        detail::fail(name, std::to_string(p.heads) + " query heads do not group over " +
+                               std::to_string(p.kv_heads) + " key / value heads");
+      for (const auto* s : {&p.q_strides, &p.k_strides, &p.v_strides, &p.out_strides})
+        for (index_t x : *s)
+          if (x < 0) detail::fail(name, "negative stride");
+      for (index_t x : p.bias_strides)
+        if (x < 0) detail::fail(name, "negative bias stride");
+      if (!(std::isfinite(p.scale))) detail::fail(name, "the scale is not finite");
+      detail::checked_mul(name, "the scores", p.q_len, p.kv_len);
+      detail::checked_mul(name, "K", p.kv_len, p.head_dim);
+    });
+  }
+  /// One slot per worker: K^T and V of one head packed, the score tile and the accumulators.
+  static std::size_t workspace_size(const problem& p, int threads) {
+    detail::require(name, can_implement(p));
+    detail::slot_cursor c;
+    carve(p, c);
+    return std::size_t(std::max(threads, 1)) * c.used();
+  }
+  static packed initialize(const problem& p) {
+    detail::require(name, can_implement(p));
+    return {p, true};
+  }
+
+  /// out = attention(q, k, v [+ bias]); bias may be null.
+  static run_info run(const float* q, const float* k, const float* v, const float* bias,
+                      const packed& pk, float* out, workspace ws, const run_options& opt = {}) {
+    if (pk.empty()) detail::fail(name, "not initialized (initialize(problem))");
+    const problem& p = pk.p;
+    run_info info{name, A::name, simd::impl_name<A, B>(), base::micro_kernel(), 1};
+    const index_t d = p.head_dim;
+    auto extent = [&](const std::array<index_t, 3>& s, index_t heads, index_t len) {
+      if (p.batch == 0 || len == 0) return index_t(0);
+      return (p.batch - 1) * s[0] + (heads - 1) * s[1] + (len - 1) * s[2] + d;
+    };
+    const index_t q_n = extent(p.q_strides, p.heads, p.q_len);
+    const index_t o_n = extent(p.out_strides, p.heads, p.q_len);
+    const index_t k_n = extent(p.k_strides, p.kv_heads, p.kv_len);
+    const index_t v_n = extent(p.v_strides, p.kv_heads, p.kv_len);
+    detail::check_buffer(name, "Q", q, q_n);
+    detail::check_buffer(name, "K", k, k_n);
+    detail::check_buffer(name, "V", v, v_n);
+    detail::check_buffer(name, "the output", out, o_n);
+    detail::check_disjoint(name, "Q", q, q_n, out, o_n);
+    detail::check_disjoint(name, "K", k, k_n, out, o_n);
+    detail::check_disjoint(name, "V", v, v_n, out, o_n);
+    if (bias) {
+      const auto& s = p.bias_strides;
+      const index_t b_n = p.batch == 0 || p.q_len == 0 || p.kv_len == 0
+                              ? 0
+                              : (p.batch - 1) * s[0] + (p.heads - 1) * s[1] + (p.q_len - 1) * s[2] +
+                                    (p.kv_len - 1) * s[3] + 1;
+      detail::check_buffer(name, "the bias", bias, b_n);
+      detail::check_disjoint(name, "the bias", bias, b_n, out, o_n);
+    }
+    const index_t items = p.batch * p.heads;
+    if (items == 0 || p.q_len == 0) return info;
+    if (p.kv_len == 0) detail::fail(name, "no keys (kv_len 0): the softmax has nothing to weigh");
+    detail::slot_cursor measure;
+    carve(p, measure);
+    const std::size_t each = measure.used();
+    const int threads = detail::workspace_threads(name, ws, each, pool_threads(opt.threads));
+    info.threads = int(std::min<index_t>(threads, items));
+    parallel_for(
+        0, items, 1,
+        [&](range r, int worker) {
+          detail::slot_cursor cur(ws.slot<std::byte>(worker, each));
+          const slot_arrays s = carve(p, cur);
+          for (index_t it = r.begin; it < r.end; ++it) head(p, q, k, v, bias, out, it, s);
+        },
+        threads);
+    return info;
+  }
+
+  /// Convenience form: allocates the workspace for this call.
+  static run_info run(const float* q, const float* k, const float* v, const float* bias, float* out,
+                      const problem& p, const run_options& opt = {}) {
+    const workspace_buffer ws(workspace_size(p, pool_threads(opt.threads)));
+    return run(q, k, v, bias, initialize(p), out, ws, opt);
+  }
+
+ private:
+  struct slot_arrays {
+    float* kt = nullptr;      // K^T: panels of NR keys, head_dim rows each
+    float* vp = nullptr;      // V: panels of NR head-dim columns, kv_len rows each
+    float* scores = nullptr;  // MR x block
+    float* acc = nullptr;     // MR x head_dim running output
+    float* part = nullptr;    // MR x head_dim product of one block
+    float* stats = nullptr;   // running max and sum per row (2 x MR)
+  };
+  static index_t panels(index_t n) { return (n + NR - 1) / NR; }
+  static slot_arrays carve(const problem& p, detail::slot_cursor& c) {
+    slot_arrays s;
+    const index_t d = p.head_dim;
+    s.kt = c.take<float>(std::size_t(panels(p.kv_len) * NR * d));
+    s.vp = c.take<float>(std::size_t(panels(d) * NR * p.kv_len));
+    s.scores = c.take<float>(std::size_t(MR * block));
+    s.acc = c.take<float>(std::size_t(MR * panels(d) * NR));
+    s.part = c.take<float>(std::size_t(MR * panels(d) * NR));
+    s.stats = c.take<float>(std::size_t(2 * MR));
+    return s;
+  }
+
+  /// One (batch, query head): pack its K / V head, then every tile of query rows.
+  static void head(const problem& p, const float* q, const float* k, const float* v,
+                   const float* bias, float* out, index_t item, const slot_arrays& s) {
+    const index_t b = item / p.heads, h = item % p.heads, kvh = h / (p.heads / p.kv_heads);
+    const index_t d = p.head_dim, S = p.kv_len;
+    const float* kb = k + b * p.k_strides[0] + kvh * p.k_strides[1];
+    const float* vb = v + b * p.v_strides[0] + kvh * p.v_strides[1];
+    // K^T [d, S] and V [S, d] as gemm's B operands (k group 1: row kk of panel pn at kk * NR).
+    for (index_t pn = 0; pn < panels(S); ++pn)
+      detail::pack_b_panel(kb, index_t(1), p.k_strides[2], d, S, pn, NR, 1, s.kt + pn * d * NR);
+    for (index_t pn = 0; pn < panels(d); ++pn)
+      detail::pack_b_panel(vb, p.v_strides[2], index_t(1), S, d, pn, NR, 1, s.vp + pn * S * NR);
+    const float* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
+    float* ob = out + b * p.out_strides[0] + h * p.out_strides[1];
+    const float* bb = bias ? bias + b * p.bias_strides[0] + h * p.bias_strides[1] : nullptr;
+    for (index_t r0 = 0; r0 < p.q_len; r0 += MR)
+      rows(p, qb + r0 * p.q_strides[2], bb ? bb + r0 * p.bias_strides[2] : nullptr,
+           ob + r0 * p.out_strides[2], r0, int(std::min<index_t>(MR, p.q_len - r0)), s);
+  }
+
+  /// Query rows r0 .. r0 + nr of one head against every key block.
+  static void rows(const problem& p, const float* qr, const float* br, float* outr, index_t r0,
+                   int nr, const slot_arrays& s) {
+    using V = vec;
+    constexpr int L = V::lanes;
+    const index_t d = p.head_dim, S = p.kv_len, dp = panels(d) * NR;
+    const float scale = p.scale_or_default();
+    const float ninf = -std::numeric_limits<float>::infinity();
+    float* m = s.stats;
+    float* l = s.stats + MR;
+    for (int r = 0; r < nr; ++r) {
+      m[r] = ninf;
+      l[r] = 0.f;
+    }
+    std::fill(s.acc, s.acc + MR * dp, 0.f);
+    const detail::int_args ia{};
+    const epilogue<> none{};
+    // Causal: query row i (absolute r0 + i) sees keys j <= i + (S - Sq).
+    const index_t shift = S - p.q_len;
+    const index_t key_end = p.causal ? std::min(S, r0 + nr + shift) : S;
+    for (index_t k0 = 0; k0 < key_end; k0 += block) {
+      const index_t nk = std::min(block, key_end - k0);
+      // Scores of the block: MR x nk, panel by panel of K^T.
+      for (index_t pn = k0 / NR; pn * NR < k0 + nk; ++pn) {
+        const index_t c0 = pn * NR - k0;
+        detail::gemm_panel_rows<microkernel, V, MR, NV, MR>(
+            nr, qr, p.q_strides[2], s.kt + pn * d * NR, d, s.scores + c0, block, 0, 0,
+            std::min<index_t>(NR, nk - c0), none, ia);
+      }
+      for (int r = 0; r < nr; ++r) {
+        float* srow = s.scores + r * block;
+        const float* brow = br ? br + r * p.bias_strides[2] + k0 * p.bias_strides[3] : nullptr;
+        index_t valid = nk;
+        if (p.causal) valid = std::clamp<index_t>(r0 + r + shift - k0 + 1, 0, nk);
+        if (brow && p.bias_strides[3] == 1)
+          for (index_t j = 0; j < valid; ++j) srow[j] = srow[j] * scale + brow[j];
+        else if (brow)
+          for (index_t j = 0; j < valid; ++j)
+            srow[j] = srow[j] * scale + brow[j * p.bias_strides[3]];
+        else
+          for (index_t j = 0; j < valid; ++j) srow[j] *= scale;
+        for (index_t j = valid; j < nk; ++j) srow[j] = ninf;
+        // Online softmax: the new max, the old terms rescaled, this block's exp stored in place.
+        const float bm = valid > 0 ? detail::row_max<V>(srow, valid) : ninf;
+        const float m_new = std::max(m[r], bm);
+        const float m_use = m_new == ninf ? 0.f : m_new;  // all masked so far: exp(-inf) = 0
+        const float alpha = std::exp(m[r] - m_use);
+        const float sum = detail::row_exp_sum<V, true>(srow, srow, nk, m_use);
+        l[r] = l[r] * alpha + sum;
+        m[r] = m_new;
+        if (alpha != 1.f) {
+          float* a = s.acc + r * dp;
+          for (index_t j = 0; j < dp; j += L) simd::store(a + j, simd::load<V>(a + j) * V(alpha));
+        }
+      }
+      // The block's probabilities times its rows of V, added to the accumulators.
+      for (index_t pn = 0; pn < panels(d); ++pn)
+        detail::gemm_panel_rows<microkernel, V, MR, NV, MR>(
+            nr, s.scores, block, s.vp + pn * S * NR + k0 * NR, nk, s.part + pn * NR, dp, 0, 0, NR,
+            none, ia);
+      for (int r = 0; r < nr; ++r) {
+        float* a = s.acc + r * dp;
+        const float* t = s.part + r * dp;
+        for (index_t j = 0; j < dp; j += L)
+          simd::store(a + j, simd::load<V>(a + j) + simd::load<V>(t + j));
+      }
+    }
+    for (int r = 0; r < nr; ++r) {
+      const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a fully masked row gives zeros
+      float* o = outr + r * p.out_strides[2];
+      const float* a = s.acc + r * dp;
+      for (index_t j = 0; j < d; ++j) o[j] = a[j] * inv;
+    }
+  }
+};
+
+KFUSE_END_NAMESPACE
