@@ -153,8 +153,15 @@ TEST_CASE("onnx errors: dimensions, options, opsets and input types") {
   {
     model_builder b({2, 4});
     b.m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(7);
+    b.node("Relu", {"x"}, {"y"});  // int64 inputs are ids and masks: a float op names the type
+    CHECK_THROWS_WITH(b.load(),
+                      Contains("node 'y' (Relu): input 'x' is i64, this op takes float32"));
+  }
+  {
+    model_builder b({2, 4});  // uint16 inputs: no graph type
+    b.m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(4);
     b.node("Relu", {"x"}, {"y"});
-    CHECK_THROWS_WITH(b.load(), Contains("input 'x' is int64"));
+    CHECK_THROWS_WITH(b.load(), Contains("input 'x' is uint16"));
   }
   {
     model_builder b({2, 0});

@@ -74,6 +74,15 @@ template <class A, class B>
 plan compile(const graph& g, const compile_options& options) {
   detail::compile_context cx(g, options);
   cx.int8_gemm = graph_ops::gemm_available<i8, A, B>();
+  if (cx.opt.prec == precision::int8 && !cx.int8_gemm) {
+    // An int8 plan asked of an arch without an int8 dot product: the nodes that inherit the
+    // plan's precision run in f32 and the report says so (a node that asks for int8 itself
+    // still fails, naming it).
+    cx.opt.prec = precision::f32;
+    cx.d->report.notes.push_back("int8: arch " + std::string(A::name) +
+                                 " has no int8 dot product (vpdpbusd: avx512_vnni or avx2_vnni); "
+                                 "linear and conv nodes of the plan's precision run in f32");
+  }
   detail::analyze(cx);
   detail::lower_steps<A, B>(cx);
   detail::set_target(*cx.d, make_target_info<A>(simd::impl_name<A, B>()));

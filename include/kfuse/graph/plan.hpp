@@ -33,6 +33,7 @@ struct step_info {
 /// What the fusion passes did, and the arch and vector impl the plan's kernels were compiled for.
 struct fusion_report {
   std::vector<std::string> fused;  // "fused bn1 (batch_norm) into conv1 (conv2d)", ...
+  std::vector<std::string> notes;  // choices the compiler made for this arch (int8 kept in f32)
   int nodes_before = 0;            // graph nodes
   int nodes_after = 0;             // plan steps
   target_info target;              // compile<A, B>: A and simd::impl_name<A, B>()
@@ -43,6 +44,7 @@ struct fusion_report {
     s += "fusion: " + std::to_string(nodes_before) + " nodes -> " + std::to_string(nodes_after) +
          " steps\n";
     for (const std::string& f : fused) s += "  " + f + "\n";
+    for (const std::string& n : notes) s += "note: " + n + "\n";
     return s;
   }
 };
