@@ -37,10 +37,10 @@ seqs_of() { [[ $1 == bert_base ]] && echo 128 || echo "128 384"; }
           for p in f32 bf16; do
             "$run" "$md/$m.onnx" --dim batch=$b --dim sequence=$s --input "input_ids=$in.input_ids.npy" \
               --input "attention_mask=$in.attention_mask.npy" --prec $p --threads $t --reps $reps \
-              --warmup 2 >"$out/kfuse_${m}_s${s}_b${b}_t${t}_$p.txt" 2>&1 || true
+              --warmup 3 >"$out/kfuse_${m}_s${s}_b${b}_t${t}_$p.txt" 2>&1 || true
           done
           node bench/ort/ort_run.js "$md/$m.onnx" --input "input_ids=$in.input_ids.npy" \
-            --input "attention_mask=$in.attention_mask.npy" --threads $t --reps $reps --warmup 2 \
+            --input "attention_mask=$in.attention_mask.npy" --threads $t --reps $reps --warmup 3 \
             >"$out/ort_${m}_s${s}_b${b}_t${t}.txt" 2>&1 || true
         done
       done
