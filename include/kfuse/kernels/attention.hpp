@@ -205,6 +205,11 @@ struct attention_kernel {
     const index_t d = p.head_dim, S = p.kv_len;
     const float* kb = k + b * p.k_strides[0] + kvh * p.k_strides[1];
     const float* vb = v + b * p.v_strides[0] + kvh * p.v_strides[1];
+    if (p.q_len == 1) {  // a decoder step: K and V streamed once in place, nothing packed
+      const float* bb = bias ? bias + b * p.bias_strides[0] + h * p.bias_strides[1] : nullptr;
+      return one_query(p, q + b * p.q_strides[0] + h * p.q_strides[1], kb, vb, bb,
+                       out + b * p.out_strides[0] + h * p.out_strides[1], s);
+    }
     // K^T [d, S] and V [S, d] as gemm's B operands (k group 1: row kk of panel pn at kk * NR).
     for (index_t pn = 0; pn < panels(S); ++pn)
       detail::pack_b_panel(kb, index_t(1), p.k_strides[2], d, S, pn, NR, 1, s.kt + pn * d * NR);
@@ -216,6 +221,55 @@ struct attention_kernel {
     for (index_t r0 = 0; r0 < p.q_len; r0 += MR)
       rows(p, qb + r0 * p.q_strides[2], bb ? bb + r0 * p.bias_strides[2] : nullptr,
            ob + r0 * p.out_strides[2], r0, int(std::min<index_t>(MR, p.q_len - r0)), s);
+  }
+
+  /// One query row (a decoder step against a KV cache): per block of keys the dot products
+  /// read K's rows where they are, the online softmax updates the running max and sum, and the
+  /// accumulator adds p_j * V_j read in place: K and V cross memory once, the floor of a step.
+  static void one_query(const problem& p, const float* qr, const float* kb, const float* vb,
+                        const float* br, float* outr, const slot_arrays& s) {
+    using V = vec;
+    constexpr int L = V::lanes;
+    const index_t d = p.head_dim, S = p.kv_len, dv = d / L * L;
+    const float scale = p.scale_or_default();
+    const float ninf = -std::numeric_limits<float>::infinity();
+    float* acc = s.acc;
+    std::fill(acc, acc + d, 0.f);
+    float m = ninf, l = 0.f;
+    // Causal with one query: it is the last position and sees every key.
+    for (index_t k0 = 0; k0 < S; k0 += block) {
+      const index_t nk = std::min(block, S - k0);
+      float* sc = s.scores;
+      for (index_t j = 0; j < nk; ++j) {
+        const float* kr = kb + (k0 + j) * p.k_strides[2];
+        V a0(0.f), a1(0.f);
+        index_t x = 0;
+        for (; x + 2 * L <= dv; x += 2 * L) {
+          a0 = simd::fma(simd::load<V>(qr + x), simd::load<V>(kr + x), a0);
+          a1 = simd::fma(simd::load<V>(qr + x + L), simd::load<V>(kr + x + L), a1);
+        }
+        for (; x < dv; x += L) a0 = simd::fma(simd::load<V>(qr + x), simd::load<V>(kr + x), a0);
+        float dot = detail::lane_sum(a0 + a1);
+        for (; x < d; ++x) dot += qr[x] * kr[x];
+        sc[j] = dot * scale + (br ? br[(k0 + j) * p.bias_strides[3]] : 0.f);
+      }
+      const float m_new = std::max(m, detail::row_max<V>(sc, nk));
+      if (m_new == ninf) continue;  // every key so far masked: no weight
+      const float alpha = std::exp(m - m_new);
+      l = l * alpha + detail::row_exp_sum<V, true>(sc, sc, nk, m_new);
+      m = m_new;
+      for (index_t x = 0; x < d; ++x) acc[x] *= alpha;
+      for (index_t j = 0; j < nk; ++j) {
+        const float* vr = vb + (k0 + j) * p.v_strides[2];
+        const V pj(sc[j]);
+        index_t x = 0;
+        for (; x < dv; x += L)
+          simd::store(acc + x, simd::fma(pj, simd::load<V>(vr + x), simd::load<V>(acc + x)));
+        for (; x < d; ++x) acc[x] += sc[j] * vr[x];
+      }
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (index_t x = 0; x < d; ++x) outr[x] = acc[x] * inv;
   }
 
   /// Query rows r0 .. r0 + nr of one head against every key block.
@@ -263,9 +317,12 @@ struct attention_kernel {
         // Online softmax: the new max, the old terms rescaled, this block's exp stored in place.
         const float bm = valid > 0 ? detail::row_max<V>(srow, valid) : ninf;
         const float m_new = std::max(m[r], bm);
-        const float m_use = m_new == ninf ? 0.f : m_new;  // all masked so far: exp(-inf) = 0
-        const float alpha = std::exp(m[r] - m_use);
-        const float sum = detail::row_exp_sum<V, true>(srow, srow, nk, m_use);
+        if (m_new == ninf) {  // every key so far masked: no weight (exact zeros on every arch)
+          std::fill(srow, srow + nk, 0.f);
+          continue;
+        }
+        const float alpha = std::exp(m[r] - m_new);  // m[r] = -inf: 0 (nothing accumulated)
+        const float sum = detail::row_exp_sum<V, true>(srow, srow, nk, m_new);
         l[r] = l[r] * alpha + sum;
         m[r] = m_new;
         if (alpha != 1.f) {
