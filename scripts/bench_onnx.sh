@@ -43,10 +43,9 @@ rm -f "$out"/*.txt
 /usr/bin/python3 - "$out" "${models[@]}" <<'PY'
 import sys
 sys.path.insert(0, "scripts")
-from bench_report import cpu_line, field, median, ort_overhead_line
+from bench_report import field, header, median
 out, models = sys.argv[1], sys.argv[2:]
-print(cpu_line())
-print(ort_overhead_line(f"{out}/ort_tiny.txt"))
+header(out)
 print("| model | batch | threads | kfuse NCHW | kfuse NHWC | ONNX Runtime | kfuse best / ORT | target | met | load + compile |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 notes = []

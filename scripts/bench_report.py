@@ -38,3 +38,9 @@ def ort_overhead_line(tiny_log):
     tiny, _ = median(tiny_log)
     return (f"ONNX Runtime per-call overhead from node (x + 1 on one float): {tiny * 1000:.0f} us, "
             "inside every ORT figure\n")
+
+
+def header(out_dir):
+    """The lines above every same-run table: the CPU and ONNX Runtime's per-call overhead."""
+    print(cpu_line())
+    print(ort_overhead_line(f"{out_dir}/ort_tiny.txt"))

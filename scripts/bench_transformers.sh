@@ -50,10 +50,9 @@ seqs_of() { [[ $1 == bert_base ]] && echo 128 || echo "128 384"; }
 /usr/bin/python3 - "$out" "${models[@]}" <<'PY'
 import sys
 sys.path.insert(0, "scripts")
-from bench_report import cpu_line, field, median, ort_overhead_line
+from bench_report import field, header, median
 out, models = sys.argv[1], sys.argv[2:]
-print(cpu_line())
-print(ort_overhead_line(f"{out}/ort_tiny.txt"))
+header(out)
 print("| model | seq | batch | threads | kfuse f32 | kfuse bf16 | ONNX Runtime f32 | f32 / ORT (target <= 0.9) | bf16 / ORT (target <= 0.5) |")
 print("|---|---|---|---|---|---|---|---|---|")
 notes = []
