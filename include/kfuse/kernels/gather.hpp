@@ -9,6 +9,7 @@
 // (from the end, as in NumPy and ONNX). Every index is checked before anything is written: one
 // outside [-rows, rows) is a kfuse::error naming it and its position, never a read outside the
 // table. A row is one memcpy: the copy does not look at values, so any element type works.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -59,7 +60,20 @@ void gather_range(const void* table, const I* idx, void* out, const gather_shape
     }
 }
 
-/// The whole gather: indices checked, then rows copied on up to `threads` threads.
+/// Indices checked (an error naming `who`), then rows of `elem_bytes` elements copied on up to
+/// `threads` threads: the type-free body of gather(), and the graph op's command.
+template <class I>
+void gather_rows(const void* table, const I* idx, void* out, const gather_shape& s,
+                 std::size_t elem_bytes, int threads, std::string_view who) {
+  detail::check_gather_indices(who, idx, s);
+  if (threads <= 1 || s.count < 2) return gather_range(table, idx, out, s, elem_bytes, 0, s.count);
+  const index_t grain = std::max<index_t>(1, (index_t(1) << 14) / std::max<index_t>(1, s.inner));
+  parallel_for(
+      0, s.count, grain,
+      [&](range r, int) { gather_range(table, idx, out, s, elem_bytes, r.begin, r.end); }, threads);
+}
+
+/// The whole gather: extents and buffers checked, then gather_rows.
 template <class T, class I>
 void gather(const T* table, const I* idx, T* out, const gather_shape& s, int threads = 1,
             std::string_view who = "gather") {
@@ -75,12 +89,7 @@ void gather(const T* table, const I* idx, T* out, const gather_shape& s, int thr
       who, "output", out,
       detail::checked_mul(who, "the output",
                           detail::checked_mul(who, "the output", s.outer, s.count), s.inner));
-  detail::check_gather_indices(who, idx, s);
-  if (threads <= 1 || s.count < 2) return gather_range(table, idx, out, s, sizeof(T), 0, s.count);
-  const index_t grain = std::max<index_t>(1, (index_t(1) << 14) / std::max<index_t>(1, s.inner));
-  parallel_for(
-      0, s.count, grain,
-      [&](range r, int) { gather_range(table, idx, out, s, sizeof(T), r.begin, r.end); }, threads);
+  gather_rows(table, idx, out, s, sizeof(T), threads, who);
 }
 
 KFUSE_END_NAMESPACE

@@ -127,13 +127,7 @@ void fold_matmul(context& cx, const node_proto& n) {
   const_value y = make_const(a.elem, g.out_shape);
   const index_t batches = p.batches();
   for (index_t bi = 0; bi < batches; ++bi) {
-    index_t ao = 0, bo = 0, rem = bi;
-    for (int d = p.batch_rank - 1; d >= 0; --d) {
-      const std::size_t k = std::size_t(d);
-      ao += rem % p.batch[k] * p.a_batch[k];
-      bo += rem % p.batch[k] * p.b_batch[k];
-      rem /= p.batch[k];
-    }
+    const index_t ao = p.batch_offset(p.a_batch, bi), bo = p.batch_offset(p.b_batch, bi);
     for (index_t i = 0; i < p.m; ++i)
       for (index_t j = 0; j < p.n; ++j) {
         double s = 0;

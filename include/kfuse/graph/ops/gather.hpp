@@ -2,7 +2,6 @@
 // gather as a graph op: ONNX Gather along one axis of a table (constant or run-time) with i32 or
 // i64 indices (constant or run-time: token ids into an embedding). An index outside the table
 // stops the replay with a kfuse::error naming the node, the index and its position.
-#include <algorithm>
 #include <string>
 
 #include "kfuse/graph/ops/op_rule.hpp"
@@ -21,18 +20,8 @@ struct gather_params {
 template <class I>
 void gather_cmd(const command& c) {
   const auto& p = *static_cast<const gather_params*>(c.params);
-  const I* idx = static_cast<const I*>(c.in[1]);
-  detail::check_gather_indices(p.who, idx, p.shape);
-  if (c.threads <= 1)
-    return gather_range(c.in[0], idx, c.out, p.shape, p.elem_bytes, 0, p.shape.count);
-  const index_t grain =
-      std::max<index_t>(1, (index_t(1) << 14) / std::max<index_t>(1, p.shape.inner));
-  parallel_for(
-      0, p.shape.count, grain,
-      [&](range r, int) {
-        gather_range(c.in[0], idx, c.out, p.shape, p.elem_bytes, r.begin, r.end);
-      },
-      c.threads);
+  gather_rows(c.in[0], static_cast<const I*>(c.in[1]), c.out, p.shape, p.elem_bytes, c.threads,
+              p.who);
 }
 
 struct gather_rule : op_rule {

@@ -4,7 +4,6 @@
 // only reader, is appended to the producer's chain and disappears with its intermediate
 // tensor. A batch norm right after a conv (nothing but its bias in between) is folded into the
 // conv's weights instead (op_rule::folds_batch_norm; the weights are folded at lowering).
-#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,8 +25,7 @@ inline bool fusable_into(const compile_context& cx, std::int32_t x, const step& 
   if (!graph_ops::absorbs_chain(p.op)) return false;
   if (cx.T(x).type != dtype::f32 || cx.T(e.out).type != dtype::f32) return false;
   if (p.chain.size() + e.chain.size() > std::size_t(graph_ops::chain_max_stages)) return false;
-  if (operand_count(p.chain) + operand_count(e.chain) >
-      std::min(graph_ops::chain_max_operands, graph_ops::chain_operand_slots(p.op)))
+  if (operand_count(p.chain) + operand_count(e.chain) > graph_ops::chain_operand_slots(p.op))
     return false;
   // Operands must exist when the producer runs, and must not be x itself.
   for (const op_stage& st : e.chain) {

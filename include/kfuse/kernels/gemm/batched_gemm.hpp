@@ -27,19 +27,6 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 
-/// Element offsets of batch b (row-major over the batch dims) in an operand with these strides.
-inline index_t batch_offset(const batched_gemm_problem& p,
-                            const std::array<index_t, batched_gemm_problem::max_batch_rank>& st,
-                            index_t b) {
-  index_t off = 0;
-  for (int i = p.batch_rank - 1; i >= 0; --i) {
-    const std::size_t d = std::size_t(i);
-    off += (b % p.batch[d]) * st[d];
-    b /= p.batch[d];
-  }
-  return off;
-}
-
 /// The largest element offset an operand with these strides reaches (+1: its extent), or 0 when
 /// it is empty. Strides are non-negative (checked by can_implement).
 inline index_t strided_extent(std::string_view k, const char* what, const batched_gemm_problem& p,
@@ -179,9 +166,8 @@ struct batched_gemm {
             const index_t bi = it / groups, g = it % groups;
             const index_t p0 = g * per_group, p1 = std::min(panels, p0 + per_group);
             if (p0 >= p1) continue;
-            run_item(a + detail::batch_offset(p, p.a_batch, bi),
-                     b + detail::batch_offset(p, p.b_batch, bi),
-                     c + detail::batch_offset(p, p.c_batch, bi), p, bi * M * N, p0, p1, slot, ep);
+            run_item(a + p.batch_offset(p.a_batch, bi), b + p.batch_offset(p.b_batch, bi),
+                     c + p.batch_offset(p.c_batch, bi), p, bi * M * N, p0, p1, slot, ep);
           }
         },
         threads);

@@ -48,6 +48,16 @@ struct batched_gemm_problem {
     }
     return p;
   }
+  /// Element offset of matrix b (row-major over the batch dims) in an operand with these strides.
+  index_t batch_offset(const std::array<index_t, max_batch_rank>& strides, index_t b) const {
+    index_t off = 0;
+    for (int i = batch_rank - 1; i >= 0; --i) {
+      const std::size_t d = std::size_t(i);
+      off += (b % batch[d]) * strides[d];
+      b /= batch[d];
+    }
+    return off;
+  }
   /// The number of matrix products (the product of the batch dims).
   index_t batches() const noexcept {
     index_t r = 1;
