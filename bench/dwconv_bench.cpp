@@ -1,8 +1,12 @@
-// Depthwise 3x3 convolution benchmark (C = 256, 28x28, pad 1, stride 1; batch 1 and 8; bare and
-// with bias + ReLU; 1 and 2 threads): kfuse NHWC and NCHW vs XNNPACK (NHWC, grouped weights,
-// pthreadpool) vs oneDNN (NHWC and `any` formats, depthwise = grouped conv with groups = C,
-// bias + ReLU post-op), plus pooling rows (kfuse max / average 3x3 s2 on the same tensor vs
-// oneDNN). GFLOP/s counter: 2 * N * OH * OW * C * R * S (padded taps counted).
+// Depthwise convolution benchmark. Two families:
+// - dw3x3 (C = 256, 28x28, pad 1, stride 1; batch 1 and 8; bare and with bias + ReLU; 1 and 2
+//   threads): kfuse NHWC and NCHW vs XNNPACK (NHWC, grouped weights, pthreadpool) vs oneDNN (NHWC
+//   and `any` formats, depthwise = grouped conv with groups = C, bias + ReLU post-op), plus
+//   pooling rows (kfuse max / average 3x3 s2 on the same tensor vs oneDNN).
+// - layers: the depthwise layers of MobileNetV3-small / -large and EfficientNet-B0 at 224x224
+//   (channels, map, kernel, stride as torchvision builds them), batch 1, bias + ReLU, 1 and 2
+//   threads: kfuse NHWC vs XNNPACK (issue 16: kfuse >= 1.2x XNNPACK on every shape).
+// GFLOP/s counter: 2 * N * OH * OW * C * R * S (padded taps counted).
 // Every peer's output is compared with kfuse's once before timing; a mismatch is in the label.
 #include <benchmark/benchmark.h>
 
@@ -27,16 +31,43 @@ namespace {
 
 using kfuse::index_t;
 
-constexpr index_t C = 256, H = 28, W = 28, R = 3;
+constexpr index_t C = 256, H = 28, W = 28, R = 3;  // the dw3x3 family (and pooling)
 
-kfuse::conv_shape bench_shape(index_t n) {
+/// One depthwise layer: channels, square map, square kernel (padding kernel / 2), stride.
+struct dw_layer {
+  const char* name;
+  index_t c, h, k, stride;
+};
+/// Case 0 is the dw3x3 family's tensor; the rest are the real networks' layers (torchvision's
+/// mobilenet_v3_small / _large and efficientnet_b0 at 224x224, duplicates left out).
+constexpr dw_layer layers[] = {
+    {"c256_28_k3s1", 256, 28, 3, 1},     {"v3s_c16_112_k3s2", 16, 112, 3, 2},
+    {"v3s_c72_56_k3s2", 72, 56, 3, 2},   {"v3s_c88_28_k3s1", 88, 28, 3, 1},
+    {"v3s_c96_28_k5s2", 96, 28, 5, 2},   {"v3s_c240_14_k5s1", 240, 14, 5, 1},
+    {"v3s_c120_14_k5s1", 120, 14, 5, 1}, {"v3s_c144_14_k5s1", 144, 14, 5, 1},
+    {"v3s_c288_14_k5s2", 288, 14, 5, 2}, {"v3s_c576_7_k5s1", 576, 7, 5, 1},
+    {"v3l_c16_112_k3s1", 16, 112, 3, 1}, {"v3l_c64_112_k3s2", 64, 112, 3, 2},
+    {"v3l_c72_56_k3s1", 72, 56, 3, 1},   {"v3l_c72_56_k5s2", 72, 56, 5, 2},
+    {"v3l_c120_28_k5s1", 120, 28, 5, 1}, {"v3l_c240_28_k3s2", 240, 28, 3, 2},
+    {"v3l_c200_14_k3s1", 200, 14, 3, 1}, {"v3l_c184_14_k3s1", 184, 14, 3, 1},
+    {"v3l_c480_14_k3s1", 480, 14, 3, 1}, {"v3l_c672_14_k3s1", 672, 14, 3, 1},
+    {"v3l_c672_14_k5s2", 672, 14, 5, 2}, {"v3l_c960_7_k5s1", 960, 7, 5, 1},
+    {"b0_c32_112_k3s1", 32, 112, 3, 1},  {"b0_c96_112_k3s2", 96, 112, 3, 2},
+    {"b0_c144_56_k3s1", 144, 56, 3, 1},  {"b0_c144_56_k5s2", 144, 56, 5, 2},
+    {"b0_c240_28_k5s1", 240, 28, 5, 1},  {"b0_c240_28_k3s2", 240, 28, 3, 2},
+    {"b0_c480_14_k3s1", 480, 14, 3, 1},  {"b0_c480_14_k5s1", 480, 14, 5, 1},
+    {"b0_c672_14_k5s1", 672, 14, 5, 1},  {"b0_c672_14_k5s2", 672, 14, 5, 2},
+    {"b0_c1152_7_k5s1", 1152, 7, 5, 1},  {"b0_c1152_7_k3s1", 1152, 7, 3, 1},
+};
+
+kfuse::conv_shape bench_shape(index_t n, const dw_layer& l = layers[0]) {
   kfuse::conv_shape s;
   s.n = n;
-  s.c = s.k = s.groups = C;
-  s.h = H;
-  s.w = W;
-  s.r = s.s = R;
-  s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = 1;
+  s.c = s.k = s.groups = l.c;
+  s.h = s.w = l.h;
+  s.r = s.s = l.k;
+  s.stride_h = s.stride_w = l.stride;
+  s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = l.k / 2;
   return s;
 }
 
@@ -79,10 +110,10 @@ void set_flops(benchmark::State& st, double flops_per_iter) {
 struct problem {
   kfuse::conv_shape s;
   fvec x, w, bias, expect;
-  problem(index_t n, bool fused) : s(bench_shape(n)) {
+  problem(index_t n, bool fused, const dw_layer& l = layers[0]) : s(bench_shape(n, l)) {
     x = random_vector(std::size_t(kfuse::numel(s.in_dims())), 1);
     w = random_vector(std::size_t(s.weight_count()), 2);
-    bias = random_vector(std::size_t(C), 3);
+    bias = random_vector(std::size_t(s.c), 3);
     expect.resize(std::size_t(kfuse::numel(s.out_dims())));
     using DW = kfuse::depthwise_conv2d<kfuse::f32, kfuse::nhwc, kfuse::arch::native,
                                        kfuse::epilogue<kfuse::bias, kfuse::relu>>;
@@ -107,7 +138,9 @@ template <class L, bool Fused>
 void BM_kfuse(benchmark::State& st) {
   const index_t n = st.range(0);
   const int threads = int(st.range(1));
-  const problem p(n, Fused);
+  const dw_layer& l = layers[st.range(2)];
+  const problem p(n, Fused, l);
+  const index_t C = l.c, H = l.h, W = l.h;
   using Ep =
       std::conditional_t<Fused, kfuse::epilogue<kfuse::bias, kfuse::relu>, kfuse::epilogue<>>;
   using DW = kfuse::depthwise_conv2d<kfuse::f32, L, kfuse::arch::native, Ep>;
@@ -150,16 +183,19 @@ template <bool Fused>
 void BM_xnnpack(benchmark::State& st) {
   const index_t n = st.range(0);
   const int threads = int(st.range(1));
-  const problem p(n, Fused);
+  const dw_layer& l = layers[st.range(2)];
+  const problem p(n, Fused, l);
+  const auto C = uint32_t(l.c), H = uint32_t(l.h), W = uint32_t(l.h), R = uint32_t(l.k),
+             P = uint32_t(l.k / 2), S = uint32_t(l.stride);
   if (!kfuse_bench::xnn_ready(st)) return;
   pthreadpool_t pool = threads > 1 ? pthreadpool_create(std::size_t(threads)) : nullptr;
   // Grouped layout: [groups][group_output_channels][R][S][group_input_channels] = [C][R][S] =
   // OIHW with one input channel per group.
   xnn_operator_t op = nullptr;
   const float lo = Fused ? 0.f : -INFINITY;
-  if (xnn_create_convolution2d_nhwc_f32(1, 1, 1, 1, R, R, 1, 1, 1, 1, uint32_t(C), 1, 1, C, C,
-                                        p.w.data(), Fused ? p.bias.data() : nullptr, lo, INFINITY,
-                                        0, &op) != xnn_status_success) {
+  if (xnn_create_convolution2d_nhwc_f32(P, P, P, P, R, R, S, S, 1, 1, C, 1, 1, C, C, p.w.data(),
+                                        Fused ? p.bias.data() : nullptr, lo, INFINITY, 0,
+                                        &op) != xnn_status_success) {
     st.SkipWithError("xnn_create_convolution2d_nhwc_f32 failed");
     return;
   }
@@ -290,25 +326,34 @@ void BM_onednn_pool(benchmark::State& st) {
 #endif
 #endif  // KFUSE_BENCH_POOL
 
-void reg(const std::string& name, void (*f)(benchmark::State&)) {
+/// Registers f for batch 1 and 8 (or only 1 with `layer` > 0: a real network's layer), 1 and 2
+/// threads; range(2) is the index into `layers`.
+void reg(const std::string& name, void (*f)(benchmark::State&), index_t layer = 0) {
   for (int t : {1, 2})
     for (index_t n : {1, 8})
-      benchmark::RegisterBenchmark(name.c_str(), f)
-          ->Args({n, t})
-          ->ArgNames({"N", "T"})
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond)
-          // On a shared, loaded machine the best repetition is the stable figure: report the
-          // min time / max rate of the repetitions next to the median.
-          ->ComputeStatistics(
-              "min",
-              [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); })
-          ->ComputeStatistics("max", [](const std::vector<double>& v) {
-            return *std::max_element(v.begin(), v.end());
-          });
+      if (layer == 0 || n == 1)
+        benchmark::RegisterBenchmark(name.c_str(), f)
+            ->Args({n, t, layer})
+            ->ArgNames({"N", "T", "L"})
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond)
+            // On a shared, loaded machine the best repetition is the stable figure: report the
+            // min time / max rate of the repetitions next to the median.
+            ->ComputeStatistics(
+                "min",
+                [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); })
+            ->ComputeStatistics("max", [](const std::vector<double>& v) {
+              return *std::max_element(v.begin(), v.end());
+            });
 }
 
 int register_all() {
+  for (index_t i = 1; i < index_t(std::size(layers)); ++i) {
+    reg(std::string("layers/") + layers[i].name + "/kfuse_nhwc", BM_kfuse<kfuse::nhwc, true>, i);
+#if KFUSE_BENCH_HAVE_XNNPACK
+    reg(std::string("layers/") + layers[i].name + "/xnnpack_nhwc", BM_xnnpack<true>, i);
+#endif
+  }
   reg("dw3x3/kfuse_nhwc/bare", BM_kfuse<kfuse::nhwc, false>);
   reg("dw3x3/kfuse_nhwc/bias_relu", BM_kfuse<kfuse::nhwc, true>);
   reg("dw3x3/kfuse_nchw/bare", BM_kfuse<kfuse::nchw, false>);

@@ -9,6 +9,8 @@ dynamic batch dimension named "batch".
   resnet18.onnx            torchvision ResNet-18, 3x224x224
   unet_small.onnx          a small U-Net (ConvTranspose up-sampling, Resize, skip concats), 3x64x64
   mobilenet_v3_textline.onnx  MobileNetV3-small at 3x48x192 (a text-line classifier's input), 4 classes
+  mobilenet_v3_large.onnx  torchvision MobileNetV3-large, 3x224x224 (issue 16's benchmark)
+  efficientnet_b0.onnx     torchvision EfficientNet-B0 (SiLU, squeeze-excite), 3x224x224
 Each model also gets MODEL.input.npy (batch 1, seed 7) and MODEL.torch.npy (PyTorch's output on
 it). Files present are kept (delete OUT_DIR to rebuild)."""
 import os
@@ -57,6 +59,10 @@ def build(name):
         return UNetSmall(), (3, 64, 64)
     if name == "mobilenet_v3_textline":
         return torchvision.models.mobilenet_v3_small(weights=None, num_classes=4), (3, 48, 192)
+    if name == "mobilenet_v3_large":
+        return torchvision.models.mobilenet_v3_large(weights=None), (3, 224, 224)
+    if name == "efficientnet_b0":
+        return torchvision.models.efficientnet_b0(weights=None), (3, 224, 224)
     raise SystemExit("unknown model " + name)
 
 

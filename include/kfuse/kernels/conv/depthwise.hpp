@@ -32,6 +32,7 @@
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/kernel_contract.hpp"
+#include "kfuse/kernels/register_tile.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/threading/thread_pool.hpp"
@@ -67,14 +68,6 @@ KFUSE_INLINE V dw_load(const T* p, int n, float zp) {
   V x = Partial ? simd::load_partial<V>(p, n) : simd::load<V>(p);
   if constexpr (std::is_integral_v<T>) x = x - V(zp);
   return x;
-}
-
-template <class V, bool Partial, class Out>
-KFUSE_INLINE void dw_store(Out* p, V y, int n) {
-  if constexpr (Partial)
-    simd::store_partial(p, y, n);
-  else
-    simd::store(p, y);
 }
 
 /// Keeps x in a register: without it GCC folds the load into each of the (up to) three FMAs
@@ -140,14 +133,8 @@ KFUSE_INLINE void dw_nhwc_tile(const T* KFUSE_RESTRICT img, const float* KFUSE_R
               simd::fma(dw_load<V, Partial>(tap + p * px_step + v * L, cn, zp), wv[v], acc[p][v]);
     }
   }
-#pragma GCC unroll 16
-  for (int p = 0; p < PW; ++p)
-#pragma GCC unroll 8
-    for (int v = 0; v < CV; ++v) {
-      const index_t i = out_flat + p * C + v * L;
-      const lane_ctx<V, true> ctx{i, c0 + v * L, Partial ? cn : L};
-      dw_store<V, Partial>(out + i, apply(ep, acc[p][v], ctx), cn);
-    }
+  // Pixel p's channels go to out_flat + p * C: a tile row per pixel.
+  store_tile<true>(acc, out + out_flat, C, out_flat, C, c0, Partial ? cn : CV * L, ep);
 }
 
 /// The 3x3, stride 1, dilation 1 tile: for each tap row, the PW + 2 input pixels of the tile are
@@ -189,14 +176,8 @@ KFUSE_INLINE void dw_nhwc_tile3x3(const T* KFUSE_RESTRICT img, const float* KFUS
       }
     }
   }
-#pragma GCC unroll 16
-  for (int p = 0; p < PW; ++p)
-#pragma GCC unroll 8
-    for (int v = 0; v < CV; ++v) {
-      const index_t i = out_flat + p * C + v * L;
-      const lane_ctx<V, true> ctx{i, c0 + v * L, Partial ? cn : L};
-      dw_store<V, Partial>(out + i, apply(ep, acc[p][v], ctx), cn);
-    }
+  // Pixel p's channels go to out_flat + p * C: a tile row per pixel.
+  store_tile<true>(acc, out + out_flat, C, out_flat, C, c0, Partial ? cn : CV * L, ep);
 }
 
 /// One output row (n, oh), every channel. For each pixel tile, every channel block (CV vectors,
