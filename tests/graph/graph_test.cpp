@@ -905,3 +905,54 @@ TEST_CASE("graph: strided_view reads through strides and offsets, inside its inp
   neg.output(neg.strided_view("w", z, {2}, 0, {-1}));  // reads element -1
   CHECK_THROWS_WITH(compile(neg), Catch::Matchers::Contains("reads elements -1 to 0"));
 }
+
+TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights",
+          "[graph][threads]") {
+  // x -> global average pool -> 1x1 conv -> hardsigmoid = gate; x * gate -> 1x1 conv with bias
+  // and a residual add. At batch 1 the multiply is per channel; at batch 3 the gate is
+  // broadcast to the map first (as the importer writes it). Fused (channel gate) against the
+  // same plan without fusion, 1 and 2 threads.
+  const index_t C = 19, H = 5, W = 6, K = 13;
+  const auto w1 = gt::kaiming(C, C, 1), w2 = gt::kaiming(K, C, 2);
+  const auto b2 = gt::random_vec(std::size_t(K), 3);
+  for (const index_t N : {index_t(1), index_t(3)}) {
+    graph g;
+    auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nhwc);
+    auto skip = g.input("skip", {N, K, H, W}, dtype::f32, tensor_layout::nhwc);
+    pool2d_params gp;
+    gp.kind = pool_mode::global_average;
+    auto gate = g.hardsigmoid(
+        "gate", g.conv2d("fc", g.pool2d("gap", x, gp), g.constant("w1", {C, C, 1, 1}, w1.data())));
+    tensor_id gated;
+    if (N == 1) {
+      eltwise_stage m{stage_kind::mul, 0, 0, gate};
+      m.per_channel = true;
+      gated = g.eltwise("scale", x, {m});
+    } else {
+      gated = g.mul("scale", x, g.broadcast("expand", gate, {N, C, H, W}, tensor_layout::nhwc));
+    }
+    auto y = g.add("res",
+                   g.conv2d("proj", gated, g.constant("w2", {K, C, 1, 1}, w2.data()),
+                            g.constant("b2", {K}, b2.data())),
+                   skip);
+    g.output(y);
+    const auto xv = gt::random_vec(std::size_t(N * C * H * W), 4, -2, 2);
+    const auto sv = gt::random_vec(std::size_t(N * K * H * W), 5);
+    const plan q = compile(g, {.threads = 1, .fuse = false});
+    std::vector<float> want(sv.size(), std::nanf(""));
+    q.record({bind(xv), bind(sv)}, {bind(want)}).replay();
+    for (const int threads : {1, 2}) {
+      const plan p = compile(g, {.threads = threads});
+      INFO("N " << N << ", " << threads << " threads\n" << p.report().text());
+      CHECK(p.report().text().find("fused scale (channel gate) into proj (conv2d)") !=
+            std::string::npos);
+      bool gated_step = false;
+      for (const auto& st : p.steps()) gated_step |= st.kernel.find("gated") != std::string::npos;
+      CHECK(gated_step);
+      std::vector<float> got(sv.size(), std::nanf(""));
+      p.record({bind(xv), bind(sv)}, {bind(got)}).replay();
+      for (std::size_t i = 0; i < got.size(); ++i)
+        REQUIRE(std::fabs(got[i] - want[i]) <= 1e-5f * (1 + std::fabs(want[i])));
+    }
+  }
+}

@@ -8,6 +8,7 @@
 //   build_steps    each node validated and inferred by its op's rule, then one step per node
 //   fusion         eltwise chains into producers' epilogues, batch norms folded into convs
 //   quantize       f32 -> int8 quantization absorbed into producers' epilogues
+//   channel_gate   squeeze-excite multiplies into the weights of the pointwise conv after them
 //   lower          each live step -> replay commands (weights packed; kernels instantiated for
 //                  arch A and backend B: the only part that is a template)
 //   memory_plan    caller buffers, views, in-place steps, one liveness-planned arena
@@ -22,6 +23,7 @@
 #include "kfuse/graph/compile_fwd.hpp"
 #include "kfuse/graph/compiler/context.hpp"
 #include "kfuse/graph/passes/build_steps.hpp"
+#include "kfuse/graph/passes/channel_gate.hpp"
 #include "kfuse/graph/passes/fusion.hpp"
 #include "kfuse/graph/passes/graph_checks.hpp"
 #include "kfuse/graph/passes/lower.hpp"
@@ -64,6 +66,7 @@ inline void analyze(compile_context& cx) {
   if (cx.opt.fuse) {
     fuse_chains(cx);
     absorb_quantize(cx);
+    fuse_channel_gates(cx);
   }
 }
 

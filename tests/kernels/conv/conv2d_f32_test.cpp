@@ -195,3 +195,76 @@ TEMPLATE_TEST_CASE("fold_batch_norm: conv + folded bias == conv -> bias -> batch
     CHECK(failures == 0);
   }
 }
+
+// The squeeze-excite multiply fused into the 1x1 conv after it: run_gated == the conv of the
+// gated input (x * gate[n, c] computed in double), per-sample and shared gates, a residual add
+// read at each sample's own flat index, poisoned outputs; the wrong shape and a short workspace
+// are errors.
+TEST_CASE("conv2d f32: run_gated = conv(x * gate) for a per-sample channel gate", "[conv2d]") {
+  if (!cpu_can_run()) return;
+  using L = kfuse::nhwc;
+  std::mt19937 rng(12);
+  using Ep = kfuse::epilogue<kfuse::bias, kfuse::add<>, kfuse::relu>;
+  using C = kfuse::conv2d<kfuse::f32, L, test_arch, Ep>;
+  for (const conv_shape& s : {make(3, 19, 5, 3, 21, 1, 1, 1), make(1, 64, 7, 7, 40, 1, 1, 1),
+                              make(2, 8, 1, 1, 3, 1, 1, 1)}) {
+    for (const index_t stride : {s.c, index_t(0)}) {
+      INFO("N" << s.n << " C" << s.c << " " << s.h << "x" << s.w << " K" << s.k << " gate stride "
+               << stride);
+      REQUIRE(C::takes_channel_gate(s));
+      problem<L> p(s, rng);
+      const auto gate = random_activations<float>(s.n * s.c, rng, 0.f, 1.f);
+      std::vector<float> gx(p.x.size());  // x * gate, the reference's input
+      for (index_t i = 0; i < index_t(gx.size()); ++i) {
+        const index_t n = i / (s.h * s.w * s.c), c = i % s.c;
+        gx[std::size_t(i)] =
+            float(double(p.x[std::size_t(i)]) * double(gate[std::size_t(n * stride + c)]));
+      }
+      const auto exact = ref_conv2d<L>(s, gx.data(), p.w.data());
+      const auto scale = ref_conv2d_abs<L>(s, gx.data(), p.w.data());
+      const auto w = C::pack(p.w.data(), s);
+      const index_t n_out = kfuse::numel(s.out_dims());
+      guarded<float> y(n_out, 0xFF);
+      const kfuse::workspace_buffer ws(C::gated_workspace_size(w));
+      const std::span<const float> bias(p.bias), res(p.residual);
+      const Ep ep{{bias}, {{res}}, {}};
+      C::run_gated(kfuse::view<L>(static_cast<const float*>(p.x.data()), s.in_dims()), gate.data(),
+                   stride, w, kfuse::view<L>(y.data, s.out_dims()), ep, ws.view(), {2});
+      REQUIRE(y.guards_intact());
+      int failures = 0;
+      for (index_t i = 0; i < n_out; ++i) {
+        const double want = ref_epilogue(ep, exact[std::size_t(i)], ref_ctx{i, p.channel_of(i)});
+        const double tol = 1e-6 + 4e-6 * scale[std::size_t(i)];
+        if (!(std::fabs(double(y.data[i]) - want) <= tol) && failures++ < 5)
+          UNSCOPED_INFO("at " << i << ": got " << y.data[i] << " want " << want);
+      }
+      CHECK(failures == 0);
+    }
+  }
+  SECTION("errors") {
+    const conv_shape s3 = make(1, 8, 5, 5, 4, 3, 3, 1, {1, 1, 1, 1});
+    CHECK_FALSE(C::takes_channel_gate(s3));
+    problem<L> p(s3, rng);
+    const auto w = C::pack(p.w.data(), s3);
+    std::vector<float> y(std::size_t(kfuse::numel(s3.out_dims()))), gate(8, 1.f);
+    const kfuse::workspace_buffer ws(4096);
+    const std::span<const float> bias(p.bias), res(p.residual);
+    CHECK_THROWS_WITH(
+        C::run_gated(kfuse::view<L>(static_cast<const float*>(p.x.data()), s3.in_dims()),
+                     gate.data(), 8, w, kfuse::view<L>(y.data(), s3.out_dims()),
+                     Ep{{bias}, {{res}}, {}}, ws.view()),
+        Catch::Matchers::Contains("a channel gate needs a 1x1"));
+    const conv_shape s1 = make(1, 8, 5, 5, 40, 1, 1, 1);
+    problem<L> q(s1, rng);
+    const auto w1 = C::pack(q.w.data(), s1);
+    std::vector<float> y1(std::size_t(kfuse::numel(s1.out_dims())));
+    const kfuse::workspace_buffer small(64);
+    CHECK_THROWS_WITH(
+        C::run_gated(
+            kfuse::view<L>(static_cast<const float*>(q.x.data()), s1.in_dims()), gate.data(), 8, w1,
+            kfuse::view<L>(y1.data(), s1.out_dims()),
+            Ep{{std::span<const float>(q.bias)}, {{std::span<const float>(q.residual)}}, {}},
+            small.view()),
+        Catch::Matchers::Contains("gated weights"));
+  }
+}

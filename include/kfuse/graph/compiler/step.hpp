@@ -28,6 +28,7 @@ struct step {
   int folded_bn = -1;          // conv2d: the batch_norm node folded into its weights and bias
   bool bn_after_bias = false;  // the folded batch norm came after a bias (the chain's first)
   tensor_quant out_quant{};    // an int8 output (quantize absorbed): its scale and zero point
+  std::int32_t gate = -1;      // conv2d: a channel gate scaling its weights (passes/channel_gate)
 };
 
 /// Tensor operands of a chain (a scale stage has none).

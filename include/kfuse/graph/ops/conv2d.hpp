@@ -22,6 +22,25 @@ template <class Recipe>
 using conv_input_t =
     std::conditional_t<std::is_same_v<Recipe, i8>, std::uint8_t, storage_t<Recipe>>;
 
+/// A gated conv's parameters: the kernel's, and the gate's stride between samples.
+template <class K>
+struct gated_conv_params : kernel_params<K> {
+  index_t gate_stride = 0;
+};
+
+/// The replay command of a gated conv: K::run_gated with the gate from c.in[3].
+template <class K>
+void gated_conv_cmd(const command& c) {
+  const auto& p = *static_cast<const gated_conv_params<K>*>(c.params);
+  const chain ch{&p.stages,
+                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]), nullptr}};
+  K::run_gated(view<nhwc>(static_cast<const float*>(c.in[0]), p.in),
+               static_cast<const float*>(c.in[chain_max_operands]), p.gate_stride, p.packed,
+               view<nhwc>(static_cast<float*>(c.out), p.out), epilogue<chain>{ch},
+               workspace{static_cast<std::byte*>(c.workspace), c.workspace_bytes},
+               run_options{c.threads});
+}
+
 struct conv2d_rule : op_rule {
   static constexpr op_kind kind = op_kind::conv2d;
   static constexpr bool absorbs_chain = true;
@@ -103,6 +122,7 @@ struct conv2d_rule : op_rule {
       return cl ? lower_depthwise<f32, nhwc, A, B>(cx, s, n, info, cmds, cs)
                 : lower_depthwise<f32, nchw, A, B>(cx, s, n, info, cmds, cs);
     }
+    if (s.gate >= 0) return lower_gated<A, B>(cx, s, n, info, cmds, cs);
     const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
     switch (pr) {
       case precision::bf16:
@@ -145,6 +165,37 @@ struct conv2d_rule : op_rule {
     else
       chain.insert(chain.begin(), folded);
     return w;
+  }
+
+  /// A pointwise f32 NHWC conv with a channel gate (passes/channel_gate.hpp): the gate in the
+  /// command's last input slot, the chain's operands before it.
+  template <class A, class B>
+  static void lower_gated(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                          step_info& info, std::vector<detail::plan_command>& cmds,
+                          const conv_shape& cs) {
+    using K = conv2d<f32, nhwc, A, epilogue<chain>, B>;
+    auto p = std::make_shared<gated_conv_params<K>>();
+    std::vector<detail::op_stage> chain;
+    const std::vector<float> w = weights(cx, s, cs, chain);
+    if (detail::operand_count(chain) > chain_max_operands - 1)
+      cx.fail_node(n, "too many fused operands next to a channel gate");
+    p->packed = K::pack(w.data(), cs);
+    p->in = cs.in_dims();
+    p->out = cs.out_dims();
+    p->gate_stride = shape_numel(cx.T(s.gate).shape) == cs.c ? 0 : cs.c;
+    detail::plan_command c;
+    c.in[0] = s.x;
+    c.out = s.out;
+    p->stages = cx.make_chain(chain, c, 1);
+    c.in[chain_max_operands] = s.gate;
+    info.flops = cs.flops();
+    info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) + 4.0 * double(w.size());
+    info.kernel = "conv2d f32 nhwc gated" + cx.chain_suffix(s, chain);
+    c.fn = &gated_conv_cmd<K>;
+    c.threads = cx.threads_for(info.bytes, info.flops);
+    c.workspace_bytes = K::gated_workspace_size(p->packed);
+    c.params = cx.own(p);
+    cmds.push_back(c);
   }
 
   template <class Recipe, class L, class A, class B>

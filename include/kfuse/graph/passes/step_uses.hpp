@@ -1,7 +1,7 @@
 #pragma once
-// step_uses: for each plan tensor, how many live steps read it (as data input, other input or
-// chain operand) plus one if it is a graph output, and which live step writes it. The fusion
-// passes recount after every rewrite.
+// step_uses: for each plan tensor, how many live steps read it (as data input, other input,
+// chain operand or gate) plus one if it is a graph output, and which live step writes it. The
+// fusion passes recount after every rewrite.
 #include <algorithm>
 #include <vector>
 
@@ -27,6 +27,7 @@ struct step_uses {
       step_of[std::size_t(s.out)] = int(i);
       if (s.x >= 0) ++uses[std::size_t(s.x)];
       for (std::int32_t o : s.others) ++uses[std::size_t(o)];
+      if (s.gate >= 0) ++uses[std::size_t(s.gate)];
       for (const op_stage& st : s.chain)
         if (st.operand >= 0) ++uses[std::size_t(st.operand)];
     }

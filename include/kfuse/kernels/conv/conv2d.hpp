@@ -153,11 +153,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   }
 
   /// True when this shape runs as one GEMM [N*H*W, C] x [C, K] (NHWC only).
-  static constexpr bool gemm_shape(const conv_shape& s) {
-    return is_nhwc && s.r == 1 && s.s == 1 && s.stride_h == 1 && s.stride_w == 1 &&
-           s.pad_top == 0 && s.pad_left == 0 && s.pad_bottom == 0 && s.pad_right == 0 &&
-           s.groups == 1;
-  }
+  static constexpr bool gemm_shape(const conv_shape& s) { return is_nhwc && s.is_pointwise(); }
 
   /// Packs OIHW weights [K, C/groups, R, S] once. `count` (if given) must equal
   /// shape.weight_count().
@@ -266,14 +262,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     return run(x, w, y, ep, ws.view(), opt, x_zero_point);
   }
 
-  /// y = epilogue(conv(x, w)). x holds float (f32), bf16_t (bf16), or uint8_t / int8_t with zero
-  /// point `x_zero_point` (i8). Out is float or what the epilogue's last stage produces. A
-  /// residual `add` reads a tensor in the output's layout. Scratch from `ws`
-  /// (workspace_size() of the shape with x's batch); allocates nothing.
+  /// The checks of a call: types, the packed weights against x and y, buffers, the epilogue.
   template <class TX, class Out>
-  static run_info run(tensor_view<const TX, Layout> x, const weights& w, tensor_view<Out, Layout> y,
-                      const Ep& ep, workspace ws, const run_options& opt = {},
-                      std::int32_t x_zero_point = 0) {
+  static void check_call(tensor_view<const TX, Layout> x, const weights& w,
+                         tensor_view<Out, Layout> y, const Ep& ep, std::int32_t x_zero_point) {
     constexpr std::string_view k = "conv2d";
     if constexpr (integer)
       static_assert(std::is_same_v<TX, std::uint8_t> || std::is_same_v<TX, std::int8_t>,
@@ -323,6 +315,20 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     detail::check_buffer(k, "output", y.data, n_out);
     detail::check_disjoint(k, "input", x.data, n_in, y.data, n_out);
     validate(ep, k, n_out, s.k, y.data, sizeof(*y.data) * std::size_t(n_out), sizeof(*y.data));
+  }
+
+  /// y = epilogue(conv(x, w)). x holds float (f32), bf16_t (bf16), or uint8_t / int8_t with zero
+  /// point `x_zero_point` (i8). Out is float or what the epilogue's last stage produces. A
+  /// residual `add` reads a tensor in the output's layout. Scratch from `ws`
+  /// (workspace_size() of the shape with x's batch); allocates nothing.
+  template <class TX, class Out>
+  static run_info run(tensor_view<const TX, Layout> x, const weights& w, tensor_view<Out, Layout> y,
+                      const Ep& ep, workspace ws, const run_options& opt = {},
+                      std::int32_t x_zero_point = 0) {
+    constexpr std::string_view k = "conv2d";
+    check_call(x, w, y, ep, x_zero_point);
+    const conv_shape& s = w.shape_;
+    const index_t n_out = numel(y.dims);
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
     if (n_out == 0) return info;
     conv_shape sh = s;
@@ -357,6 +363,61 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         break;
     }
     return info;
+  }
+
+  /// Whether run_gated takes this shape: the 1x1 GEMM path (NHWC) of the f32 recipe.
+  static constexpr bool takes_channel_gate(const conv_shape& s) {
+    return std::is_same_v<Elem, f32> && gemm_shape(s);
+  }
+  /// Scratch of run_gated: one scaled copy of the packed weights.
+  static std::size_t gated_workspace_size(const weights& w) {
+    return (w.gemm_.bytes() + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
+  }
+
+  /// y = epilogue(conv(x * gate, w)) for a gate per (sample, input channel): sample n's gate is
+  /// gate[n * gate_stride, + C) (gate_stride 0: one gate for every sample). The squeeze-excite
+  /// multiply fused into the 1x1 conv after it: the gate scales the rows of a copy of the
+  /// weights per sample (C x K multiplies in `ws`, gated_workspace_size() bytes) instead of the
+  /// N x H x W x C activations being multiplied and written back by a pass of their own.
+  template <class Out>
+  static run_info run_gated(tensor_view<const float, Layout> x, const float* gate,
+                            index_t gate_stride, const weights& w, tensor_view<Out, Layout> y,
+                            const Ep& ep, workspace ws, const run_options& opt = {}) {
+    constexpr std::string_view k = "conv2d";
+    check_call(x, w, y, ep, 0);
+    if constexpr (!std::is_same_v<Elem, f32>) {
+      detail::fail(k, "a channel gate needs the f32 recipe");
+    } else {
+      const conv_shape& s = w.shape_;
+      if (!takes_channel_gate(s) || w.path_ != detail::conv_path::gemm_1x1)
+        detail::fail(k, "a channel gate needs a 1x1, stride 1, unpadded, one-group NHWC conv");
+      if (gate_stride < 0) detail::fail(k, "negative gate stride");
+      const index_t n = x.dims.n, hw = s.h * s.w;
+      run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
+      if (n == 0 || numel(y.dims) == 0) return info;
+      detail::check_buffer(
+          k, "gate", gate,
+          detail::checked_add(k, "the gate's extent",
+                              detail::checked_mul(k, "the gate's extent", n - 1, gate_stride),
+                              s.c));
+      if (ws.bytes < gated_workspace_size(w) || ws.data == nullptr)
+        detail::fail(k, "workspace of " + std::to_string(ws.bytes) + " bytes is smaller than the " +
+                            std::to_string(gated_workspace_size(w)) +
+                            " bytes of the gated weights (size it with gated_workspace_size())");
+      if (reinterpret_cast<std::uintptr_t>(ws.data) % workspace_alignment != 0)
+        detail::fail(
+            k, "workspace is not aligned to " + std::to_string(workspace_alignment) + " bytes");
+      float* scaled = reinterpret_cast<float*>(ws.data);
+      auto wb = w.gemm_.scaled_rows(gate, scaled);
+      for (index_t b = 0; b < n; ++b) {
+        if (b > 0 && gate_stride != 0)  // a shared gate: one scaled copy serves every sample
+          wb = w.gemm_.scaled_rows(gate + b * gate_stride, scaled);
+        info.threads = gemm_type::run(x.data + b * hw * s.c, hw, s.c, wb, y.data + b * hw * s.k,
+                                      s.k, ep, opt, 0, output_slice{b * hw * s.k, numel(y.dims)})
+                           .threads;
+      }
+      return info;
+    }
   }
 
  private:

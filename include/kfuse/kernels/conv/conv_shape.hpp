@@ -31,6 +31,11 @@ struct conv_shape {
   /// Elements of the OIHW weight tensor.
   constexpr index_t weight_count() const noexcept { return k * (c / groups) * r * s; }
   constexpr bool is_depthwise() const noexcept { return groups == c && k == c && groups > 1; }
+  /// 1x1, stride 1, unpadded, one group: in NHWC literally a GEMM [N*H*W, C] x [C, K].
+  constexpr bool is_pointwise() const noexcept {
+    return r == 1 && s == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 && pad_left == 0 &&
+           pad_bottom == 0 && pad_right == 0 && groups == 1;
+  }
   /// FLOP convention of shared/design.md: padded taps counted.
   constexpr double flops() const noexcept {
     return 2.0 * double(n) * double(out_h()) * double(out_w()) * double(k) * double(c / groups) *

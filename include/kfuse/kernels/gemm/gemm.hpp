@@ -23,6 +23,13 @@
 
 namespace kfuse {
 
+/// C as rows of a bigger output (gemm::run): the epilogue's flat index of C[0, 0], and the
+/// whole output's element count (-1: C is the whole output).
+struct output_slice {
+  index_t flat_base = 0;
+  index_t whole = -1;
+};
+
 /// What a gemm computes: C[m, n] = A[m, k] . B[k, n] (plain data: shared by every arch's TUs).
 struct gemm_problem {
   index_t m = 0, k = 0, n = 0;
@@ -270,11 +277,12 @@ struct gemm {
 
   /// C[M, N] = epilogue(A[M, K] . B). Out is float, or what the epilogue's last stage produces.
   /// For the i8 recipe A may be u8 or s8, with zero point `a_zero_point`; an int32 output
-  /// receives the exact accumulators (no epilogue).
+  /// receives the exact accumulators (no epilogue). `slice`: C is rows of a bigger output whose
+  /// tensors the epilogue reads (conv2d's per-sample gated path).
   template <class TA, class Out>
   static run_info run(const TA* a, index_t M, index_t lda, const weights& w, Out* c, index_t ldc,
-                      const Ep& ep = {}, const run_options& opt = {},
-                      std::int32_t a_zero_point = 0) {
+                      const Ep& ep = {}, const run_options& opt = {}, std::int32_t a_zero_point = 0,
+                      const output_slice& slice = {}) {
     constexpr std::string_view k = "gemm";
     static_assert(
         std::is_same_v<TA, a_type> || (microkernel::integer && std::is_same_v<TA, std::int8_t>),
@@ -322,8 +330,20 @@ struct gemm {
     detail::check_buffer(k, "A", a, a_len);
     detail::check_buffer(k, "C", c, c_len);
     detail::check_disjoint(k, "A", a, a_len, c, c_len);
-    validate(ep, k, detail::checked_mul(k, "M x N", M, N), N, c, sizeof(Out) * std::size_t(c_len),
-             sizeof(Out));
+    const index_t flat_base = slice.flat_base;
+    if (slice.whole < 0) {
+      validate(ep, k, detail::checked_mul(k, "M x N", M, N), N, c, sizeof(Out) * std::size_t(c_len),
+               sizeof(Out));
+    } else {
+      // The epilogue sees the whole output, C the rows [flat_base / N, + M) of it.
+      if (ldc != N || flat_base < 0 || flat_base % N != 0 ||
+          detail::checked_add(k, "the slice's end", flat_base, M * N) > slice.whole)
+        detail::fail(k, "C (" + std::to_string(M) + " rows of " + std::to_string(N) +
+                            ") is not a row slice of the " + std::to_string(slice.whole) +
+                            "-element output at " + std::to_string(flat_base));
+      validate(ep, k, slice.whole, N, c - flat_base, sizeof(Out) * std::size_t(slice.whole),
+               sizeof(Out));
+    }
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(), 1};
     if (M == 0) return info;
 
@@ -339,7 +359,8 @@ struct gemm {
       const index_t row0 = rt * tile_rows;
       const int rows = int(std::min<index_t>(tile_rows, M - row0));
       detail::gemm_panel_rows<microkernel, vec, MR, NV, small_m>(
-          rows, a + row0 * lda, lda, w.panel(p), K, c, ldc, row0, p * config::nr, N, ep, ia);
+          rows, a + row0 * lda, lda, w.panel(p), K, c, ldc, row0, p * config::nr, N, ep, ia,
+          flat_base);
     };
     const int threads = pool_threads(opt.threads);
     // Split over column panels (each thread keeps its own B panels in its L2) unless there are

@@ -23,7 +23,10 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 struct aligned_free {
-  void operator()(void* p) const noexcept { std::free(p); }
+  bool owns = true;  // false: a view of memory someone else owns (packed_weights::scaled_rows)
+  void operator()(void* p) const noexcept {
+    if (owns) std::free(p);
+  }
 };
 }  // namespace detail
 
@@ -85,6 +88,26 @@ class packed_weights {
   const std::int32_t* col_sums() const noexcept { return col_sums_.data(); }
   const T* panel(index_t p) const noexcept { return data_.get() + p * kp_ * nr_; }
   bool empty() const noexcept { return !data_; }
+  /// Bytes of the packed panels (what scaled_rows writes).
+  std::size_t bytes() const noexcept { return std::size_t(panels_ * kp_ * nr_) * sizeof(T); }
+
+  /// These weights with row k of B scaled by s[k], written to dst (bytes() bytes, 64-byte
+  /// aligned) and returned as a view of dst (it does not own it): A diag(s) B without touching
+  /// A. A per-input-channel gate (squeeze-excite) costs K x N multiplies here instead of M x K
+  /// on the activations. f32 weights only (a scaled bf16 / int8 weight would round again).
+  packed_weights scaled_rows(const float* s, T* dst) const requires std::is_same_v<T, float> {
+    packed_weights v;
+    v.K_ = K_, v.N_ = N_, v.panels_ = panels_, v.kp_ = kp_, v.nr_ = nr_, v.k_group_ = k_group_;
+    v.data_ = std::unique_ptr<T, detail::aligned_free>(dst, detail::aligned_free{false});
+    const T* src = data_.get();
+    for (index_t p = 0; p < panels_; ++p)
+      for (index_t k = 0; k < kp_; ++k) {
+        const float g = k < K_ ? s[k] : 0.f;
+        const std::size_t at = std::size_t((p * kp_ + k) * nr_);
+        for (int j = 0; j < nr_; ++j) dst[at + std::size_t(j)] = src[at + std::size_t(j)] * g;
+      }
+    return v;
+  }
   /// Time spent packing (reported separately from the GEMM itself).
   double pack_seconds() const noexcept { return pack_seconds_; }
 

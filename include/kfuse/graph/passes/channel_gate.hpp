@@ -1,0 +1,75 @@
+#pragma once
+// Squeeze-excite fusion: an eltwise step that only multiplies its input by a per-(sample,
+// channel) gate (a per-channel operand, or the broadcast of an [N, C, 1, 1] tensor, as the
+// importer writes it at batch > 1) and whose only reader is a pointwise NHWC f32 conv loses its
+// pass over the feature map: the conv scales a copy of its weights by the gate per sample
+// instead (conv2d::run_gated). Only where that is the cheaper side: C x K multiplies per sample
+// against H x W x C, so K <= H x W. The broadcast, when there was one, disappears with it.
+#include <string>
+
+#include "kfuse/graph/compiler/context.hpp"
+#include "kfuse/graph/ops/conv2d.hpp"
+#include "kfuse/graph/passes/step_uses.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// The plan tensor holding the gate of multiply step e ([C] shared by the samples, or [N, C]),
+/// the broadcast step to drop with it (-1: none), or -1 when e's operand is no channel gate.
+inline std::int32_t channel_gate_of(const compile_context& cx, const step& e, const step_uses& u,
+                                    const conv_shape& cs, int& broadcast_step) {
+  broadcast_step = -1;
+  const op_stage& m = e.chain[0];
+  const plan_tensor& g = cx.T(m.operand);
+  if (g.type != dtype::f32) return -1;
+  if (m.per_channel) return shape_numel(g.shape) == cs.c ? m.operand : -1;
+  const int b = u.single_use_producer(cx, m.operand);
+  if (b < 0 || cx.steps[std::size_t(b)].op != op_kind::broadcast) return -1;
+  const std::int32_t src = cx.steps[std::size_t(b)].x;
+  const plan_tensor& sg = cx.T(src);
+  if (sg.type != dtype::f32 || sg.shape != std::vector<index_t>{cs.n, cs.c, 1, 1}) return -1;
+  broadcast_step = b;
+  return src;
+}
+
+inline void fuse_channel_gates(compile_context& cx) {
+  step_uses u(cx);
+  for (step& e : cx.steps) {
+    if (!e.alive || e.op != op_kind::eltwise || e.chain.size() != 1 ||
+        e.chain[0].kind != stage_kind::mul || e.chain[0].operand < 0)
+      continue;
+    if (u.single_use_producer(cx, e.out) < 0 || cx.T(e.x).type != dtype::f32 ||
+        cx.T(e.out).type != dtype::f32)
+      continue;
+    step* c = nullptr;
+    for (step& s : cx.steps)
+      if (s.alive && s.x == e.out) c = &s;
+    if (c == nullptr || c->op != op_kind::conv2d || c->gate >= 0) continue;
+    const node_desc& cn = cx.node_of(*c);
+    const conv_shape cs = graph_ops::conv2d_rule::shape_of(cx, *c);
+    // The gate takes the command's last input slot: the chain (with a bias a batch norm folds
+    // in at lowering) keeps the others.
+    const int operands = operand_count(c->chain) + (c->folded_bn >= 0 && !c->bn_after_bias ? 1 : 0);
+    if (!cs.is_pointwise() || cx.T(e.out).layout != tensor_layout::nhwc ||
+        cx.precision_of(cn) != precision::f32 || cx.T(c->out).type != dtype::f32 ||
+        operands > graph_ops::chain_max_operands - 1 || cs.k > cs.h * cs.w)
+      continue;
+    int b = -1;
+    const std::int32_t gate = channel_gate_of(cx, e, u, cs, b);
+    if (gate < 0) continue;
+    c->x = e.x;
+    c->gate = gate;
+    e.alive = false;
+    if (b >= 0) cx.steps[std::size_t(b)].alive = false;
+    const std::string& ename = cx.node_of(e).name;
+    c->fused.push_back(ename);
+    cx.d->report.fused.push_back("fused " + ename + " (channel gate) into " + cn.name +
+                                 " (conv2d): its weights are scaled per sample");
+    u.count(cx);
+  }
+}
+
+}  // namespace detail
+
+KFUSE_END_NAMESPACE
