@@ -559,8 +559,45 @@ void sweep_batches(const run_args& a, const kfuse::onnx::model& m, const quant_b
 
 // ---- main --------------------------------------------------------------------------------------
 
-int run(const run_args& a) {
+/// --layout auto: the layout whose f32 plan replays faster on the run's inputs (medians of a few
+/// alternating replays after one warm-up each). A model without 4-D activations imports the
+/// same either way and is not timed.
+kfuse::tensor_layout choose_layout(const run_args& a) {
+  run_args t = a;
+  t.layout = kfuse::tensor_layout::nhwc;
+  const kfuse::onnx::model mh = kfuse::onnx::load(a.model, import_options_of(t));
+  bool four_d = false;
+  for (const kfuse::node_desc& n : mh.graph.nodes())  // an nhwc import converts its images
+    four_d |= n.op == kfuse::op_kind::convert_layout;
+  if (!four_d) return kfuse::tensor_layout::nchw;
+  t.layout = kfuse::tensor_layout::nchw;
+  const kfuse::onnx::model mc = kfuse::onnx::load(a.model, import_options_of(t));
+  std::vector<host_tensor> in = make_inputs(a.inputs, mc, false);
+  const kfuse::plan pc = kfuse::compile(mc.graph, {.threads = a.threads});
+  const kfuse::plan ph = kfuse::compile(mh.graph, {.threads = a.threads});
+  std::vector<host_tensor> oc = make_outputs(mc, pc), oh = make_outputs(mh, ph);
+  kfuse::replay_buffer rc = record(pc, in, oc), rh = record(ph, in, oh);
+  rc.replay();
+  rh.replay();
+  std::vector<double> mc_ms, mh_ms;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = steady::now();
+    rc.replay();
+    mc_ms.push_back(ms_since(t0));
+    t0 = steady::now();
+    rh.replay();
+    mh_ms.push_back(ms_since(t0));
+  }
+  const double c = kfuse::median_of(mc_ms), h = kfuse::median_of(mh_ms);
+  const auto pick = h <= c ? kfuse::tensor_layout::nhwc : kfuse::tensor_layout::nchw;
+  std::printf("layout: auto -> %s (f32 trial medians: nchw %.3f ms, nhwc %.3f ms)\n",
+              pick == kfuse::tensor_layout::nhwc ? "nhwc" : "nchw", c, h);
+  return pick;
+}
+
+int run(run_args a) {
   if (!a.output_dir.empty()) make_output_dir(a.output_dir);
+  if (a.auto_layout) a.layout = choose_layout(a);
   auto t0 = steady::now();
   const kfuse::onnx::model m = kfuse::onnx::load(a.model, import_options_of(a));
   print_model(a, m, ms_since(t0));

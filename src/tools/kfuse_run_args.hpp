@@ -29,7 +29,8 @@ struct run_args {
   kfuse::precision prec = kfuse::precision::f32;       // --prec
   std::string calib_dir;                               // --calib
   kfuse::tensor_layout layout = kfuse::tensor_layout::nchw;
-  int threads = 0;  // 0: the default pool's size
+  bool auto_layout = true;  // --layout auto (the default): the faster of nchw and nhwc, timed
+  int threads = 0;          // 0: the default pool's size
   int reps = 100;
   int warmup = 10;
   bool profile = false;
@@ -51,8 +52,11 @@ importer's rewrites, the plan's fusion summary, the inputs used and one line
 Model and shapes:
   --dim NAME=V           value of the symbolic dimension NAME (e.g. --dim batch=8); repeatable
   --shape INPUT=D0,D1,.. whole shape of input INPUT (its static dims must agree); repeatable
-  --layout nchw|nhwc     memory order of 4-D activations inside the plan (default nchw; inputs
-                         and outputs stay NCHW either way)
+  --layout auto|nchw|nhwc  memory order of 4-D activations inside the plan; inputs and
+                         outputs stay NCHW either way. auto (default): when the model has 4-D
+                         activations, both plans are compiled and timed over a few replays
+                         (f32) and the faster one runs; the line "layout: auto -> ..." shows
+                         both medians
 
 Data:
   --input INPUT=FILE.npy data of input INPUT (shape and dtype must match the model's; f64 is
@@ -221,12 +225,13 @@ inline run_args parse_args(std::span<const std::string_view> args) {
       a.calib_dir = std::string(value());
     } else if (opt == "--layout") {
       const std::string_view v = value();
+      a.auto_layout = v == "auto";
       if (v == "nchw")
         a.layout = kfuse::tensor_layout::nchw;
       else if (v == "nhwc")
         a.layout = kfuse::tensor_layout::nhwc;
-      else
-        bad("--layout: '" + std::string(v) + "' is not one of nchw, nhwc");
+      else if (v != "auto")
+        bad("--layout: '" + std::string(v) + "' is not one of auto, nchw, nhwc");
     } else if (opt == "--threads") {
       a.threads = int(detail::parse_int(value(), opt, 0, 4096));
     } else if (opt == "--reps") {

@@ -24,7 +24,8 @@ if(TARGET kfuse_onnx)
 endif()
 
 # kfuse-run end to end: a model with its input file (output written and read back by the
-# accuracy line of --compare-fp32 on an int8 plan), and a bad argument (one line, exit code 2).
+# accuracy line of --compare-fp32 on an int8 plan), the default --layout auto (both plans
+# timed), and a bad argument (one line, exit code 2).
 # Label "cli": the sanitizer builds do not build the command, so they leave these out.
 if(TARGET kfuse_run)
   set(m ${CMAKE_CURRENT_SOURCE_DIR}/onnx/models/small_cnn_b1)
@@ -34,6 +35,11 @@ if(TARGET kfuse_run)
                    --output-dir ${CMAKE_CURRENT_BINARY_DIR}/kfuse_run_out)
   set_tests_properties(onnx:kfuse_run_int8_compare PROPERTIES LABELS "ci;cli"
                        PASS_REGULAR_EXPRESSION "latency: median .*top-1 1/1")
+  add_test(NAME onnx:kfuse_run_auto_layout
+           COMMAND kfuse_run ${m}.onnx --input x=${m}.input.npy --reps 3 --warmup 1 --threads 1)
+  set_tests_properties(onnx:kfuse_run_auto_layout PROPERTIES LABELS "ci;cli"
+                       PASS_REGULAR_EXPRESSION
+                       "layout: auto -> n[ch][hw][wc] \\(f32 trial medians: nchw .* ms, nhwc .* ms\\)")
   add_test(NAME onnx:kfuse_run_bad_argument COMMAND kfuse_run ${m}.onnx --reps nope)
   set_tests_properties(onnx:kfuse_run_bad_argument PROPERTIES LABELS "ci;cli" WILL_FAIL TRUE)
   add_test(NAME onnx:kfuse_run_bad_argument_text COMMAND kfuse_run ${m}.onnx --reps nope)

@@ -40,7 +40,7 @@ TEST_CASE("kfuse-run args: defaults", "[tools][kfuse_run]") {
   CHECK(a.output_dir.empty());
   CHECK(a.prec == kfuse::precision::f32);
   CHECK(a.calib_dir.empty());
-  CHECK(a.layout == kfuse::tensor_layout::nchw);
+  CHECK(a.auto_layout);  // --layout auto: both layouts timed, the faster runs
   CHECK(a.threads == 0);
   CHECK(a.reps == 100);
   CHECK(a.warmup == 10);
@@ -90,6 +90,7 @@ TEST_CASE("kfuse-run args: every option", "[tools][kfuse_run]") {
   CHECK(a.prec == kfuse::precision::int8);
   CHECK(a.calib_dir == "calib");
   CHECK(a.layout == kfuse::tensor_layout::nhwc);
+  CHECK_FALSE(a.auto_layout);
   CHECK(a.threads == 2);
   CHECK(a.reps == 300);
   CHECK(a.warmup == 0);
@@ -141,7 +142,7 @@ TEST_CASE("kfuse-run args: errors name the option", "[tools][kfuse_run]") {
   CHECK(error_of({"m.onnx", "--threads", "-2"}) == "--threads: -2 is out of range [0, 4096]");
   CHECK(error_of({"m.onnx", "--threads", "1.5"}) == "--threads: '1.5' is not a whole number");
   CHECK(error_of({"m.onnx", "--prec", "fp16"}) == "--prec: 'fp16' is not one of f32, bf16, int8");
-  CHECK(error_of({"m.onnx", "--layout", "NCHW"}) == "--layout: 'NCHW' is not one of nchw, nhwc");
+  CHECK(error_of({"m.onnx", "--layout", "NCHW"}) == "--layout: 'NCHW' is not one of auto, nchw, nhwc");
   CHECK(error_of({"m.onnx", "--dim", "batch"}) == "--dim: 'batch' is not of the form NAME=VALUE");
   CHECK(error_of({"m.onnx", "--dim", "=3"}) == "--dim: '=3' is not of the form NAME=VALUE");
   CHECK(error_of({"m.onnx", "--dim", "batch="}) == "--dim: 'batch=' is not of the form NAME=VALUE");
