@@ -52,13 +52,15 @@ struct lane_ctx {
 /// A kernel's register tile saved to memory before an out-of-line epilogue (epilogue_traits):
 /// `rows` x `nv` vectors of f32 values, row r at vals + r * nv * V::lanes, of which the first
 /// `valid` columns are real. Vector (r, j) sits at flat index flat0 + r * flat_ld + j * lanes,
-/// channel ch0 + j * lanes (PerLane) or ch0 + r. A stage may run on the whole tile at once with
+/// channel ch0 + j * lanes (PerLane) or ch0 + r * ch_step (rows of channels: 1; rows of one
+/// channel's plane, as an NCHW tile's: 0). A stage may run on the whole tile at once with
 ///   template <class V, bool PerLane> void apply_tile(const saved_tile&) const;
 /// (one dispatch per tile instead of one per vector); other stages run vector by vector.
 struct saved_tile {
   float* vals = nullptr;
   int rows = 0, nv = 0;
   index_t valid = 0, flat0 = 0, flat_ld = 0, ch0 = 0;
+  index_t ch_step = 1;
 
   /// x = f(x, ctx) for every vector of the tile that holds real columns.
   template <class V, bool PerLane, class F>
@@ -69,7 +71,8 @@ struct saved_tile {
       for (int j = 0; j < nv && j * L < valid; ++j) {
         const index_t col = index_t(j) * L;
         const int n = int(std::min<index_t>(L, valid - col));
-        const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col, PerLane ? ch0 + col : ch0 + r, n};
+        const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col,
+                                       PerLane ? ch0 + col : ch0 + r * ch_step, n};
         simd::store(row + col, V(f(simd::load<V>(row + col), ctx)));
       }
     }

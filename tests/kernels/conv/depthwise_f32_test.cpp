@@ -1,5 +1,6 @@
 // depthwise_conv2d, f32 recipe: every shape of the set in both layouts, fused epilogues
-// (bare, bias + relu, residual add, a user stage, bias + quantize to i8), every backend of the
+// (bare, bias + relu, residual add, a user stage, an out-of-line user stage, bias + quantize
+// to i8), every backend of the
 // arch under test, thread-count invariance and the error paths.
 #include "kernels/conv/depthwise_common.hpp"
 
@@ -25,6 +26,14 @@ void f32_epilogues() {
           s, x, w, kfuse::epilogue<kfuse::bias, kfuse::relu>{{bs}, {}}, "bias+relu");
       dw_check<kfuse::f32, L, B, float, float>(
           s, x, w, kfuse::epilogue<kfuse::add<>, user_square>{{{rs}}, {}}, "residual+user");
+      // An out-of-line epilogue (the graph's run-time chain is one): the tiles are saved and
+      // it runs per stage per tile (NHWC: every tile; NCHW: all but a row's clamped last one).
+      std::atomic<long> tile_calls{0};
+      dw_check<kfuse::f32, L, B, float, float>(
+          s, x, w,
+          kfuse::epilogue<kfuse::add<>, user_tile_bias>{{{rs}}, {bias.data(), &tile_calls}},
+          "residual+out-of-line bias");
+      if (std::is_same_v<L, kfuse::nhwc>) CHECK(tile_calls.load() > 0);
       dw_check<kfuse::f32, L, B, float, std::int8_t>(
           s, x, w, kfuse::epilogue<kfuse::bias, kfuse::quantize<kfuse::i8>>{{bs}, {{0.f, 3, qs}}},
           "bias+quantize<i8>");
