@@ -174,6 +174,7 @@ void print_plan(const kfuse::plan& p, kfuse::precision prec, double compile_ms) 
   std::printf("fusion: %d nodes -> %d steps, %zu fusion%s\n", r.nodes_before, r.nodes_after,
               r.fused.size(), r.fused.size() == 1 ? "" : "s");
   print_list(r.fused, 12);
+  for (const std::string& n : r.notes) std::printf("note: %s\n", n.c_str());
   std::printf(
       "memory: arena %.1f KiB (%.1f KiB of kernel workspace) for %.1f KiB of "
       "intermediate tensors\n",
@@ -421,7 +422,15 @@ void profile_replays(kfuse::replay_buffer& r, const run_args& a) {
   kfuse::profiler prof;
   kfuse::replay_profiler rp(prof, r);
   for (int i = 0; i < a.reps; ++i) r.replay(rp.hook());
-  if (a.profile) std::printf("profile (%d replays):\n%s", a.reps, prof.table().c_str());
+  if (a.profile) {
+    const kfuse::machine_limits& l = prof.limits();
+    std::printf(
+        "limits (%s): f32 %.0f GFLOP/s, bf16 %.0f GFLOP/s, int8 %.0f GOP/s per core; "
+        "memory %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n",
+        l.source.c_str(), l.f32_gflops, l.bf16_gflops, l.int8_gops, l.mem_gbs_1t, l.mem_gbs_all,
+        l.cores);
+    std::printf("profile (%d replays):\n%s", a.reps, prof.table().c_str());
+  }
   if (!a.trace.empty()) {
     prof.write_chrome_trace(a.trace);
     std::printf("Chrome trace of %d replays written to %s\n", a.reps, a.trace.c_str());
