@@ -29,7 +29,7 @@ rm -f "$out"/*.txt
   flock 9
   node bench/ort/ort_run.js "$build/models/tiny.onnx" --shape x=1,1 --threads 1 --reps 2000 \
     --warmup 100 >"$out/ort_tiny.txt"
-  "$run" "$build/models/tiny.onnx" --dim batch=1 --reps 3 --profile >"$out/limits.txt" 2>&1 || true
+  "$run" "$build/models/tiny.onnx" --shape x=1,1 --reps 3 --profile >"$out/limits.txt" 2>&1 || true
   for m in "${models[@]}"; do
     shape=$(/usr/bin/python3 -c "import numpy; print(','.join(map(str, numpy.load('$build/models/$m.input.npy').shape[1:])))")
     for b in 1 8; do

@@ -422,15 +422,7 @@ void profile_replays(kfuse::replay_buffer& r, const run_args& a) {
   kfuse::profiler prof;
   kfuse::replay_profiler rp(prof, r);
   for (int i = 0; i < a.reps; ++i) r.replay(rp.hook());
-  if (a.profile) {
-    const kfuse::machine_limits& l = prof.limits();
-    std::printf(
-        "limits (%s): f32 %.0f GFLOP/s, bf16 %.0f GFLOP/s, int8 %.0f GOP/s per core; "
-        "memory %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n",
-        l.source.c_str(), l.f32_gflops, l.bf16_gflops, l.int8_gops, l.mem_gbs_1t, l.mem_gbs_all,
-        l.cores);
-    std::printf("profile (%d replays):\n%s", a.reps, prof.table().c_str());
-  }
+  if (a.profile) std::printf("profile (%d replays):\n%s", a.reps, prof.table().c_str());
   if (!a.trace.empty()) {
     prof.write_chrome_trace(a.trace);
     std::printf("Chrome trace of %d replays written to %s\n", a.reps, a.trace.c_str());
