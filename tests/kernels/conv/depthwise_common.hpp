@@ -46,6 +46,7 @@ inline std::vector<kfuse::conv_shape> dw_shapes() {
       dw_shape(5, 6, 6, 3, 3, 1, 1, 3, 3, 0, 0),          // pad 3 > kernel: zero-tap outputs
       dw_shape(19, 30, 31, 5, 5, 2, 1, 2, 2, 2, 2),       // 5x5 stride (2, 1)
       dw_shape(33, 12, 40, 3, 3, 1, 1, 1, 1, 1, 1),       // wide rows: several NCHW tiles
+      dw_shape(70, 7, 7, 5, 5, 1, 1, 2, 2, 2, 2),         // 5x5 on 7x7: single-pixel tiles only
   };
 }
 

@@ -99,6 +99,9 @@ struct dw_nhwc_config {
   // stay within L1 for C = 256, where 8 x 2 measured ~15% slower.
   static constexpr int pw = L >= 16 ? 6 : 4;
   static constexpr int cv = L == 1 ? 4 : 2;
+  // A single-pixel tile (maps' borders; every pixel of a 5x5 on a 7x7 map) with cv vectors had
+  // two FMA chains on AVX2, latency-bound: 4 vectors of channels per tile there.
+  static constexpr int single_cv = 4;
 };
 
 /// PW consecutive output pixels (ow0..) of output row oh, channels c0.. (CV full vectors, or one
@@ -197,8 +200,12 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
   dw_valid_taps(oh * g.sh - g.pt, g.dh, g.r, g.h, r0, r1);
   const index_t row_flat = ((n * g.oh + oh) * g.ow) * C;
   // kernel(NV, Partial, c0, cn) runs one channel block of the current pixel tile.
-  auto channels = [&](auto&& kernel) {
+  // Wide blocks first (single-pixel tiles: CVW vectors, so enough FMA chains are in flight
+  // without the pixels), then CV vectors, then single ones.
+  auto channels_from = [&]<int CVW>(auto&& kernel) {
     index_t c0 = 0;
+    if constexpr (CVW > CV)
+      for (; c0 + CVW * L <= C; c0 += CVW * L) kernel.template operator()<CVW, false>(c0, CVW * L);
     for (; c0 + CV * L <= C; c0 += CV * L) kernel.template operator()<CV, false>(c0, CV * L);
     if constexpr (CV > 1)
       for (; c0 + L <= C; c0 += L) kernel.template operator()<1, false>(c0, L);
@@ -209,13 +216,15 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
         kernel.template operator()<1, true>(c0, int(C - c0));
     }
   };
+  auto channels = [&](auto&& kernel) { channels_from.template operator()<CV>(kernel); };
   auto single = [&](index_t ow) {
     index_t s0, s1;
     dw_valid_taps(ow * g.sw - g.pl, g.dw, g.s, g.w, s0, s1);
-    channels([&]<int NV, bool Partial>(index_t c0, int cn) {
-      dw_nhwc_tile<V, 1, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, s0, s1, zp, out,
-                                      row_flat + ow * C + c0, ep);
-    });
+    channels_from.template operator()<cfg::single_cv>(
+        [&]<int NV, bool Partial>(index_t c0, int cn) {
+          dw_nhwc_tile<V, 1, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, s0, s1, zp, out,
+                                          row_flat + ow * C + c0, ep);
+        });
   };
   if (Fast3x3 && g.ow >= PW) {
     for (index_t ow = 0;; ow += PW) {
