@@ -101,7 +101,7 @@ std::vector<T> convert_checked(const std::vector<T>& in, const dims4& d) {
 template <class T>
 void round_trips() {
   for (index_t N : {1, 2})
-    for (index_t C : {1, 3, 13, 64})
+    for (index_t C : {1, 2, 3, 4, 5, 13, 64})  // 1-4: the few-channel path
       for (index_t H : {1, 7, 33})
         for (index_t W : {1, 7, 33}) {
           const dims4 d{N, C, H, W};
@@ -135,6 +135,12 @@ TEST_CASE("layout: nchw <-> nhwc round trips exactly", "[layout][convert]") {
     std::vector<std::uint8_t> u(static_cast<std::size_t>(kfuse::numel(dims4{1, 5, 9, 11})));
     for (std::size_t i = 0; i < u.size(); ++i) u[i] = std::uint8_t(i);
     convert_checked<nhwc, nchw>(u, dims4{1, 5, 9, 11});
+    // An RGB image of more pixels than one chunk of the few-channel path (8192), batch 2.
+    const dims4 rgb{2, 3, 97, 95};
+    std::vector<float> f(static_cast<std::size_t>(kfuse::numel(rgb)));
+    for (index_t i = 0; i < index_t(f.size()); ++i) f[std::size_t(i)] = float(i);
+    const auto g = convert_checked<nchw, nhwc>(f, rgb);
+    CHECK(std::memcmp(convert_checked<nhwc, nchw>(g, rgb).data(), f.data(), f.size() * 4) == 0);
   }
 }
 

@@ -25,8 +25,39 @@ void transpose_image(const T* KFUSE_RESTRICT src, T* KFUSE_RESTRICT dst, index_t
   }
 }
 
+/// The same for an image of 1-4 channels (a network's RGB input), over pixels [p0, p1): pixel
+/// by pixel with the channel loop unrolled, where the tiles spent more on loop control than on
+/// the copy (3 x 224 x 224 to NHWC: 244 -> 69 us on Zen 3). ToNhwc: src [Ch][hw] -> dst
+/// [hw][Ch]; else the reverse.
+template <int Ch, bool ToNhwc, class T>
+void transpose_few_channels(const T* KFUSE_RESTRICT src, T* KFUSE_RESTRICT dst, index_t hw,
+                            index_t p0, index_t p1) {
+  for (index_t p = p0; p < p1; ++p)
+#pragma GCC unroll 4
+    for (int c = 0; c < Ch; ++c) {
+      if constexpr (ToNhwc)
+        dst[p * Ch + c] = src[c * hw + p];
+      else
+        dst[c * hw + p] = src[p * Ch + c];
+    }
+}
+
+template <bool ToNhwc, class T>
+void transpose_few_channels(const T* src, T* dst, index_t ch, index_t hw, index_t p0, index_t p1) {
+  switch (ch) {
+    case 1:
+      return transpose_few_channels<1, ToNhwc>(src, dst, hw, p0, p1);
+    case 2:
+      return transpose_few_channels<2, ToNhwc>(src, dst, hw, p0, p1);
+    case 3:
+      return transpose_few_channels<3, ToNhwc>(src, dst, hw, p0, p1);
+    default:
+      return transpose_few_channels<4, ToNhwc>(src, dst, hw, p0, p1);
+  }
+}
+
 template <class T, class LIn, class LOut>
-void convert_layout(tensor_view<const T, LIn> in, tensor_view<T, LOut> out) {
+void convert_layout(tensor_view<const T, LIn> in, tensor_view<T, LOut> out, int threads) {
   constexpr std::string_view k = "convert_layout";
   if (!(in.dims == out.dims)) fail(k, "input and output shapes differ");
   const dims4 d = in.dims;
@@ -35,24 +66,44 @@ void convert_layout(tensor_view<const T, LIn> in, tensor_view<T, LOut> out) {
   check_buffer(k, "output", out.data, n);
   check_disjoint(k, "input", in.data, n, out.data, n);  // a transposition: never in place
   const index_t hw = d.h * d.w, image = d.c * hw;
-  parallel_for(0, d.n, 1, [&](range r, int) {
-    for (index_t b = r.begin; b < r.end; ++b) {
-      if constexpr (std::is_same_v<LIn, nchw>)
-        transpose_image(in.data + b * image, out.data + b * image, d.c, hw);
-      else
-        transpose_image(in.data + b * image, out.data + b * image, hw, d.c);
-    }
-  });
+  constexpr bool to_nhwc = std::is_same_v<LIn, nchw>;
+  if (d.c <= 4) {  // pixel chunks of every image, split over threads
+    constexpr index_t chunk = 8192;
+    const index_t chunks = (hw + chunk - 1) / chunk;
+    parallel_for(
+        0, d.n * chunks, 1,
+        [&](range r, int) {
+          for (index_t i = r.begin; i < r.end; ++i) {
+            const index_t b = i / chunks, p0 = (i % chunks) * chunk;
+            transpose_few_channels<to_nhwc>(in.data + b * image, out.data + b * image, d.c, hw, p0,
+                                            std::min(hw, p0 + chunk));
+          }
+        },
+        threads);
+    return;
+  }
+  parallel_for(
+      0, d.n, 1,
+      [&](range r, int) {
+        for (index_t b = r.begin; b < r.end; ++b) {
+          if constexpr (std::is_same_v<LIn, nchw>)
+            transpose_image(in.data + b * image, out.data + b * image, d.c, hw);
+          else
+            transpose_image(in.data + b * image, out.data + b * image, hw, d.c);
+        }
+      },
+      threads);
 }
 }  // namespace detail
 
+/// threads: how many of the default pool's threads it may use (0: all).
 template <class T>
-void nchw_to_nhwc(tensor_view<const T, nchw> in, tensor_view<T, nhwc> out) {
-  detail::convert_layout(in, out);
+void nchw_to_nhwc(tensor_view<const T, nchw> in, tensor_view<T, nhwc> out, int threads = 0) {
+  detail::convert_layout(in, out, threads);
 }
 template <class T>
-void nhwc_to_nchw(tensor_view<const T, nhwc> in, tensor_view<T, nchw> out) {
-  detail::convert_layout(in, out);
+void nhwc_to_nchw(tensor_view<const T, nhwc> in, tensor_view<T, nchw> out, int threads = 0) {
+  detail::convert_layout(in, out, threads);
 }
 
 KFUSE_END_NAMESPACE

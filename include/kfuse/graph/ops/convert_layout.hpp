@@ -21,10 +21,10 @@ void convert_layout_cmd(const command& c) {
     std::memcpy(c.out, c.in[0], sizeof(T) * std::size_t(numel(p.dims)));
   else if constexpr (std::is_same_v<LIn, nchw>)
     nchw_to_nhwc(tensor_view<const T, nchw>{static_cast<const T*>(c.in[0]), p.dims},
-                 tensor_view<T, nhwc>{static_cast<T*>(c.out), p.dims});
+                 tensor_view<T, nhwc>{static_cast<T*>(c.out), p.dims}, c.threads);
   else
     nhwc_to_nchw(tensor_view<const T, nhwc>{static_cast<const T*>(c.in[0]), p.dims},
-                 tensor_view<T, nchw>{static_cast<T*>(c.out), p.dims});
+                 tensor_view<T, nchw>{static_cast<T*>(c.out), p.dims}, c.threads);
 }
 
 /// The command for element type T from layout `from` to `to`.
@@ -57,6 +57,8 @@ inline void layout_command(detail::compile_context& cx, std::int32_t x, std::int
       c.fn = layout_fn<std::uint8_t>(from, to);
       break;
   }
+  // Copy-class work: threads by the bytes moved (the plan's thread count caps it).
+  c.threads = cx.threads_for(2.0 * double(cx.T(x).bytes), 0.0);
   c.params = cx.own(p);
   cmds.push_back(c);
 }
