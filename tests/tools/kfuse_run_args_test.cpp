@@ -142,7 +142,8 @@ TEST_CASE("kfuse-run args: errors name the option", "[tools][kfuse_run]") {
   CHECK(error_of({"m.onnx", "--threads", "-2"}) == "--threads: -2 is out of range [0, 4096]");
   CHECK(error_of({"m.onnx", "--threads", "1.5"}) == "--threads: '1.5' is not a whole number");
   CHECK(error_of({"m.onnx", "--prec", "fp16"}) == "--prec: 'fp16' is not one of f32, bf16, int8");
-  CHECK(error_of({"m.onnx", "--layout", "NCHW"}) == "--layout: 'NCHW' is not one of auto, nchw, nhwc");
+  CHECK(error_of({"m.onnx", "--layout", "NCHW"}) ==
+        "--layout: 'NCHW' is not one of auto, nchw, nhwc");
   CHECK(error_of({"m.onnx", "--dim", "batch"}) == "--dim: 'batch' is not of the form NAME=VALUE");
   CHECK(error_of({"m.onnx", "--dim", "=3"}) == "--dim: '=3' is not of the form NAME=VALUE");
   CHECK(error_of({"m.onnx", "--dim", "batch="}) == "--dim: 'batch=' is not of the form NAME=VALUE");
