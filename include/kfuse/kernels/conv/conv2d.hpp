@@ -410,7 +410,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
       float* scaled = reinterpret_cast<float*>(ws.data);
       auto wb = w.gemm_.scaled_rows(gate, scaled);
       for (index_t b = 0; b < n; ++b) {
-        if (b > 0 && gate_stride != 0)  // a shared gate: one scaled copy serves every sample
+        if (b > 0 && gate_stride != 0)  // (a shared gate, stride 0: the first copy serves all)
           wb = w.gemm_.scaled_rows(gate + b * gate_stride, scaled);
         info.threads = gemm_type::run(x.data + b * hw * s.c, hw, s.c, wb, y.data + b * hw * s.k,
                                       s.k, ep, opt, 0, output_slice{b * hw * s.k, numel(y.dims)})
