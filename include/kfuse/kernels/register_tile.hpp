@@ -33,7 +33,8 @@ KFUSE_INLINE void save_tile(const V (&acc)[Rows][NV], float* part) {
 
 /// Runs the epilogue on a finished Rows x NV tile and stores it once: row r goes to
 /// out + r * ld (its first `valid` columns); lane_ctx gets flat index flat0 + r * flat_ld + col
-/// and channel ch0 + col (PerLane) or ch0 + r. An out-of-line epilogue (the graph's run-time
+/// and channel ch0 + col (PerLane) or ch0 + r * ch_step (rows of channels: 1; rows of one
+/// channel's plane, an NCHW tile's: 0). An out-of-line epilogue (the graph's run-time
 /// chain, epilogue_traits) would be a call per output vector, and each call clobbers every
 /// vector register (GCC saved and restored the tile around each one, and the chain dispatched
 /// its stages once per vector: gemm ran 10-15% slower than with the same compile-time stages).
@@ -41,13 +42,13 @@ KFUSE_INLINE void save_tile(const V (&acc)[Rows][NV], float* part) {
 template <bool PerLane, class V, int Rows, int NV, class Out, class Ep>
 KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
                              index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
-                             const Ep& ep) {
+                             const Ep& ep, index_t ch_step = 1) {
   constexpr int L = V::lanes;
   constexpr bool saved_first = epilogue_traits<Ep>::out_of_line;
   alignas(64) float saved[saved_first ? Rows * NV * L : 1];
   if constexpr (saved_first) {
     save_tile(acc, saved);
-    apply_to_tile<V, PerLane>(ep, saved_tile{saved, Rows, NV, valid, flat0, flat_ld, ch0});
+    apply_to_tile<V, PerLane>(ep, saved_tile{saved, Rows, NV, valid, flat0, flat_ld, ch0, ch_step});
   }
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
@@ -60,7 +61,8 @@ KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, 
       if constexpr (saved_first) {
         y = simd::load<V>(saved + (r * NV + j) * L);
       } else {
-        const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col, PerLane ? ch0 + col : ch0 + r, n};
+        const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col,
+                                       PerLane ? ch0 + col : ch0 + r * ch_step, n};
         y = apply(ep, acc[r][j], ctx);
       }
       if (n == L)

@@ -6,6 +6,7 @@
 // into it; the bias (optional) broadcasts to [batch, heads, queries, keys].
 #include <string>
 
+#include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/attention.hpp"
 
@@ -23,9 +24,7 @@ void attention_cmd(const command& c) {
   const auto& p = *static_cast<const attention_step_params<K>*>(c.params);
   K::run(static_cast<const float*>(c.in[0]), static_cast<const float*>(c.in[1]),
          static_cast<const float*>(c.in[2]), static_cast<const float*>(c.in[3]), p.packed,
-         static_cast<float*>(c.out),
-         workspace{static_cast<std::byte*>(c.workspace), c.workspace_bytes},
-         run_options{c.threads});
+         static_cast<float*>(c.out), command_workspace(c), run_options{c.threads});
 }
 
 struct attention_rule : op_rule {

@@ -28,16 +28,15 @@ struct gated_conv_params : kernel_params<K> {
   index_t gate_stride = 0;
 };
 
-/// The replay command of a gated conv: K::run_gated with the gate from c.in[3].
+/// The replay command of a gated conv: K::run_gated with the gate in c.in[3] (the chain's
+/// operands, at most two, before it).
 template <class K>
 void gated_conv_cmd(const command& c) {
   const auto& p = *static_cast<const gated_conv_params<K>*>(c.params);
-  const chain ch{&p.stages,
-                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]), nullptr}};
   K::run_gated(view<nhwc>(static_cast<const float*>(c.in[0]), p.in),
                static_cast<const float*>(c.in[chain_max_operands]), p.gate_stride, p.packed,
-               view<nhwc>(static_cast<float*>(c.out), p.out), epilogue<chain>{ch},
-               workspace{static_cast<std::byte*>(c.workspace), c.workspace_bytes},
+               view<nhwc>(static_cast<float*>(c.out), p.out),
+               epilogue<chain>{command_chain(c, p.stages)}, command_workspace(c),
                run_options{c.threads});
 }
 

@@ -53,19 +53,26 @@ struct graph_epilogue<epilogue<chain, quantize<E>>> {
   }
 };
 
+/// A command's chain stage: the step's stages, their operands in c.in[1..3].
+inline chain command_chain(const command& c, const chain_list& stages) {
+  return chain{&stages,
+               {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
+                static_cast<const float*>(c.in[3])}};
+}
+/// A command's slice of the arena.
+inline workspace command_workspace(const command& c) {
+  return workspace{static_cast<std::byte*>(c.workspace), c.workspace_bytes};
+}
+
 /// The replay command of every contract kernel: out = K(in) with the step's chain operands in
 /// c.in[1..3] and its workspace slice.
 template <class K, class In, class Out>
 void kernel_cmd(const command& c) {
   const auto& p = *static_cast<const kernel_params<K>*>(c.params);
-  const chain ch{&p.stages,
-                 {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
-                  static_cast<const float*>(c.in[3])}};
   K::run(typename K::template view<const In>{static_cast<const In*>(c.in[0]), p.in}, p.packed,
          typename K::template view<Out>{static_cast<Out*>(c.out), p.out},
-         graph_epilogue<typename K::epilogue_type>::make(ch, p.out_q),
-         workspace{static_cast<std::byte*>(c.workspace), c.workspace_bytes}, run_options{c.threads},
-         p.in_zero_point);
+         graph_epilogue<typename K::epilogue_type>::make(command_chain(c, p.stages), p.out_q),
+         command_workspace(c), run_options{c.threads}, p.in_zero_point);
 }
 
 /// Finishes command c of a step lowered onto K (its input, output and chain operands set):

@@ -6,6 +6,7 @@
 // A constant b is a linear (the importer's choice: packed once at compile time).
 #include "kfuse/graph/matmul_shape.hpp"
 #include "kfuse/graph/ops/chain.hpp"
+#include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/gemm/batched_gemm.hpp"
 
@@ -27,8 +28,7 @@ void matmul_cmd(const command& c) {
   const chain ch{&p.stages,
                  {static_cast<const float*>(c.in[2]), static_cast<const float*>(c.in[3]), nullptr}};
   K::run(static_cast<const float*>(c.in[0]), static_cast<const float*>(c.in[1]), p.packed,
-         static_cast<float*>(c.out), epilogue<chain>{ch},
-         workspace{static_cast<std::byte*>(c.workspace), c.workspace_bytes},
+         static_cast<float*>(c.out), epilogue<chain>{ch}, command_workspace(c),
          run_options{c.threads});
 }
 

@@ -385,25 +385,12 @@ KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, i
                                 index_t ow0, Out* out, index_t plane_flat, index_t flat_end,
                                 const Ep& ep) {
   constexpr int L = V::lanes;
-  if constexpr (epilogue_traits<Ep>::out_of_line) {
-    // The graph's run-time chain: one dispatch per stage per tile, not a call per vector, when
-    // the tile's columns are contiguous (all but a row's last, clamped tile).
-    if (ow0 + WV * L <= g.ow) {
-      const index_t flat0 = plane_flat + oh0 * g.ow + ow0;
-      if (flat0 + (RH - 1) * g.ow + WV * L <= flat_end) {
-        alignas(64) float saved[RH * WV * L];
-        save_tile(acc, saved);
-        saved_tile t{saved, RH, WV, WV * L, flat0, g.ow, c};
-        t.ch_step = 0;
-        apply_to_tile<V, false>(ep, t);
-#pragma GCC unroll 8
-        for (int i = 0; i < RH; ++i)
-#pragma GCC unroll 8
-          for (int v = 0; v < WV; ++v)
-            simd::store(out + flat0 + i * g.ow + v * L, simd::load<V>(saved + (i * WV + v) * L));
-        return;
-      }
-    }
+  if (ow0 + WV * L <= g.ow) {
+    // Contiguous columns (all but a row's last, clamped tile): the shared tile store, which
+    // runs an out-of-line epilogue (the graph's chain) once per stage per tile. Row i is output
+    // row oh0 + i of channel c.
+    const index_t flat0 = plane_flat + oh0 * g.ow + ow0;
+    return store_tile<false>(acc, out + flat0, g.ow, flat0, g.ow, c, WV * L, ep, 0);
   }
 #pragma GCC unroll 8
   for (int i = 0; i < RH; ++i)
