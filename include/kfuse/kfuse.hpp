@@ -14,5 +14,6 @@
 #include "kfuse/kernels/layout_convert.hpp"
 #include "kfuse/kernels/norm.hpp"
 #include "kfuse/kernels/pool2d.hpp"
+#include "kfuse/kernels/reduce.hpp"
 #include "kfuse/kernels/softmax.hpp"
 #include "kfuse/types/convert.hpp"

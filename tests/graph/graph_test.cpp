@@ -109,6 +109,154 @@ TEST_CASE("graph: an eltwise chain merges into one in-place pass", "[graph]") {
   }
 }
 
+TEST_CASE("graph: math stages fused into a linear's epilogue and run as an eltwise node",
+          "[graph][threads]") {
+  const index_t M = 5, K = 16, N = 24;
+  const auto xv = gt::random_vec(std::size_t(M * K), 11, -1, 1);
+  const auto wv = gt::random_vec(std::size_t(N * K), 12, -0.5, 0.5);
+  const auto dv = gt::random_vec(std::size_t(M * N), 13, 1, 3);
+  const auto sv = gt::random_vec(std::size_t(N), 14, -1, 1);
+  graph g;
+  const tensor_id x = g.input("x", {M, K}), d = g.input("d", {M, N});
+  const tensor_id w = g.constant("w", {N, K}, wv.data());
+  const tensor_id slope = g.constant("slope", {N}, sv.data());
+  tensor_id h = g.linear("fc", x, w);
+  h = g.eltwise("elu", h, {{stage_kind::elu, 0.7f}});
+  h = g.eltwise("div", h, {{stage_kind::div, 0, 0, d}});
+  h = g.eltwise("prelu", h, {{stage_kind::prelu, 0, 0, slope, true}});
+  h = g.eltwise("sp", h, {{stage_kind::softplus}, {stage_kind::power, 1.5f}});
+  h = g.eltwise("sq", h, {{stage_kind::power, 2.f}, {stage_kind::sqrt}, {stage_kind::log}});
+  g.output(h);
+  std::vector<double> want(std::size_t(M * N));
+  for (index_t m = 0; m < M; ++m)
+    for (index_t n = 0; n < N; ++n) {
+      double v = 0;
+      for (index_t k = 0; k < K; ++k)
+        v += double(xv[std::size_t(m * K + k)]) * wv[std::size_t(n * K + k)];
+      v = v > 0 ? v : 0.7 * std::expm1(v);
+      v /= dv[std::size_t(m * N + n)];
+      v = v < 0 ? v * sv[std::size_t(n)] : v;
+      v = std::pow(std::log1p(std::exp(v)), 1.5);
+      want[std::size_t(m * N + n)] = std::log(std::sqrt(v * v));
+    }
+  std::vector<float> first;
+  for (bool fuse : {true, false})
+    for (int threads : {1, 2}) {
+      const plan p = compile(g, {.threads = threads, .fuse = fuse, .fork_join_ns = 0});
+      if (fuse) {
+        CHECK(p.steps().size() == 1);  // every stage in the linear's epilogue
+        CHECK(p.steps()[0].kernel.find("elu, div, prelu, softplus, power, power, sqrt, log") !=
+              std::string::npos);
+      }
+      std::vector<float> y(std::size_t(M * N), std::nanf(""));
+      auto r = p.record({bind(xv), bind(dv)}, {bind(y)});
+      r.replay();
+      for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(std::fabs(y[i] - want[i]) <= 1e-6);
+      if (first.empty()) first = y;
+      CHECK(gt::bitwise_equal(y, first));
+    }
+  // Other stages, two of them reading the same run-time operand.
+  graph g2;
+  const tensor_id x2 = g2.input("x", {M, K}), d2 = g2.input("d", {M, N});
+  tensor_id h2 = g2.linear("fc", x2, g2.constant("w", {N, K}, wv.data()));
+  h2 = g2.eltwise("chain", h2,
+                  {{stage_kind::celu, 0.5f},
+                   {stage_kind::max, 0, 0, d2},
+                   {stage_kind::exp},
+                   {stage_kind::reciprocal},
+                   {stage_kind::pow, 0, 0, d2},
+                   {stage_kind::erf}});
+  g2.output(h2);
+  const plan p2 = compile(g2, {.threads = 1});
+  CHECK(p2.steps().size() == 1);
+  std::vector<float> y2(std::size_t(M * N), std::nanf(""));
+  auto r2 = p2.record({bind(xv), bind(dv)}, {bind(y2)});
+  r2.replay();
+  for (index_t m = 0; m < M; ++m)
+    for (index_t n = 0; n < N; ++n) {
+      double v = 0;
+      for (index_t k = 0; k < K; ++k)
+        v += double(xv[std::size_t(m * K + k)]) * wv[std::size_t(n * K + k)];
+      v = v > 0 ? v : 0.5 * std::expm1(v / 0.5);
+      const double dd = dv[std::size_t(m * N + n)];
+      v = std::erf(std::pow(1 / std::exp(std::max(v, dd)), dd));
+      REQUIRE(std::fabs(y2[std::size_t(m * N + n)] - v) <= 2e-6);
+    }
+  graph g3;
+  const tensor_id x3 = g3.input("x", {2, 3});
+  g3.output(g3.eltwise("e", x3, {{stage_kind::celu, 0.f}}));
+  CHECK_THROWS_WITH(compile(g3), Catch::Matchers::Contains("node 'e' (eltwise)") &&
+                                     Catch::Matchers::Contains("celu: alpha must not be 0"));
+  graph g4;
+  const tensor_id x4 = g4.input("x", {2, 3});
+  g4.output(g4.eltwise("e", x4, {{stage_kind::power, std::nanf("")}}));
+  CHECK_THROWS_WITH(compile(g4), Catch::Matchers::Contains("power exponent must be finite"));
+}
+
+TEST_CASE("graph: reduce over any axes and log_softmax, in plain and image layouts",
+          "[graph][threads]") {
+  const std::vector<index_t> shape{2, 3, 4, 5};
+  const auto xv = gt::random_vec(2 * 3 * 4 * 5, 21, -2, 2);
+  auto at = [&](index_t n, index_t c, index_t h, index_t w) {
+    return double(xv[std::size_t(((n * 3 + c) * 4 + h) * 5 + w)]);
+  };
+  for (tensor_layout l : {tensor_layout::plain, tensor_layout::nchw, tensor_layout::nhwc})
+    for (int threads : {1, 2}) {
+      INFO("layout " << layout_name(l) << " threads " << threads);
+      graph g;
+      tensor_id x = g.input("x", shape);
+      if (l != tensor_layout::plain) x = g.convert_layout("img", x, l);
+      g.output(g.reduce("sum_c", x, reduce_kind::sum, {1}, true));            // [2, 1, 4, 5]
+      g.output(g.reduce("max_hw", x, reduce_kind::max, {-1, 2}, false));      // [2, 3]
+      g.output(g.reduce("lse_all", x, reduce_kind::log_sum_exp, {}, false));  // [1]
+      g.output(g.log_softmax("lsm", x, 1));
+      const plan p = compile(g, {.threads = threads, .fork_join_ns = 0});
+      CHECK(p.output(1).shape == std::vector<index_t>{2, 3});
+      CHECK(p.output(2).shape == std::vector<index_t>{1});
+      std::vector<float> s(2 * 4 * 5), m(6), lse(1), lsm(120);
+      auto r = p.record({bind(xv)}, {bind(s), bind(m), bind(lse), bind(lsm)});
+      r.replay();
+      // Outputs keep their layout with keepdims (nhwc: [N, H, W, 1] in memory, the same values).
+      double all = 0;
+      for (index_t n = 0; n < 2; ++n)
+        for (index_t c = 0; c < 3; ++c) {
+          double mx = -1e30;
+          for (index_t h = 0; h < 4; ++h)
+            for (index_t w = 0; w < 5; ++w) {
+              mx = std::max(mx, at(n, c, h, w));
+              all += std::exp(at(n, c, h, w));
+            }
+          REQUIRE(m[std::size_t(n * 3 + c)] == float(mx));
+        }
+      CHECK(std::fabs(lse[0] - std::log(all)) <= 1e-5);
+      for (index_t n = 0; n < 2; ++n)
+        for (index_t h = 0; h < 4; ++h)
+          for (index_t w = 0; w < 5; ++w) {
+            double sum = 0, e = 0;
+            for (index_t c = 0; c < 3; ++c) {
+              sum += at(n, c, h, w);
+              e += std::exp(at(n, c, h, w));
+            }
+            REQUIRE(std::fabs(s[std::size_t((n * 4 + h) * 5 + w)] - sum) <= 1e-5);
+            for (index_t c = 0; c < 3; ++c) {
+              const std::size_t o = l == tensor_layout::nhwc
+                                        ? std::size_t(((n * 4 + h) * 5 + w) * 3 + c)
+                                        : std::size_t(((n * 3 + c) * 4 + h) * 5 + w);
+              REQUIRE(std::fabs(lsm[o] - (at(n, c, h, w) - std::log(e))) <= 1e-5);
+            }
+          }
+    }
+  graph g;
+  const tensor_id x = g.input("x", shape);
+  g.output(g.reduce("r", x, reduce_kind::sum, {4}));
+  CHECK_THROWS_WITH(compile(g), Catch::Matchers::Contains("node 'r' (reduce)") &&
+                                    Catch::Matchers::Contains("axis 4 is out of range"));
+  graph g2;
+  const tensor_id x2 = g2.convert_layout("img", g2.input("x", shape), tensor_layout::nhwc);
+  g2.output(g2.reduce("r", x2, reduce_kind::mean, {0}, false));
+  CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("keeps C and H or W"));
+}
+
 TEST_CASE("graph: repeated replays are stable, 1 and 2 threads are bitwise identical",
           "[graph][threads]") {
   const gt::mlp net(64);

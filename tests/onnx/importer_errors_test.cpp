@@ -95,8 +95,23 @@ TEST_CASE("onnx errors: unsupported ops, domains and attributes name the node") 
   }
   {
     model_builder b({1, 4});
-    b.node("Erf", {"x"}, {"y"}, "e");
-    CHECK_THROWS_WITH(b.load(), Contains("node 'e' (Erf)") && Contains("constants only"));
+    b.node("Not", {"x"}, {"y"}, "e");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'e' (Not)") && Contains("constants only"));
+  }
+  {
+    model_builder b({1, 4});
+    auto& n = b.node("Celu", {"x"}, {"y"}, "c");
+    auto* a = n.add_attribute();
+    a->set_name("alpha");
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(0.f);
+    CHECK_THROWS_WITH(b.load(), Contains("node 'c' (Celu)") && Contains("alpha must not be 0"));
+  }
+  {
+    model_builder b({1, 4});
+    b.init("base", {1}, {-2.f});
+    b.node("Pow", {"base", "x"}, {"y"}, "p");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'p' (Pow)") && Contains("constant base"));
   }
   {
     model_builder b({1, 2, 3, 3});

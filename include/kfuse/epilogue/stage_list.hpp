@@ -12,7 +12,11 @@
 //   factor       x * p0
 //   add_operand  x + operand (per channel for bias, or when per_channel)
 //   mul_operand  x * operand (per channel when per_channel)
-// A new stage is one line here plus its type (epilogue/activations.hpp or affine.hpp). The order
+//   math_unary, math_one_param, math_two_params
+//                as unary, one_param, two_params for a stage type kfuse::math::name
+//   math_operand kfuse::math::name<>::apply(x, operand) (per channel when per_channel)
+// A new stage is one line here plus its type (epilogue/activations.hpp, affine.hpp or math.hpp,
+// whose names may be those of std:: functions). The order
 // is the enum's: append, never reorder (plans and tests store the values).
 #define KFUSE_BUILTIN_STAGES(X) \
   X(relu, unary)                \
@@ -28,4 +32,26 @@
   X(scale, factor)              \
   X(bias, add_operand)          \
   X(add, add_operand)           \
-  X(mul, mul_operand)
+  X(mul, mul_operand)           \
+  X(exp, math_unary)            \
+  X(log, math_unary)            \
+  X(sqrt, math_unary)           \
+  X(reciprocal, math_unary)     \
+  X(abs, math_unary)            \
+  X(floor, math_unary)          \
+  X(ceil, math_unary)           \
+  X(round, math_unary)          \
+  X(sign, math_unary)           \
+  X(erf, math_unary)            \
+  X(softplus, math_unary)       \
+  X(softsign, math_unary)       \
+  X(mish, math_unary)           \
+  X(elu, math_one_param)        \
+  X(celu, math_one_param)       \
+  X(selu, math_two_params)      \
+  X(power, math_one_param)      \
+  X(div, math_operand)          \
+  X(max, math_operand)          \
+  X(min, math_operand)          \
+  X(pow, math_operand)          \
+  X(prelu, math_operand)

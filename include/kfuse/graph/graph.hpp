@@ -88,6 +88,10 @@ struct node_desc {
   attention_params attention{};                    // attention
   precision prec = precision::inherit;             // linear (conv2d: conv.prec)
   int axis = -1;                                   // softmax, concat, flatten
+  bool log = false;                                // softmax: log_softmax
+  reduce_kind reduction = reduce_kind::sum;        // reduce
+  std::vector<int> axes;                           // reduce: the reduced axes (all when empty)
+  bool keepdims = true;                            // reduce: reduced axes stay as extent 1
   float eps = 1e-5f;                               // norms
   std::vector<index_t> shape;                      // reshape (one -1 allowed) / broadcast target
   std::vector<index_t> strides;                    // strided_view: x's stride per output dim
@@ -164,8 +168,7 @@ class graph {
   tensor_id eltwise(std::string name, tensor_id x, std::vector<eltwise_stage> stages) {
     node_desc n = make(std::move(name), op_kind::eltwise, {x});
     for (const eltwise_stage& s : stages)
-      if (s.kind == stage_kind::add || s.kind == stage_kind::mul || s.kind == stage_kind::bias)
-        n.inputs.push_back(s.operand);
+      if (stage_reads_operand(s.kind)) n.inputs.push_back(s.operand);
     n.stages = std::move(stages);
     return add_node(std::move(n));
   }
@@ -237,6 +240,23 @@ class graph {
   tensor_id softmax(std::string name, tensor_id x, int axis = -1) {
     node_desc n = make(std::move(name), op_kind::softmax, {x});
     n.axis = axis;
+    return add_node(std::move(n));
+  }
+  /// log(softmax(x)) over `axis`, as x - max - log(sum exp(x - max)).
+  tensor_id log_softmax(std::string name, tensor_id x, int axis = -1) {
+    node_desc n = make(std::move(name), op_kind::softmax, {x});
+    n.axis = axis;
+    n.log = true;
+    return add_node(std::move(n));
+  }
+  /// A reduction of a plain tensor over `axes` (negative count from the end; empty: all),
+  /// keeping them as extents of 1 with keepdims.
+  tensor_id reduce(std::string name, tensor_id x, reduce_kind kind, std::vector<int> axes = {},
+                   bool keepdims = true) {
+    node_desc n = make(std::move(name), op_kind::reduce, {x});
+    n.reduction = kind;
+    n.axes = std::move(axes);
+    n.keepdims = keepdims;
     return add_node(std::move(n));
   }
   /// Over the last axis; gamma / beta ([last]) optional.

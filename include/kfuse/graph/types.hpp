@@ -8,6 +8,7 @@
 #include "kfuse/config/macros.hpp"
 #include "kfuse/epilogue/stage_list.hpp"
 #include "kfuse/types/elem.hpp"
+#include "kfuse/types/reduce_kind.hpp"
 #include "kfuse/types/resize_modes.hpp"
 
 namespace kfuse {
@@ -16,6 +17,8 @@ namespace kfuse {
 namespace stage_form {
 inline constexpr bool unary = false, one_param = false, two_params = false, factor = false;
 inline constexpr bool add_operand = true, mul_operand = true;
+inline constexpr bool math_unary = false, math_one_param = false, math_two_params = false;
+inline constexpr bool math_operand = true;
 }  // namespace stage_form
 
 /// An element type as a run-time value (the graph's tensors carry one).
@@ -61,7 +64,8 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(strided_view)     /* x read through strides and an offset (transpose, slice, tile) */         \
   X(matmul)           /* a . b of two run-time tensors, broadcast batch dims (NumPy matmul) */    \
   X(gather)           /* rows of a table picked by i32 / i64 indices (embeddings, ONNX Gather) */ \
-  X(attention)        /* fused softmax(Q.K^T * scale + bias) . V over heads, [B, S, H, d] */
+  X(attention)        /* fused softmax(Q.K^T * scale + bias) . V over heads, [B, S, H, d] */      \
+  X(reduce)           /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp over any axes */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {
@@ -71,9 +75,10 @@ enum class op_kind : std::uint8_t {
 };
 
 /// One stage of an eltwise chain (the list: kfuse/epilogue/stage_list.hpp). Binary stages
-/// (bias, add, mul) read an operand: bias one value per channel, add / mul a tensor of x's shape,
-/// or one value per channel with per_channel. leaky_relu: p0 = alpha; clamp: p0 = lo, p1 = hi;
-/// scale: p0 = factor.
+/// (bias, add, mul, div, max, min, pow, prelu: stage_reads_operand) read an operand: bias one
+/// value per channel, the others a tensor of x's shape, or one value per channel with
+/// per_channel. leaky_relu, elu, celu: p0 = alpha; clamp: p0 = lo, p1 = hi; scale: p0 = factor;
+/// selu: p0 = alpha, p1 = gamma; power: p0 = exponent.
 enum class stage_kind : std::uint8_t {
 #define KFUSE_STAGE_ENUM(name, form) name,
   KFUSE_BUILTIN_STAGES(KFUSE_STAGE_ENUM)

@@ -9,6 +9,8 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include <limits>
+
 #include "kfuse/arch/tags.hpp"
 #include "kfuse/simd/erf.hpp"
 #include "kfuse/types/convert.hpp"
@@ -57,6 +59,21 @@ struct hwy_impl {
   static KFUSE_INLINE reg tanh(reg a) { return hn::Tanh(D(), a); }
   static KFUSE_INLINE reg erf(reg a) { return erf_from_exp<hwy_impl>(a); }
   static KFUSE_INLINE reg round_even(reg a) { return hn::Round(a); }
+  static KFUSE_INLINE reg floor(reg a) { return hn::Floor(a); }
+  static KFUSE_INLINE reg ceil(reg a) { return hn::Ceil(a); }
+  static KFUSE_INLINE reg sqrt(reg a) { return hn::Sqrt(a); }
+  // Highway's Log is specified on (0, FLT_MAX] only: 0, negatives, Inf and NaN are set here to
+  // what std::log gives (-Inf, NaN, Inf, NaN).
+  static KFUSE_INLINE reg log(reg a) {
+    const D d;
+    const reg zero = hn::Zero(d), inf = hn::Set(d, HUGE_VALF);
+    const reg l = hn::Log(
+        d, hn::IfThenElse(hn::Lt(zero, a), hn::Min(a, hn::Set(d, 3.4e38f)), hn::Set(d, 1.f)));
+    const reg pos = hn::IfThenElse(hn::Lt(a, inf), l, inf);  // a > 0 here
+    return hn::IfThenElse(hn::Lt(zero, a), pos,
+                          hn::IfThenElse(hn::Eq(a, zero), hn::Neg(inf),
+                                         hn::Set(d, std::numeric_limits<float>::quiet_NaN())));
+  }
   // bf16 pairs (the bf16 GEMM emulation): lanes of 32 raw bits holding two bf16, element 2i in
   // the low half; bf16_even / bf16_odd give the low / high element of each lane as f32.
   static KFUSE_INLINE reg load_bits(const void* p) {

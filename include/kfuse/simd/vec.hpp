@@ -104,6 +104,23 @@ template <class I>
 KFUSE_INLINE vec<I> erf(vec<I> a) {
   return vec<I>::wrap(I::erf(a.r));
 }
+template <class I>
+KFUSE_INLINE vec<I> floor(vec<I> a) {
+  return vec<I>::wrap(I::floor(a.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> ceil(vec<I> a) {
+  return vec<I>::wrap(I::ceil(a.r));
+}
+template <class I>
+KFUSE_INLINE vec<I> sqrt(vec<I> a) {
+  return vec<I>::wrap(I::sqrt(a.r));
+}
+/// Natural log with std::log's special values (0 -> -Inf, x < 0 and NaN -> NaN, Inf -> Inf).
+template <class I>
+KFUSE_INLINE vec<I> log(vec<I> a) {
+  return vec<I>::wrap(I::log(a.r));
+}
 /// Nearest integer, ties to even.
 template <class I>
 KFUSE_INLINE vec<I> round_even(vec<I> a) {

@@ -41,6 +41,10 @@ struct xsimd_impl {
   static KFUSE_INLINE reg tanh(reg a) { return xsimd::tanh(a); }
   static KFUSE_INLINE reg erf(reg a) { return xsimd::erf(a); }
   static KFUSE_INLINE reg round_even(reg a) { return xsimd::nearbyint(a); }
+  static KFUSE_INLINE reg floor(reg a) { return xsimd::floor(a); }
+  static KFUSE_INLINE reg ceil(reg a) { return xsimd::ceil(a); }
+  static KFUSE_INLINE reg sqrt(reg a) { return xsimd::sqrt(a); }
+  static KFUSE_INLINE reg log(reg a) { return xsimd::log(a); }
   // bf16 pairs (the bf16 GEMM emulation): lanes of 32 raw bits holding two bf16, element 2i in
   // the low half; bf16_even / bf16_odd give the low / high element of each lane as f32.
   static KFUSE_INLINE reg load_bits(const void* p) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "ops.hpp"
 
@@ -229,6 +230,25 @@ std::pair<float, float> clip_bounds(const context& cx, const node_proto& n) {
 
 // ---- run-time data -----------------------------------------------------------------------------
 
+namespace {
+// The stage of a parameterless unary math op (none: not one).
+std::optional<stage_kind> math_unary_kind(const std::string& t) {
+  static const std::pair<const char*, stage_kind> table[] = {
+      {"Abs", stage_kind::abs},           {"Ceil", stage_kind::ceil},
+      {"Erf", stage_kind::erf},           {"Exp", stage_kind::exp},
+      {"Floor", stage_kind::floor},       {"Log", stage_kind::log},
+      {"Mish", stage_kind::mish},         {"Reciprocal", stage_kind::reciprocal},
+      {"Round", stage_kind::round},       {"Sign", stage_kind::sign},
+      {"Softplus", stage_kind::softplus}, {"Softsign", stage_kind::softsign},
+      {"Sqrt", stage_kind::sqrt}};
+  for (const auto& [name, k] : table)
+    if (t == name) return k;
+  return std::nullopt;
+}
+
+void import_prelu(context& cx, const node_proto& n, const run_value& x);
+}  // namespace
+
 void import_activation(context& cx, const node_proto& n) {
   const std::string& t = n.op_type();
   if (t == "Identity" || t == "Dropout") return fold_identity(cx, n);
@@ -239,23 +259,23 @@ void import_activation(context& cx, const node_proto& n) {
   if (t == "HardSwish") return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::hardswish)}));
   if (t == "kfuse.Silu") return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::silu)}));
   if (t == "Neg") return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::scale, -1.f)}));
-  if (t == "PRelu") {  // one slope (PyTorch's nn.PReLU() default) is a leaky relu
+  if (t == "PRelu") return import_prelu(cx, n, x);
+  if (const auto k = math_unary_kind(t)) {
     cx.only_attrs(n, {});
-    const const_value& slope = cx.const_in(n, 1, "slope");
-    for (index_t k = 1; k < slope.numel(); ++k)
-      if (slope.at(k) != slope.at(0))
-        cx.fail(n, "a slope per channel is not supported yet (one slope for all is)");
-    if (slope.numel() < 1) cx.fail(n, "slope is empty");
-    return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::leaky_relu, float(slope.at(0)))}));
+    return cx.set_run(n, 0, emit(cx, n, x, {stage(*k)}));
   }
-  if (t == "PRelu") {  // one slope (PyTorch's nn.PReLU() default) is a leaky relu
-    cx.only_attrs(n, {});
-    const const_value& slope = cx.const_in(n, 1, "slope");
-    for (index_t k = 1; k < slope.numel(); ++k)
-      if (slope.at(k) != slope.at(0))
-        cx.fail(n, "a slope per channel is not supported yet (one slope for all is)");
-    if (slope.numel() < 1) cx.fail(n, "slope is empty");
-    return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::leaky_relu, float(slope.at(0)))}));
+  if (t == "Elu" || t == "Celu") {
+    cx.only_attrs(n, {"alpha"});
+    const float a = cx.attr_float(n, "alpha", 1.f);
+    if (t == "Celu" && a == 0.f) cx.fail(n, "alpha must not be 0");
+    return cx.set_run(n, 0,
+                      emit(cx, n, x, {stage(t == "Elu" ? stage_kind::elu : stage_kind::celu, a)}));
+  }
+  if (t == "Selu") {
+    cx.only_attrs(n, {"alpha", "gamma"});
+    const float a = cx.attr_float(n, "alpha", 1.67326319217681884765625f);
+    const float g = cx.attr_float(n, "gamma", 1.05070102214813232421875f);
+    return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::selu, a, g)}));
   }
   if (t == "LeakyRelu") {
     cx.only_attrs(n, {"alpha"});
@@ -348,28 +368,54 @@ const_value shaped(const const_value& c, const run_value& x, fit f, double scale
   return out;
 }
 
-// x (op) c for a constant c: Add / Sub / Mul / Div as one stage (c_first: c (op) x).
+// The stage of binary op t applied as x (op) operand.
+stage_kind operand_kind(const std::string& t) {
+  if (t == "Mul") return stage_kind::mul;
+  if (t == "Div") return stage_kind::div;
+  if (t == "Max") return stage_kind::max;
+  if (t == "Min") return stage_kind::min;
+  if (t == "Pow") return stage_kind::pow;
+  return stage_kind::add;  // Add, Sub (of a negated operand), Sum, Mean
+}
+
+bool commutes(const std::string& t) { return t == "Add" || t == "Mul" || t == "Max" || t == "Min"; }
+
+// x (op) c for a constant c, as one or two stages (c_first: c (op) x).
 void binary_with_constant(context& cx, const node_proto& n, run_value x, const const_value& c,
                           bool c_first) {
   const std::string& t = n.op_type();
   const fit f = fit_of(cx, n, x, c);
   const std::string cname = cx.unique(n.output(0) + "/operand");
+  auto constant = [&](double scale, bool invert) {
+    return cx.graph_constant(shaped(c, x, f, scale, invert), cname, x.layout).id;
+  };
   std::vector<eltwise_stage> stages;
   if (t == "Add" || t == "Sub") {
     if (t == "Sub" && c_first) stages.push_back(stage(stage_kind::scale, -1.f));
     const double sign = t == "Sub" && !c_first ? -1 : 1;
-    const run_value o = cx.graph_constant(shaped(c, x, f, sign, false), cname, x.layout);
-    stages.push_back(operand_stage(f == fit::full ? stage_kind::add : stage_kind::bias, o.id));
-  } else {  // Mul, Div (x / c = x * (1 / c))
-    if (t == "Div" && c_first) cx.fail(n, "division of a constant by run-time data: no kernel yet");
+    stages.push_back(
+        operand_stage(f == fit::full ? stage_kind::add : stage_kind::bias, constant(sign, false)));
+  } else if (t == "Mul" || (t == "Div" && !c_first)) {  // x / c = x * (1 / c)
     const bool inv = t == "Div";
-    if (f == fit::scalar) {
-      const double v = inv ? 1.0 / c.at(0) : c.at(0);
-      stages.push_back(stage(stage_kind::scale, float(v)));
-    } else {
-      const run_value o = cx.graph_constant(shaped(c, x, f, 1, inv), cname, x.layout);
-      stages.push_back(operand_stage(stage_kind::mul, o.id, f == fit::channel));
-    }
+    if (f == fit::scalar)
+      stages.push_back(stage(stage_kind::scale, float(inv ? 1.0 / c.at(0) : c.at(0))));
+    else
+      stages.push_back(operand_stage(stage_kind::mul, constant(1, inv), f == fit::channel));
+  } else if (t == "Div") {  // c / x = (1 / x) * c
+    stages.push_back(stage(stage_kind::reciprocal));
+    if (f == fit::scalar)
+      stages.push_back(stage(stage_kind::scale, float(c.at(0))));
+    else
+      stages.push_back(operand_stage(stage_kind::mul, constant(1, false), f == fit::channel));
+  } else if (t == "Pow" && !c_first && f == fit::scalar) {  // x^p: exact for p = 2, 3, 0.5...
+    stages.push_back(stage(stage_kind::power, float(c.at(0))));
+  } else if (t == "Pow" && c_first) {  // c^x = e^(x ln c) for one constant c > 0
+    if (f != fit::scalar || !(c.at(0) > 0))
+      cx.fail(n, "a run-time exponent needs a constant base that is one value > 0");
+    stages.push_back(stage(stage_kind::scale, float(std::log(c.at(0)))));
+    stages.push_back(stage(stage_kind::exp));
+  } else {  // Pow with an exponent per channel or element; Max, Min (they commute)
+    stages.push_back(operand_stage(operand_kind(t), constant(1, false), f != fit::full));
   }
   cx.set_run(n, 0, emit(cx, n, x, std::move(stages)));
 }
@@ -377,40 +423,65 @@ void binary_with_constant(context& cx, const node_proto& n, run_value x, const c
 }  // namespace
 
 namespace {
-// a (Add / Sub / Mul) b for a run-time operand b that the stage can read as it is (a's shape
-// and layout, or one value per channel): one stage; Sub as a + (-1 * b).
+// a (op) b for a run-time operand b that the stage can read as it is (a's shape and layout, or
+// one value per channel): one stage; Sub as a + (-1 * b).
 void operand_of(context& cx, const node_proto& n, const run_value& a, run_value b,
                 bool per_channel) {
   const std::string& t = n.op_type();
   if (t == "Sub") b.id = cx.g.scale(cx.unique(n.output(0) + "/neg"), b.id, -1.f);
-  cx.set_run(
-      n, 0,
-      emit(cx, n, a,
-           {operand_stage(t == "Mul" ? stage_kind::mul : stage_kind::add, b.id, per_channel)}));
+  cx.set_run(n, 0, emit(cx, n, a, {operand_stage(operand_kind(t), b.id, per_channel)}));
+}
+
+// ONNX PRelu (x < 0 ? x * slope : x): one slope is a leaky relu; a slope per channel or of any
+// shape that broadcasts to x's is the prelu stage's operand.
+void import_prelu(context& cx, const node_proto& n, const run_value& x_in) {
+  cx.only_attrs(n, {});
+  run_value x = x_in;
+  if (!cx.is_const(n, 1)) {
+    run_value s = cx.float_in(n, 1);
+    if (s.shape != x.shape)
+      cx.fail(n, "a run-time slope must have x's shape " + shape_str(x.shape) + ", not " +
+                     shape_str(s.shape));
+    s = cx.to_layout(s, x.layout, n.output(0) + "/slope");
+    return cx.set_run(n, 0, emit(cx, n, x, {operand_stage(stage_kind::prelu, s.id)}));
+  }
+  const const_value& slope = cx.const_in(n, 1, "slope");
+  if (slope.numel() < 1) cx.fail(n, "slope is empty");
+  if (!slope.is_float()) cx.fail(n, "slope is " + elem_name(slope.elem) + ", not float");
+  std::vector<index_t> out;
+  if (!broadcast_shape(x.shape, slope.shape, out) || out != x.shape)
+    cx.fail(n, "slope " + shape_str(slope.shape) + " does not broadcast to " + shape_str(x.shape));
+  bool uniform = true;
+  for (index_t k = 1; k < slope.numel(); ++k) uniform = uniform && slope.at(k) == slope.at(0);
+  if (uniform)
+    return cx.set_run(n, 0, emit(cx, n, x, {stage(stage_kind::leaky_relu, float(slope.at(0)))}));
+  const fit f = fit_of(cx, n, x, slope);
+  const run_value s =
+      cx.graph_constant(shaped(slope, x, f, 1, false), cx.unique(n.output(0) + "/slope"), x.layout);
+  cx.set_run(n, 0, emit(cx, n, x, {operand_stage(stage_kind::prelu, s.id, f != fit::full)}));
 }
 }  // namespace
 
 void import_binary(context& cx, const node_proto& n) {
   const std::string& t = n.op_type();
-  if (t == "Sum" || t == "Mean" || t == "Max" || t == "Min") {
-    if (n.input_size() == 1) return cx.set_alias(n, 0, cx.in(n, 0));
-    if (t == "Max" || t == "Min") cx.fail(n, "of run-time data: no kernel yet");
-    // Sum / Mean of same-shape tensors: a chain of adds.
+  const bool nary = t == "Sum" || t == "Mean" || t == "Max" || t == "Min";
+  if (nary && n.input_size() == 1) return cx.set_alias(n, 0, cx.in(n, 0));
+  if (nary && (n.input_size() > 2 || t == "Mean")) {
+    // Three or more same-shape tensors (and Mean): a chain of add / max / min stages.
     run_value a = cx.float_in(n, 0);
     std::vector<eltwise_stage> stages;
     for (int k = 1; k < n.input_size(); ++k) {
       run_value b = cx.float_in(n, k);
       if (b.shape != a.shape)
         cx.fail(n, "inputs " + shape_str(a.shape) + " and " + shape_str(b.shape) +
-                       " differ: broadcasting here is not supported yet");
+                       " differ: broadcasting over more than two inputs is not supported");
       b = cx.to_layout(b, a.layout, n.output(0) + "/" + std::to_string(k));
-      stages.push_back(operand_stage(stage_kind::add, b.id));
+      stages.push_back(operand_stage(operand_kind(t), b.id));
     }
     if (t == "Mean") stages.push_back(stage(stage_kind::scale, 1.f / float(n.input_size())));
     return cx.set_run(n, 0, emit(cx, n, a, std::move(stages)));
   }
-  if (t != "Add" && t != "Sub" && t != "Mul" && t != "Div")
-    cx.fail(n, "of run-time data: no kernel yet (supported on constants only)");
+  if (n.input_size() != 2) cx.fail(n, "takes two inputs, not " + std::to_string(n.input_size()));
   const bool c0 = cx.is_const(n, 0), c1 = cx.is_const(n, 1);
   if (c1 && !c0) {
     if (!cx.in(n, 1).c.is_float()) cx.fail(n, "operand '" + n.input(1) + "' is not float");
@@ -421,7 +492,6 @@ void import_binary(context& cx, const node_proto& n) {
     return binary_with_constant(cx, n, cx.float_in(n, 1), cx.in(n, 0).c, true);
   }
   run_value a = cx.float_in(n, 0), b = cx.float_in(n, 1);
-  if (t == "Div") cx.fail(n, "division of two run-time tensors: no kernel yet");
   // Add and Mul commute: the data input should be the operand used only here (a conv's output
   // in a residual block), so that the plan can fuse the stage into its producer; the operand
   // others also read (the skip connection) becomes the stage's operand.
@@ -429,7 +499,7 @@ void import_binary(context& cx, const node_proto& n) {
     const auto it = cx.consumers.find(n.input(k));
     return it == cx.consumers.end() ? 0 : it->second;
   };
-  if (t != "Sub" && a.shape == b.shape && uses(0) > 1 && uses(1) == 1) std::swap(a, b);
+  if (commutes(t) && a.shape == b.shape && uses(0) > 1 && uses(1) == 1) std::swap(a, b);
   if (a.shape == b.shape) {
     return operand_of(cx, n, a, cx.to_layout(b, a.layout, n.output(0) + "/rhs"), false);
   }
@@ -438,7 +508,7 @@ void import_binary(context& cx, const node_proto& n) {
     cx.fail(n, "shapes " + shape_str(a.shape) + " and " + shape_str(b.shape) + " do not broadcast");
   // One operand one value per channel of the other (a squeeze-excite gate at batch 1): a
   // per-channel stage, no copy.
-  if (t != "Sub" && numel(b.shape) > numel(a.shape)) std::swap(a, b);
+  if (commutes(t) && numel(b.shape) > numel(a.shape)) std::swap(a, b);
   if (a.shape.size() == 4) a = cx.as_image(a, n.output(0));
   if (a.shape == out && numel(b.shape) == channels(a)) {
     const run_value& x = a;

@@ -72,9 +72,13 @@ void import_softmax(context& cx, const node_proto& n) {
   run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0));
   const int rank = int(x.shape.size());
   const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", cx.opset >= 13 ? -1 : 1), rank);
+  const bool log = n.op_type() == "LogSoftmax";
+  auto softmax = [&](std::string name, tensor_id in, int ax) {
+    return log ? cx.g.log_softmax(std::move(name), in, ax) : cx.g.softmax(std::move(name), in, ax);
+  };
   if (cx.opset >= 13 || axis == rank - 1) {
     run_value y = x;
-    y.id = cx.g.softmax(cx.out_name(n), x.id, axis);
+    y.id = softmax(cx.out_name(n), x.id, axis);
     return cx.set_run(n, 0, y);
   }
   // Before opset 13: softmax over the flattened axes [axis, rank).
@@ -82,7 +86,7 @@ void import_softmax(context& cx, const node_proto& n) {
   for (int d = 0; d < rank; ++d) (d < axis ? rows : cols) *= x.shape[std::size_t(d)];
   run_value r = cx.reshape(x, {rows, cols}, n.output(0) + "/rows");
   run_value y = r;
-  y.id = cx.g.softmax(cx.unique(n.output(0) + "/softmax"), r.id, -1);
+  y.id = softmax(cx.unique(n.output(0) + "/softmax"), r.id, -1);
   cx.set_run(n, 0, cx.reshape(y, x.shape, n.output(0)));
 }
 

@@ -1,5 +1,7 @@
-// Reductions: ReduceMean / ReduceMax over the spatial axes of an image are global pooling (how
-// exported squeeze-excite blocks often spell it); every Reduce* op is evaluated on constants.
+// Reductions: every Reduce* op over any axes, on run-time data the graph's reduce op (ReduceMean /
+// ReduceMax over the spatial axes of an image are global pooling, how exported squeeze-excite
+// blocks often spell it), on constants evaluated at load time.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -95,15 +97,41 @@ void import_reduce(context& cx, const node_proto& n) {
   const int r = int(x.shape.size());
   bool keep = true;
   const std::vector<bool> red = reduced_axes(cx, n, r, keep);
-  if (r != 4 || red[0] || red[1] || !red[2] || !red[3])
-    cx.fail(n, "of run-time data over other axes than H and W of an image: no kernel yet");
-  pool2d_params p;
-  p.kind = n.op_type() == "ReduceMax" ? pool_mode::global_max : pool_mode::global_average;
-  x = cx.as_image(x, n.output(0));
+  const std::string& t = n.op_type();
+  if (std::find(red.begin(), red.end(), true) == red.end())  // noop_with_empty_axes
+    return cx.set_alias(n, 0, cx.in(n, 0));
+  if ((t == "ReduceMean" || t == "ReduceMax") && r == 4 && !red[0] && !red[1] && red[2] &&
+      red[3]) {  // over H and W of an image: global pooling (fusable, either layout)
+    pool2d_params p;
+    p.kind = t == "ReduceMax" ? pool_mode::global_max : pool_mode::global_average;
+    x = cx.as_image(x, n.output(0));
+    run_value y = x;
+    y.id = cx.g.pool2d(keep ? cx.out_name(n) : cx.unique(n.output(0) + "/pool"), x.id, p);
+    y.shape = {x.shape[0], x.shape[1], 1, 1};
+    if (!keep) y = cx.reshape(y, {x.shape[0], x.shape[1]}, n.output(0));
+    return cx.set_run(n, 0, y);
+  }
+  static const std::pair<const char*, reduce_kind> kinds[] = {
+      {"ReduceSum", reduce_kind::sum},
+      {"ReduceMean", reduce_kind::mean},
+      {"ReduceMax", reduce_kind::max},
+      {"ReduceMin", reduce_kind::min},
+      {"ReduceProd", reduce_kind::prod},
+      {"ReduceL1", reduce_kind::l1},
+      {"ReduceL2", reduce_kind::l2},
+      {"ReduceSumSquare", reduce_kind::sum_square},
+      {"ReduceLogSumExp", reduce_kind::log_sum_exp}};
+  reduce_kind kind = reduce_kind::sum;
+  for (const auto& [name, k] : kinds)
+    if (t == name) kind = k;
+  x = cx.as_plain(x, n.output(0));
+  std::vector<int> axes;
+  for (int d = 0; d < r; ++d)
+    if (red[std::size_t(d)]) axes.push_back(d);
   run_value y = x;
-  y.id = cx.g.pool2d(keep ? cx.out_name(n) : cx.unique(n.output(0) + "/pool"), x.id, p);
-  y.shape = {x.shape[0], x.shape[1], 1, 1};
-  if (!keep) y = cx.reshape(y, {x.shape[0], x.shape[1]}, n.output(0));
+  y.id = cx.g.reduce(cx.out_name(n), x.id, kind, axes, keep);
+  y.shape = reduced_shape(x.shape, red, keep);
+  if (y.shape.empty()) y.shape = {1};  // kfuse has no rank-0 tensors: one value
   cx.set_run(n, 0, y);
 }
 

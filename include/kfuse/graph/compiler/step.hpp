@@ -41,9 +41,7 @@ inline int operand_count(const std::vector<op_stage>& chain) {
 /// Whether a chain reads a per-channel parameter (then the eltwise rows follow channels).
 inline bool chain_per_channel(const std::vector<op_stage>& chain) {
   for (const op_stage& s : chain)
-    if (s.kind == stage_kind::bias ||
-        ((s.kind == stage_kind::add || s.kind == stage_kind::mul) && s.per_channel))
-      return true;
+    if (s.kind == stage_kind::bias || (stage_reads_operand(s.kind) && s.per_channel)) return true;
   return false;
 }
 

@@ -46,6 +46,26 @@ void eltwise_relu_cmd(const command& c) {
   run_rows_cmd<simd::vec_for<A, B>, T, T>(c, p.shape, epilogue<relu>{});
 }
 
+/// What a stage's p0 is, where it must be finite (nullptr: no such parameter).
+inline const char* stage_p0_name(stage_kind k) {
+  switch (k) {
+    case stage_kind::scale:
+      return "scale factor";
+    case stage_kind::leaky_relu:
+      return "leaky_relu slope";
+    case stage_kind::elu:
+      return "elu alpha";
+    case stage_kind::celu:
+      return "celu alpha";
+    case stage_kind::selu:
+      return "selu alpha";
+    case stage_kind::power:
+      return "power exponent";
+    default:
+      return nullptr;
+  }
+}
+
 struct eltwise_rule : op_rule {
   static constexpr op_kind kind = op_kind::eltwise;
   static constexpr bool absorbs_chain = true;
@@ -82,10 +102,12 @@ struct eltwise_rule : op_rule {
       cx.fail_node(n, "more than " + std::to_string(chain_max_stages) + " stages");
     for (const eltwise_stage& s : n.stages) {
       if (s.kind == stage_kind::clamp && !(s.p0 <= s.p1)) cx.fail_node(n, "clamp: lo exceeds hi");
-      if ((s.kind == stage_kind::scale || s.kind == stage_kind::leaky_relu) && !std::isfinite(s.p0))
-        cx.fail_node(
-            n, std::string(s.kind == stage_kind::scale ? "scale factor" : "leaky_relu slope") +
-                   " must be finite, not " + std::to_string(s.p0));
+      const char* p0_name = stage_p0_name(s.kind);
+      if (p0_name != nullptr && !std::isfinite(s.p0))
+        cx.fail_node(n, std::string(p0_name) + " must be finite, not " + std::to_string(s.p0));
+      if (s.kind == stage_kind::selu && !std::isfinite(s.p1))
+        cx.fail_node(n, "selu: gamma must be finite, not " + std::to_string(s.p1));
+      if (s.kind == stage_kind::celu && s.p0 == 0.f) cx.fail_node(n, "celu: alpha must not be 0");
     }
     cx.set_out(n, x.shape, x.type, x.layout);
   }

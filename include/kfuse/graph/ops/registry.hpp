@@ -17,6 +17,7 @@
 #include "kfuse/graph/ops/matmul.hpp"
 #include "kfuse/graph/ops/norm.hpp"
 #include "kfuse/graph/ops/pool2d.hpp"
+#include "kfuse/graph/ops/reduce.hpp"
 #include "kfuse/graph/ops/reshape.hpp"
 #include "kfuse/graph/ops/resize.hpp"
 #include "kfuse/graph/ops/softmax.hpp"

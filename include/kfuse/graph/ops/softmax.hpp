@@ -1,5 +1,5 @@
 #pragma once
-// softmax over any axis of a tensor in any layout, as a graph op.
+// softmax (or log_softmax) over any axis of a tensor in any layout, as a graph op.
 #include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/softmax.hpp"
@@ -34,6 +34,7 @@ struct softmax_rule : op_rule {
     pr.rank = int(ms.size());
     for (int i = 0; i < pr.rank; ++i) pr.shape[i] = ms[std::size_t(i)];
     pr.axis = cx.memory_axis(x.layout, n.axis < 0 ? n.axis + pr.rank : n.axis, pr.rank);
+    pr.options.log = n.log;
     auto p = std::make_shared<kernel_params<K>>();
     p->packed = K::initialize(pr);
     p->in = p->out = shape_numel(x.shape);
@@ -42,7 +43,8 @@ struct softmax_rule : op_rule {
     c.out = s.out;
     info.bytes = 2.0 * double(x.bytes);
     info.flops = 5.0 * double(shape_numel(x.shape));
-    info.kernel = "softmax axis " + std::to_string(n.axis);
+    info.kernel =
+        std::string(n.log ? "log_softmax" : "softmax") + " axis " + std::to_string(n.axis);
     with_elem<f32, bf16>(x.type, [&]<class Elem> {
       using T = storage_t<Elem>;
       add_kernel_command<K, T, T>(cx, p, pr, c, info, cmds);

@@ -1,0 +1,20 @@
+#pragma once
+// What kfuse::reduce (kernels/reduce.hpp) and the graph's reduce op compute over the reduced
+// positions of each output value.
+#include <cstdint>
+
+namespace kfuse {
+
+enum class reduce_kind : std::uint8_t {
+  sum,
+  mean,
+  max,
+  min,
+  prod,
+  l1,           // sum |x|
+  l2,           // sqrt(sum x^2)
+  sum_square,   // sum x^2
+  log_sum_exp,  // log(sum exp(x)), computed as m + log(sum exp(x - m)), m the max
+};
+
+}  // namespace kfuse
