@@ -92,6 +92,7 @@ asan_targets=(kernels_eltwise_$host kernels_gemm_$host types_convert_$host
   robustness_graph_fuzz_$host  # randomized differential test, ~5 s here
   epilogue_nan_inf_$host graph_passes kernels_kernel_contract_$host
   kernels_batched_gemm_$host kernels_attention_$host  # the transformer kernels (~10 s)
+  kernels_reduce_$host kernels_pad  # index walks over any axes
   tools_npy tools_kfuse_run_args  # the .npy reader takes untrusted bytes (fuzz loop, ~1 s)
   # The ONNX importer takes untrusted bytes: its fuzz, error and conformance tests, sanitized.
   onnx_importer_fuzz_$host onnx_importer_errors_$host onnx_conformance_$host)

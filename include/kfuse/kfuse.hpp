@@ -13,6 +13,7 @@
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/layout_convert.hpp"
 #include "kfuse/kernels/norm.hpp"
+#include "kfuse/kernels/pad.hpp"
 #include "kfuse/kernels/pool2d.hpp"
 #include "kfuse/kernels/reduce.hpp"
 #include "kfuse/kernels/softmax.hpp"

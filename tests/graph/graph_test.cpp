@@ -257,6 +257,50 @@ TEST_CASE("graph: reduce over any axes and log_softmax, in plain and image layou
   CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("keeps C and H or W"));
 }
 
+TEST_CASE("graph: pad in plain and image layouts, every mode", "[graph]") {
+  const std::vector<index_t> shape{1, 2, 3, 4};
+  const auto xv = gt::random_vec(24, 5, -1, 1);
+  const std::vector<index_t> pads{0, 0, 1, -1, 0, 1, 2, 2};  // H +1 / +2, W -1 / +2; C +1 after
+  for (pad_mode m : {pad_mode::constant, pad_mode::reflect, pad_mode::edge})
+    for (tensor_layout l : {tensor_layout::plain, tensor_layout::nchw, tensor_layout::nhwc}) {
+      INFO("mode " << int(m) << " layout " << layout_name(l));
+      graph g;
+      tensor_id x = g.input("x", shape);
+      if (l != tensor_layout::plain) x = g.convert_layout("img", x, l);
+      tensor_id y = g.pad("pad", x, pads, m, 0.5f);
+      if (l == tensor_layout::nhwc) y = g.convert_layout("back", y, tensor_layout::nchw);
+      g.output(y);
+      const plan p = compile(g, {.threads = 1});
+      CHECK(p.output(0).shape == std::vector<index_t>{1, 3, 6, 5});
+      std::vector<float> out(90, std::nanf(""));
+      auto r = p.record({bind(xv)}, {bind(out)});
+      r.replay();
+      auto src = [&](index_t o, index_t before, index_t n) -> index_t {
+        const index_t i = o - before;
+        if (i >= 0 && i < n) return i;
+        if (m == pad_mode::constant) return -1;
+        if (m == pad_mode::edge) return i < 0 ? 0 : n - 1;
+        return i < 0 ? -i : 2 * (n - 1) - i;
+      };
+      for (index_t c = 0; c < 3; ++c)
+        for (index_t h = 0; h < 6; ++h)
+          for (index_t w = 0; w < 5; ++w) {
+            const index_t sc = src(c, 0, 2), sh = src(h, 1, 3), sw = src(w, -1, 4);
+            const float want =
+                sc < 0 || sh < 0 || sw < 0 ? 0.5f : xv[std::size_t((sc * 3 + sh) * 4 + sw)];
+            REQUIRE(out[std::size_t((c * 6 + h) * 5 + w)] == want);
+          }
+    }
+  graph g;
+  const tensor_id x = g.input("x", shape);
+  g.output(g.pad("p", x, {0, 0, 3, 0, 0, 0, 0, 0}, pad_mode::reflect));
+  CHECK_THROWS_WITH(compile(g), Catch::Matchers::Contains("node 'p' (pad)") &&
+                                    Catch::Matchers::Contains("smaller than its extent"));
+  graph g2;
+  g2.output(g2.pad("p", g2.input("x", shape), {1, 1}));
+  CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("2 pads for rank 4"));
+}
+
 TEST_CASE("graph: repeated replays are stable, 1 and 2 threads are bitwise identical",
           "[graph][threads]") {
   const gt::mlp net(64);

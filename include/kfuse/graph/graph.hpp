@@ -92,6 +92,9 @@ struct node_desc {
   reduce_kind reduction = reduce_kind::sum;        // reduce
   std::vector<int> axes;                           // reduce: the reduced axes (all when empty)
   bool keepdims = true;                            // reduce: reduced axes stay as extent 1
+  std::vector<index_t> pads;                       // pad: before per axis, then after per axis
+  pad_mode padding = pad_mode::constant;           // pad
+  float value = 0.f;                               // pad: the constant
   float eps = 1e-5f;                               // norms
   std::vector<index_t> shape;                      // reshape (one -1 allowed) / broadcast target
   std::vector<index_t> strides;                    // strided_view: x's stride per output dim
@@ -249,7 +252,18 @@ class graph {
     n.log = true;
     return add_node(std::move(n));
   }
-  /// A reduction of a plain tensor over `axes` (negative count from the end; empty: all),
+  /// x padded by pads[d] positions before and pads[rank + d] after each (logical) axis d, as ONNX
+  /// Pad orders them; negative pads crop. The new positions hold `value` (constant), mirror x
+  /// without its edge (reflect) or repeat the edge (edge).
+  tensor_id pad(std::string name, tensor_id x, std::vector<index_t> pads,
+                pad_mode mode = pad_mode::constant, float value = 0.f) {
+    node_desc n = make(std::move(name), op_kind::pad, {x});
+    n.pads = std::move(pads);
+    n.padding = mode;
+    n.value = value;
+    return add_node(std::move(n));
+  }
+  /// A reduction over the logical `axes` (negative count from the end; empty: all),
   /// keeping them as extents of 1 with keepdims.
   tensor_id reduce(std::string name, tensor_id x, reduce_kind kind, std::vector<int> axes = {},
                    bool keepdims = true) {

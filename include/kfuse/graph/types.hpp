@@ -8,6 +8,7 @@
 #include "kfuse/config/macros.hpp"
 #include "kfuse/epilogue/stage_list.hpp"
 #include "kfuse/types/elem.hpp"
+#include "kfuse/types/pad_mode.hpp"
 #include "kfuse/types/reduce_kind.hpp"
 #include "kfuse/types/resize_modes.hpp"
 
@@ -65,7 +66,8 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(matmul)           /* a . b of two run-time tensors, broadcast batch dims (NumPy matmul) */    \
   X(gather)           /* rows of a table picked by i32 / i64 indices (embeddings, ONNX Gather) */ \
   X(attention)        /* fused softmax(Q.K^T * scale + bias) . V over heads, [B, S, H, d] */      \
-  X(reduce)           /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp over any axes */
+  X(reduce)           /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp over any axes */   \
+  X(pad)              /* constant / reflect / edge padding (negative pads crop) on any axes */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {

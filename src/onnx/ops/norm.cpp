@@ -1,5 +1,6 @@
-// BatchNormalization (inference), LayerNormalization (any axis: the normalized axes become one)
-// and Softmax (opset-13 and pre-13 axis semantics).
+// BatchNormalization (inference), LayerNormalization (any axis: the normalized axes become one;
+// its Mean / InvStdDev outputs from reductions), InstanceNormalization, Softmax and LogSoftmax
+// (opset-13 and pre-13 axis semantics).
 #include "ops.hpp"
 
 namespace kfuse::onnx::detail {
@@ -45,10 +46,38 @@ void import_batch_norm(context& cx, const node_proto& n) {
   cx.set_run(n, 0, y);
 }
 
+namespace {
+// LayerNormalization's optional outputs over the rows of x2 ([rows, cols]): Mean and
+// InvStdDev = 1 / sqrt(mean((x - Mean)^2) + eps), shaped as x with the normalized axes 1.
+void layer_norm_statistics(context& cx, const node_proto& n, const run_value& x2,
+                           std::vector<index_t> stat_shape, float eps) {
+  const index_t rows = x2.shape[0], cols = x2.shape[1];
+  run_value m = x2;
+  m.id = cx.g.reduce(cx.unique(n.output(0) + "/mean"), x2.id, reduce_kind::mean, {1}, true);
+  m.shape = {rows, 1};
+  if (cx.output_used(n, 1)) cx.set_run(n, 1, cx.reshape(m, stat_shape, n.output(1)));
+  if (!cx.output_used(n, 2)) return;
+  run_value neg = m;
+  neg.id = cx.g.scale(cx.unique(n.output(0) + "/neg_mean"), m.id, -1.f);
+  neg = cx.broadcast(neg, {rows, cols}, tensor_layout::plain, n.output(0) + "/neg_mean_rows");
+  run_value d = x2;
+  d.id = cx.g.add(cx.unique(n.output(0) + "/centered"), x2.id, neg.id);
+  run_value ss = m;
+  ss.id = cx.g.reduce(cx.unique(n.output(0) + "/sum_sq"), d.id, reduce_kind::sum_square, {1}, true);
+  const run_value e = cx.graph_constant(scalar_vector(1, eps), cx.unique(n.output(0) + "/eps"));
+  eltwise_stage bias_eps{stage_kind::bias, 0, 0, e.id};
+  run_value inv = ss;
+  inv.id = cx.g.eltwise(cx.unique(n.output(0) + "/inv_std"), ss.id,
+                        {{stage_kind::scale, 1.f / float(cols)},
+                         bias_eps,
+                         {stage_kind::sqrt},
+                         {stage_kind::reciprocal}});
+  cx.set_run(n, 2, cx.reshape(inv, std::move(stat_shape), n.output(2)));
+}
+}  // namespace
+
 void import_layer_norm(context& cx, const node_proto& n) {
   cx.only_attrs(n, {"axis", "epsilon", "stash_type"});
-  for (int k = 1; k < n.output_size(); ++k)
-    if (cx.output_used(n, k)) cx.fail(n, "the Mean / InvStdDev outputs are not supported");
   run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0));
   const int rank = int(x.shape.size());
   const int axis = norm_axis(cx, n, cx.attr_int(n, "axis", -1), rank);
@@ -65,6 +94,35 @@ void import_layer_norm(context& cx, const node_proto& n) {
                          beta, cx.attr_float(n, "epsilon", 1e-5f));
   if (flat) y = cx.reshape(y, in_shape, n.output(0));
   cx.set_run(n, 0, y);
+  if (n.output_size() > 1 && (cx.output_used(n, 1) || cx.output_used(n, 2))) {
+    std::vector<index_t> stat_shape = in_shape;
+    for (int d = axis; d < rank; ++d) stat_shape[std::size_t(d)] = 1;
+    layer_norm_statistics(cx, n, flat ? x : cx.reshape(x, {rows, cols}, n.output(0) + "/rows"),
+                          std::move(stat_shape), cx.attr_float(n, "epsilon", 1e-5f));
+  }
+}
+
+// InstanceNormalization: each (sample, channel) normalized over its spatial positions, then the
+// per-channel scale and bias: a layer norm over the rows of [N * C, spatial] and one eltwise
+// node on the [N, C, spatial, 1] nchw view (no copies).
+void import_instance_norm(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"epsilon"});
+  run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0));
+  const int rank = int(x.shape.size());
+  if (rank < 3) cx.fail(n, "input " + shape_str(x.shape) + " must have spatial axes (3-D or more)");
+  const index_t N = x.shape[0], C = x.shape[1], S = numel(x.shape) / (N * C);
+  const std::vector<index_t> in_shape = x.shape;
+  const run_value gamma = float_const(cx, n, 1, "scale", C);
+  const run_value beta = float_const(cx, n, 2, "bias B", C);
+  run_value r = cx.reshape(x, {N * C, S}, n.output(0) + "/rows");
+  run_value ln = r;
+  ln.id = cx.g.layer_norm(cx.unique(n.output(0) + "/norm"), r.id, {}, {},
+                          cx.attr_float(n, "epsilon", 1e-5f));
+  run_value img = cx.reshape(ln, {N, C, S, 1}, n.output(0) + "/channels");
+  run_value y = img;
+  y.id = cx.g.eltwise(cx.unique(n.output(0) + "/affine"), img.id,
+                      {{stage_kind::mul, 0, 0, gamma.id, true}, {stage_kind::bias, 0, 0, beta.id}});
+  cx.set_run(n, 0, cx.reshape(y, in_shape, n.output(0)));
 }
 
 void import_softmax(context& cx, const node_proto& n) {

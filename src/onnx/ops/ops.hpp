@@ -46,6 +46,8 @@ void import_pool(context& cx, const node_proto& n);
 // ---- movement.cpp (run-time data and constants alike) -----------------------------------------
 void import_transpose(context& cx, const node_proto& n);
 void import_slice(context& cx, const node_proto& n);
+void import_pad(context& cx, const node_proto& n);
+void fold_pad(context& cx, const node_proto& n);
 void import_split(context& cx, const node_proto& n);
 void import_tile(context& cx, const node_proto& n);
 void import_depth_space(context& cx, const node_proto& n);  // DepthToSpace and SpaceToDepth
@@ -56,6 +58,7 @@ void import_resize(context& cx, const node_proto& n);  // Resize and Upsample
 // ---- norm.cpp ----------------------------------------------------------------------------------
 void import_batch_norm(context& cx, const node_proto& n);
 void import_layer_norm(context& cx, const node_proto& n);
+void import_instance_norm(context& cx, const node_proto& n);
 void import_softmax(context& cx, const node_proto& n);
 
 // ---- shape.cpp ---------------------------------------------------------------------------------
