@@ -115,11 +115,17 @@ void declare_inputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
     if (cx.values.count(vi.name())) continue;  // an initializer listed as input (IR < 4)
     if (!vi.type().has_tensor_type()) bad("input '" + vi.name() + "' is not a tensor");
     const std::int32_t et = vi.type().tensor_type().elem_type();
-    if (et != elem_float && et != elem_int64 && et != elem_int32)
+    if (et != elem_float && et != elem_int64 && et != elem_int32 && et != elem_uint8 &&
+        et != elem_int8)
       bad("input '" + vi.name() + "' is " + elem_name(et) +
-          ": kfuse graphs take float32 inputs, and int64 / int32 ones (token ids, masks)");
+          ": kfuse graphs take float32 inputs, int64 / int32 ones (token ids, masks) and uint8 / "
+          "int8 ones (quantized data, for DequantizeLinear)");
     run_value r;
-    r.type = et == elem_float ? dtype::f32 : et == elem_int64 ? dtype::i64 : dtype::i32;
+    r.type = et == elem_float   ? dtype::f32
+             : et == elem_int64 ? dtype::i64
+             : et == elem_int32 ? dtype::i32
+             : et == elem_uint8 ? dtype::u8
+                                : dtype::i8;
     r.shape = input_shape(vi, cx.opt, used_dims);
     r.layout =
         r.shape.size() == 4 && r.type == dtype::f32 ? tensor_layout::nchw : tensor_layout::plain;

@@ -18,6 +18,7 @@
 
 #include "graph/compiler_instance.hpp"
 #include "kfuse/tools/npy.hpp"
+#include "onnx/model_builder.hpp"
 
 namespace {
 
@@ -144,4 +145,83 @@ TEST_CASE("onnx: supported_ops lists the default-domain ops, sorted") {
   for (const char* op : {"Conv", "Gemm", "MatMul", "Relu", "MaxPool", "Reshape", "Softmax"})
     CHECK(std::find(ops.begin(), ops.end(), op) != ops.end());
   for (const std::string& op : ops) CHECK(op.find('.') == std::string::npos);
+}
+
+// A QDQ model as ONNX Runtime's quantizer writes it: the activation quantized and dequantized
+// (uint8, zero point 128), the weights int8 per output channel and the bias int32, both
+// dequantized at load time. The fp32 plan is ONNX's semantics exactly (against a double
+// reference of the same integer arithmetic); the int8 plan runs with the model's activation
+// scale (no calibration) and stays within a few quantization steps.
+TEST_CASE("onnx: a QDQ model keeps ONNX's semantics and becomes an int8 plan") {
+  const float sx = 0.05f;
+  const std::vector<float> ws{0.01f, 0.02f, 0.004f};
+  std::vector<std::int32_t> wq(3 * 2 * 3 * 3), bq{100, -250, 37};
+  for (std::size_t i = 0; i < wq.size(); ++i) wq[i] = std::int32_t((i * 37) % 255) - 127;
+  kt::model_builder b({1, 2, 4, 4}, 13);
+  b.init("sx", {}, {sx});
+  b.init_ints("zx", {}, 2, {128});
+  b.init_ints("wq", {3, 2, 3, 3}, 3, wq);
+  b.init("ws", {3}, ws);
+  b.init_ints("wz", {3}, 3, {0, 0, 0});
+  b.init_ints("bq", {3}, 6, bq);
+  b.init("bs", {3}, {sx * ws[0], sx * ws[1], sx * ws[2]});
+  b.node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  b.node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  kt::attr_int(b.node("DequantizeLinear", {"wq", "ws", "wz"}, {"w"}), "axis", 0);
+  kt::attr_int(b.node("DequantizeLinear", {"bq", "bs"}, {"bias"}), "axis", 0);
+  kt::attr_ints(b.node("Conv", {"xd", "w", "bias"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.node("Relu", {"c"}, {"y"});
+  std::vector<float> x(32);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.7f) * 7.f;
+  x[3] = 0.025f;  // a tie: rounds to the even integer (0), not up
+  x[5] = 100.f;   // saturates at 255
+  std::vector<double> want(3 * 16);
+  for (int k = 0; k < 3; ++k)
+    for (int h = 0; h < 4; ++h)
+      for (int w = 0; w < 4; ++w) {
+        double acc = double(bq[std::size_t(k)]) * double(sx * ws[std::size_t(k)]);
+        for (int c = 0; c < 2; ++c)
+          for (int r = 0; r < 3; ++r)
+            for (int s = 0; s < 3; ++s) {
+              const int ih = h + r - 1, iw = w + s - 1;
+              if (ih < 0 || ih >= 4 || iw < 0 || iw >= 4) continue;
+              const float v = x[std::size_t((c * 4 + ih) * 4 + iw)];
+              const double q = std::clamp(std::nearbyint(double(v / sx)) + 128, 0.0, 255.0);
+              acc += (q - 128) * double(sx) *
+                     (wq[std::size_t(((k * 2 + c) * 3 + r) * 3 + s)] * double(ws[std::size_t(k)]));
+            }
+        want[std::size_t((k * 4 + h) * 4 + w)] = std::max(0.0, acc);
+      }
+  double peak = 0;
+  for (double v : want) peak = std::max(peak, v);
+  for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc})
+    for (auto prec : {kfuse::precision::f32, kfuse::precision::int8}) {
+      INFO("layout " << kfuse::layout_name(layout) << " int8 " << (prec == kfuse::precision::int8));
+      kfuse::onnx::import_options opt;
+      opt.layout = layout;
+      const kfuse::onnx::model m = b.load(opt);
+      const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1, .prec = prec});
+      std::vector<float> y(want.size(), std::nanf(""));
+      auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y)});
+      r.replay();
+      // int8: the model's activation grid is exact; kfuse requantizes the weights per channel
+      // with its own scales (|error| <= half a step of each, over 18 taps).
+      const double tol = prec == kfuse::precision::f32 ? 1e-5 : 0.02 * peak;
+      for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(std::fabs(y[i] - want[i]) <= tol);
+    }
+  // Quantized data as a model input, dequantized per tensor and per channel.
+  kt::model_builder u({1, 3, 2, 2}, 13, 2);
+  u.init("s", {3}, {0.5f, 0.25f, 2.f});
+  u.init_ints("z", {3}, 2, {10, 0, 255});
+  kt::attr_int(u.node("DequantizeLinear", {"x", "s", "z"}, {"y"}), "axis", 1);
+  const kfuse::onnx::model mu = u.load();
+  const kfuse::plan pu = kfuse::compile(mu.graph, {.threads = 1});
+  std::vector<std::uint8_t> xu(12);
+  for (std::size_t i = 0; i < 12; ++i) xu[i] = std::uint8_t(i * 21);
+  std::vector<float> yu(12, std::nanf(""));
+  auto ru = pu.record({kfuse::bind(xu)}, {kfuse::bind(yu)});
+  ru.replay();
+  const float s[] = {0.5f, 0.25f, 2.f};
+  const int z[] = {10, 0, 255};
+  for (std::size_t i = 0; i < 12; ++i) CHECK(yu[i] == float(int(xu[i]) - z[i / 4]) * s[i / 4]);
 }

@@ -15,7 +15,7 @@ if(TARGET kfuse_onnx)
                                    KFUSE_ONNX_TEST_MODELS="${CMAKE_CURRENT_SOURCE_DIR}/onnx/models")
       endif()
     endforeach()
-    foreach(t importer_errors conformance)  # they build or edit ModelProtos themselves
+    foreach(t importer importer_errors conformance)  # they build or edit ModelProtos themselves
       if(TARGET onnx_${t}_${arch})
         target_link_libraries(onnx_${t}_${arch} PRIVATE onnx_proto)
       endif()

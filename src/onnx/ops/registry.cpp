@@ -94,6 +94,9 @@ const std::vector<op_entry>& op_table() {
         {"Flatten", import_reshape, fold_reshape},
         {"Gather", import_gather, fold_gather},
         {"Pad", import_pad, fold_pad},
+        // quantization (QDQ models)
+        {"DequantizeLinear", import_dequantize_linear, fold_dequantize_linear},
+        {"QuantizeLinear", import_quantize_linear, fold_quantize_linear},
         {"Range", nullptr, fold_range},
         {"Reshape", import_reshape, fold_reshape},
         {"Shape", import_shape, fold_shape},
