@@ -5,6 +5,7 @@
 #include "kfuse/arch/dispatch.hpp"
 #include "kfuse/config/version.hpp"
 #include "kfuse/epilogue.hpp"
+#include "kfuse/kernels/arg_reduce.hpp"
 #include "kfuse/kernels/batch_norm.hpp"
 #include "kfuse/kernels/conv/conv2d.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"

@@ -197,17 +197,22 @@ void mark_outputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
     } else {
       r = it->second.r;
     }
-    if (r.type != dtype::f32)
-      bad("output '" + vi.name() + "' is " + std::string(dtype_name(r.type)) + ", not float32");
+    if (r.type != dtype::f32 && r.type != dtype::i64)
+      bad("output '" + vi.name() + "' is " + std::string(dtype_name(r.type)) +
+          ": kfuse outputs are float32, or int64 indices (ArgMax / ArgMin)");
     if (r.shape.size() == 4 && r.layout == tensor_layout::nhwc)
       r = cx.to_layout(r, tensor_layout::nchw, vi.name());
     const tensor_desc& td = cx.g.tensor(r.id);
     const bool node_output = td.producer >= 0;
     const bool taken = std::any_of(out.outputs.begin(), out.outputs.end(),
                                    [&](const value_info& o) { return o.id.index == r.id.index; });
-    if (!node_output || taken) r.id = cx.g.scale(cx.unique(vi.name() + "/out"), r.id, 1.f);
+    if (!node_output || taken) {
+      if (r.type != dtype::f32)
+        bad("output '" + vi.name() + "': an int64 output that is also another output");
+      r.id = cx.g.scale(cx.unique(vi.name() + "/out"), r.id, 1.f);
+    }
     cx.g.output(r.id);
-    out.outputs.push_back({vi.name(), r.shape, dtype::f32, r.id});
+    out.outputs.push_back({vi.name(), r.shape, r.type, r.id});
   }
 }
 

@@ -246,6 +246,37 @@ TEST_CASE("graph: reduce over any axes and log_softmax, in plain and image layou
             }
           }
     }
+  {  // arg_reduce: int64 indices, bound as int64_t buffers
+    graph g;
+    const tensor_id x = g.input("x", shape);
+    g.output(g.arg_reduce("am", x, arg_kind::max, 1, false));
+    g.output(g.arg_reduce("an", x, arg_kind::min, -1, true, true));
+    const plan p = compile(g, {.threads = 1});
+    CHECK(p.output(0).type == dtype::i64);
+    CHECK(p.output(1).shape == std::vector<index_t>{2, 3, 4, 1});
+    std::vector<std::int64_t> am(2 * 4 * 5, -1), an(2 * 3 * 4, -1);
+    auto r = p.record({bind(xv)}, {bind(am), bind(an)});
+    r.replay();
+    for (index_t n = 0; n < 2; ++n)
+      for (index_t h = 0; h < 4; ++h)
+        for (index_t w = 0; w < 5; ++w) {
+          index_t best = 0;
+          for (index_t c = 1; c < 3; ++c)
+            if (at(n, c, h, w) > at(n, best, h, w)) best = c;
+          REQUIRE(am[std::size_t((n * 4 + h) * 5 + w)] == best);
+        }
+    for (index_t n = 0; n < 2; ++n)
+      for (index_t c = 0; c < 3; ++c)
+        for (index_t h = 0; h < 4; ++h) {
+          index_t best = 0;
+          for (index_t w = 1; w < 5; ++w)
+            if (at(n, c, h, w) <= at(n, c, h, best)) best = w;
+          REQUIRE(an[std::size_t((n * 3 + c) * 4 + h)] == best);
+        }
+    std::vector<float> wrong(40);
+    CHECK_THROWS_WITH(p.record({bind(xv)}, {bind(wrong), bind(an)}),
+                      Catch::Matchers::Contains("i64"));
+  }
   graph g;
   const tensor_id x = g.input("x", shape);
   g.output(g.reduce("r", x, reduce_kind::sum, {4}));

@@ -233,3 +233,61 @@ TEST_CASE("reduce: bf16 input, the kernel contract, errors", "[reduce]") {
   p.kind = reduce_kind(42);
   CHECK_FALSE(K::can_implement(p).ok());
 }
+
+// arg_reduce (kernels/arg_reduce.hpp): exact indices on every axis of ranks 1 to 4, ties to the
+// first or the last, NaN wins, bf16 input, 1 and 2 threads, errors.
+TEST_CASE("arg_reduce: indices of the max / min on every axis", "[reduce]") {
+  std::mt19937 rng(53);
+  for (const std::vector<index_t>& shape : std::vector<std::vector<index_t>>{
+           {1}, {9}, {3, 5}, {4, 1, 300}, {2, 3, 4, 5}, {7, 260}, {2, 700, 3}})
+    for (int axis = 0; axis < int(shape.size()); ++axis)
+      for (kfuse::arg_kind kind : {kfuse::arg_kind::max, kfuse::arg_kind::min})
+        for (bool last : {false, true}) {
+          index_t n = 1, outer = 1, inner = 1;
+          for (int d = 0; d < int(shape.size()); ++d) {
+            n *= shape[std::size_t(d)];
+            if (d < axis) outer *= shape[std::size_t(d)];
+            if (d > axis) inner *= shape[std::size_t(d)];
+          }
+          const index_t len = shape[std::size_t(axis)];
+          std::vector<float> x(static_cast<std::size_t>(n));
+          // Few distinct values: many ties.
+          for (float& v : x) v = float(int(rng() % 5)) - 2.f;
+          if (n > 10) x[std::size_t(n / 2)] = std::nanf("");
+          std::vector<std::int64_t> y1(std::size_t(outer * inner), -1), y2(y1);
+          kfuse::arg_reduce(x.data(), y1.data(), shape, axis, kind, last, {.threads = 1});
+          kfuse::arg_reduce(x.data(), y2.data(), shape, axis - int(shape.size()), kind, last,
+                            {.threads = 2});
+          REQUIRE(y1 == y2);
+          for (index_t o = 0; o < outer; ++o)
+            for (index_t c = 0; c < inner; ++c) {
+              index_t want = -1;
+              for (index_t j = 0; j < len; ++j) {
+                const float v = x[std::size_t((o * len + j) * inner + c)];
+                if (v != v) {  // the first NaN wins
+                  want = j;
+                  break;
+                }
+                if (want < 0) {
+                  want = j;
+                  continue;
+                }
+                const float b = x[std::size_t((o * len + want) * inner + c)];
+                const bool better = kind == kfuse::arg_kind::max ? (last ? v >= b : v > b)
+                                                                 : (last ? v <= b : v < b);
+                if (better) want = j;
+              }
+              INFO("axis " << axis << " kind " << int(kind) << " last " << last);
+              REQUIRE(y1[std::size_t(o * inner + c)] == want);
+            }
+        }
+  const std::vector<kfuse::bf16_t> xb{kfuse::to_bf16(1.f), kfuse::to_bf16(3.f),
+                                      kfuse::to_bf16(2.f)};
+  std::int64_t at = -1;
+  const std::vector<index_t> three{3};
+  kfuse::arg_reduce(xb.data(), &at, three, 0, kfuse::arg_kind::max);
+  CHECK(at == 1);
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(kfuse::arg_reduce(xb.data(), &at, three, 1, kfuse::arg_kind::max),
+                    Contains("arg_reduce") && Contains("axis 1 is out of range"));
+}

@@ -111,6 +111,7 @@ result run_case(const ::onnx::ModelProto& model, const std::vector<std::string>&
   try {
     kfuse::plan p = kfuse::compile(km.graph, {.threads = 1, .fork_join_ns = 0});
     std::vector<std::vector<float>> outs(km.outputs.size());
+    std::vector<std::vector<std::int64_t>> int_outs(km.outputs.size());
     std::vector<kfuse::binding> in_b, out_b;
     for (auto& t : runtime_inputs) {
       if (!t.is_float) return {verdict::unsupported, "integer run-time input"};
@@ -119,13 +120,24 @@ result run_case(const ::onnx::ModelProto& model, const std::vector<std::string>&
     std::vector<kfuse::onnx::tensor_data> expected;
     for (std::size_t k = 0; k < km.outputs.size(); ++k) {
       expected.push_back(kfuse::onnx::read_tensor(as_bytes(output_pb.at(k))));
-      if (!expected.back().is_float) return {verdict::unsupported, "integer output"};
+      if (!expected.back().is_float) {  // int64 indices (ArgMax / ArgMin): compared exactly
+        if (km.outputs[k].type != kfuse::dtype::i64)
+          return {verdict::unsupported, "integer output"};
+        int_outs[k].assign(expected.back().i.size(), -12345);
+        out_b.push_back(kfuse::bind(int_outs[k]));
+        continue;
+      }
       outs[k].assign(expected.back().f.size(), std::nanf(""));
       out_b.push_back(kfuse::bind(outs[k]));
     }
     kfuse::replay_buffer r = p.record(in_b, out_b);
     r.replay();
     for (std::size_t k = 0; k < outs.size(); ++k) {
+      if (!expected[k].is_float) {
+        if (int_outs[k] != expected[k].i)
+          return {verdict::failed, "output " + std::to_string(k) + ": int64 values differ"};
+        continue;
+      }
       const auto& want = expected[k].f;
       for (std::size_t i = 0; i < want.size(); ++i) {
         const double a = outs[k][i], b = want[i];

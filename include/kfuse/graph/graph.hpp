@@ -95,6 +95,8 @@ struct node_desc {
   std::vector<index_t> pads;                       // pad: before per axis, then after per axis
   pad_mode padding = pad_mode::constant;           // pad
   float value = 0.f;                               // pad: the constant
+  arg_kind arg = arg_kind::max;                    // arg_reduce
+  bool select_last = false;                        // arg_reduce: ties go to the last index
   float eps = 1e-5f;                               // norms
   std::vector<index_t> shape;                      // reshape (one -1 allowed) / broadcast target
   std::vector<index_t> strides;                    // strided_view: x's stride per output dim
@@ -261,6 +263,17 @@ class graph {
     n.pads = std::move(pads);
     n.padding = mode;
     n.value = value;
+    return add_node(std::move(n));
+  }
+  /// The int64 index of the maximum / minimum along `axis` (ties: the first, or the last with
+  /// select_last; a NaN wins), the axis kept as extent 1 with keepdims. x: plain or nchw.
+  tensor_id arg_reduce(std::string name, tensor_id x, arg_kind kind, int axis = -1,
+                       bool keepdims = true, bool select_last = false) {
+    node_desc n = make(std::move(name), op_kind::arg_reduce, {x});
+    n.arg = kind;
+    n.axis = axis;
+    n.keepdims = keepdims;
+    n.select_last = select_last;
     return add_node(std::move(n));
   }
   /// A reduction over the logical `axes` (negative count from the end; empty: all),

@@ -67,7 +67,8 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(gather)           /* rows of a table picked by i32 / i64 indices (embeddings, ONNX Gather) */ \
   X(attention)        /* fused softmax(Q.K^T * scale + bias) . V over heads, [B, S, H, d] */      \
   X(reduce)           /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp over any axes */   \
-  X(pad)              /* constant / reflect / edge padding (negative pads crop) on any axes */
+  X(pad)              /* constant / reflect / edge padding (negative pads crop) on any axes */    \
+  X(arg_reduce)       /* int64 index of the max / min along one axis (ArgMax / ArgMin) */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {

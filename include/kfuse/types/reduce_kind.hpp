@@ -1,6 +1,6 @@
 #pragma once
 // What kfuse::reduce (kernels/reduce.hpp) and the graph's reduce op compute over the reduced
-// positions of each output value.
+// positions of each output value, and which extreme arg_reduce finds.
 #include <cstdint>
 
 namespace kfuse {
@@ -16,5 +16,8 @@ enum class reduce_kind : std::uint8_t {
   sum_square,   // sum x^2
   log_sum_exp,  // log(sum exp(x)), computed as m + log(sum exp(x - m)), m the max
 };
+
+/// Which extreme kfuse::arg_reduce (kernels/arg_reduce.hpp) and the graph's arg_reduce find.
+enum class arg_kind : std::uint8_t { max, min };
 
 }  // namespace kfuse

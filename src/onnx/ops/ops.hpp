@@ -47,6 +47,8 @@ void import_pool(context& cx, const node_proto& n);
 void import_transpose(context& cx, const node_proto& n);
 void import_slice(context& cx, const node_proto& n);
 void import_pad(context& cx, const node_proto& n);
+void import_arg(context& cx, const node_proto& n);
+void fold_arg(context& cx, const node_proto& n);
 void import_quantize_linear(context& cx, const node_proto& n);
 void import_dequantize_linear(context& cx, const node_proto& n);
 void fold_quantize_linear(context& cx, const node_proto& n);

@@ -135,4 +135,70 @@ void import_reduce(context& cx, const node_proto& n) {
   cx.set_run(n, 0, y);
 }
 
+// ArgMax / ArgMin (axis, keepdims, select_last_index): int64 indices.
+namespace {
+struct arg_attrs {
+  int axis = 0;
+  bool keep = true, last = false;
+};
+arg_attrs arg_attrs_of(context& cx, const node_proto& n, int rank) {
+  cx.only_attrs(n, {"axis", "keepdims", "select_last_index"});
+  arg_attrs a;
+  a.axis = norm_axis(cx, n, cx.attr_int(n, "axis", 0), rank);
+  a.keep = cx.attr_int(n, "keepdims", 1) != 0;
+  a.last = cx.attr_int(n, "select_last_index", 0) != 0;
+  return a;
+}
+}  // namespace
+
+void import_arg(context& cx, const node_proto& n) {
+  run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0));
+  const int r = int(x.shape.size());
+  const arg_attrs a = arg_attrs_of(cx, n, r);
+  std::vector<bool> red(std::size_t(r), false);
+  red[std::size_t(a.axis)] = true;
+  run_value y = x;
+  y.id =
+      cx.g.arg_reduce(cx.out_name(n), x.id, n.op_type() == "ArgMax" ? arg_kind::max : arg_kind::min,
+                      a.axis, a.keep, a.last);
+  y.shape = reduced_shape(x.shape, red, a.keep);
+  if (y.shape.empty()) y.shape = {1};
+  y.type = dtype::i64;
+  y.layout = tensor_layout::plain;
+  cx.set_run(n, 0, y);
+}
+
+void fold_arg(context& cx, const node_proto& n) {
+  const const_value& x = cx.in(n, 0).c;
+  const int r = int(x.shape.size());
+  const arg_attrs a = arg_attrs_of(cx, n, r);
+  index_t outer = 1, inner = 1;
+  for (int d = 0; d < r; ++d) {
+    if (d < a.axis) outer *= x.shape[std::size_t(d)];
+    if (d > a.axis) inner *= x.shape[std::size_t(d)];
+  }
+  const index_t len = x.shape[std::size_t(a.axis)];
+  std::vector<bool> red(std::size_t(r), false);
+  red[std::size_t(a.axis)] = true;
+  const_value y = make_const(elem_int64, reduced_shape(x.shape, red, a.keep));
+  const bool mx = n.op_type() == "ArgMax";
+  for (index_t o = 0; o < outer; ++o)
+    for (index_t c = 0; c < inner; ++c) {
+      index_t at = 0;
+      double best = x.at(o * len * inner + c);
+      for (index_t j = 1; j < len; ++j) {
+        const double v = x.at((o * len + j) * inner + c);
+        if (best != best) break;
+        const bool better =
+            v != v || (mx ? (a.last ? v >= best : v > best) : (a.last ? v <= best : v < best));
+        if (better) {
+          best = v;
+          at = j;
+        }
+      }
+      y.i[std::size_t(o * inner + c)] = at;
+    }
+  cx.set_const(n, 0, std::move(y));
+}
+
 }  // namespace kfuse::onnx::detail

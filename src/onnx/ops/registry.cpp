@@ -61,6 +61,8 @@ const std::vector<op_entry>& op_table() {
         {"Where", nullptr, fold_where},
         {"Xor", nullptr, fold_binary},
         // compute
+        {"ArgMax", import_arg, fold_arg},
+        {"ArgMin", import_arg, fold_arg},
         {"AveragePool", import_pool, nullptr},
         {"BatchNormalization", import_batch_norm, nullptr},
         {"Conv", import_conv, nullptr},

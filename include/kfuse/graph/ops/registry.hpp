@@ -2,6 +2,7 @@
 // The graph ops the plan compiler knows: one rule per op of KFUSE_GRAPH_OPS (graph/types.hpp),
 // graph_ops::<op>_rule in graph/ops/<op>.hpp (graph/ops/op_rule.hpp says what a rule has).
 // Adding an op: docs/executor.md, "Adding an op".
+#include "kfuse/graph/ops/arg_reduce.hpp"
 #include "kfuse/graph/ops/attention.hpp"
 #include "kfuse/graph/ops/batch_norm.hpp"
 #include "kfuse/graph/ops/broadcast.hpp"
