@@ -1,7 +1,7 @@
 // Load-time pattern fusion on the ONNX nodes, before they are imported: the decomposed forms
 // exporters write for GELU, HardSwish and SiLU become one node each (one eltwise stage, which the
 // plan then fuses into the producer's epilogue); decomposed LayerNorm and attention become the
-// fused ops.
+// fused ops; a zero Pad before a Conv becomes the Conv's padding.
 #include "patterns.hpp"
 
 #include <algorithm>
@@ -43,6 +43,8 @@ class matcher {
       return n.input_size() == 2;
     if (t == "Clip") return n.input_size() >= 1;
     if (t == "Constant") return n.input_size() == 0;
+    if (t == "Pad") return n.input_size() >= 1 && n.input_size() <= 3;
+    if (t == "Conv") return n.input_size() == 2 || n.input_size() == 3;
     return n.input_size() == 1;
   }
   /// How many node inputs read `v` (model outputs not counted).
@@ -121,6 +123,26 @@ class matcher {
       return true;
     }
     return false;
+  }
+  /// The int64 values of v: an integer initializer or a Constant node's int64 tensor.
+  bool ints_value(const std::string& v, std::vector<std::int64_t>& out) const {
+    if (const const_value* c = constant(v)) {
+      if (c->is_float()) return false;
+      out.assign(c->i.begin(), c->i.end());
+      return true;
+    }
+    const int p = producer(v, "Constant");
+    if (p < 0) return false;
+    const node_proto& c = nodes_[std::size_t(p)];
+    if (c.attribute_size() != 1 || c.attribute(0).name() != "value") return false;
+    const auto& t = c.attribute(0).t();
+    if (t.data_type() != 7) return false;  // INT64
+    out.assign(t.int64_data().begin(), t.int64_data().end());
+    if (out.empty() && t.raw_data().size() % 8 == 0 && t.raw_data().size() <= 8 * 16) {
+      out.resize(t.raw_data().size() / 8);
+      std::memcpy(out.data(), t.raw_data().data(), t.raw_data().size());
+    }
+    return true;
   }
   /// The other input of a two-input node, given one of them.
   static const std::string* other(const node_proto& n, const std::string& one) {
@@ -517,6 +539,60 @@ bool match_attention(matcher& m, int sm, std::vector<std::string>& report) {
   return true;
 }
 
+// A zero constant Pad of the spatial axes feeding only a Conv (nn.ZeroPad2d, TensorFlow's
+// explicit padding): its pads move into the Conv's, which pads inside its loads instead of a
+// copy of the whole map.
+bool match_pad_conv(matcher& m, int pad, std::vector<std::string>& report) {
+  const node_proto& pn = m.at(pad);
+  std::string mode = "constant";
+  std::vector<std::int64_t> pads;
+  double value = 0;
+  for (const auto& a : pn.attribute()) {
+    if (a.name() == "mode") mode = a.s();
+    if (a.name() == "pads" || a.name() == "paddings") pads.assign(a.ints().begin(), a.ints().end());
+    if (a.name() == "value") value = a.f();
+  }
+  if (mode != "constant") return false;
+  if (pn.input_size() >= 2) {  // opset 11: pads (and the value) are inputs
+    if (!m.ints_value(pn.input(1), pads)) return false;
+    if (pn.input_size() == 3 && !pn.input(2).empty() && !m.scalar_value(pn.input(2), value))
+      return false;
+  }
+  if (value != 0 || (pads.size() != 6 && pads.size() != 8)) return false;
+  const std::size_t r = pads.size() / 2;
+  if (pads[0] != 0 || pads[1] != 0 || pads[r] != 0 || pads[r + 1] != 0) return false;
+  for (std::int64_t p : pads)
+    if (p < 0 || p > (1 << 20)) return false;
+  const int conv = m.sole_consumer(pn.output(0), "Conv");
+  if (conv < 0 || m.at(conv).input(0) != pn.output(0)) return false;
+  node_proto fused = m.at(conv);
+  std::vector<std::int64_t> cp(2 * (r - 2), 0);
+  for (const auto& a : fused.attribute()) {
+    if (a.name() == "auto_pad" && a.s() != "NOTSET") return false;
+    if (a.name() == "pads") {
+      if (a.ints_size() != int(cp.size())) return false;
+      cp.assign(a.ints().begin(), a.ints().end());
+    }
+  }
+  for (std::size_t d = 0; d + 2 < r; ++d) {
+    cp[d] += pads[2 + d];
+    cp[d + r - 2] += pads[r + 2 + d];
+  }
+  auto* attrs = fused.mutable_attribute();
+  attrs->erase(std::remove_if(attrs->begin(), attrs->end(),
+                              [](const ::onnx::AttributeProto& a) { return a.name() == "pads"; }),
+               attrs->end());
+  auto* a = fused.add_attribute();
+  a->set_name("pads");
+  a->set_type(::onnx::AttributeProto::INTS);
+  for (std::int64_t v : cp) a->add_ints(v);
+  fused.set_input(0, pn.input(0));
+  report.push_back("pad: the zero Pad '" + pn.output(0) + "' -> the pads of Conv '" +
+                   fused.output(0) + "'");
+  m.replace_with({pad, conv}, std::move(fused));
+  return true;
+}
+
 }  // namespace
 
 void fuse_patterns(std::vector<node_proto>& nodes,
@@ -537,6 +613,8 @@ void fuse_patterns(std::vector<node_proto>& nodes,
       match_hardswish(m, int(i), report);
     else if (n.op_type() == "Softmax")
       match_attention(m, int(i), report);
+    else if (n.op_type() == "Pad")
+      match_pad_conv(m, int(i), report);
   }
   m.compact();
 }

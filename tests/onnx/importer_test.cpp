@@ -11,8 +11,10 @@
 // margin and still catches a wrong tap, channel or layout (errors of order 1).
 #include "kfuse/onnx/importer.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -224,4 +226,84 @@ TEST_CASE("onnx: a QDQ model keeps ONNX's semantics and becomes an int8 plan") {
   const float s[] = {0.5f, 0.25f, 2.f};
   const int z[] = {10, 0, 255};
   for (std::size_t i = 0; i < 12; ++i) CHECK(yu[i] == float(int(xu[i]) - z[i / 4]) * s[i / 4]);
+}
+
+// A zero Pad before a Conv (nn.ZeroPad2d) becomes the Conv's padding (no pad step); a reflect Pad
+// stays a pad step; a MaxPool padded wider than half its window runs on an explicit -inf pad.
+TEST_CASE("onnx: Pad folds into the next Conv, wide pooling pads, against a reference") {
+  std::vector<float> x(2 * 5 * 6);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(float(i) * 0.3f);
+  std::vector<float> w(3 * 2 * 3 * 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::sin(float(i) * 0.9f);
+  for (const char* mode : {"constant", "reflect"}) {
+    kt::model_builder b({1, 2, 5, 6}, 13);
+    b.init_ints("pads", {8}, 7, {0, 0, 1, 2, 0, 0, 2, 1});
+    b.init("w", {3, 2, 3, 3}, w);
+    auto& pn = b.node("Pad", {"x", "pads"}, {"p"});
+    auto* a = pn.add_attribute();
+    a->set_name("mode");
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    b.node("Conv", {"p", "w"}, {"y"});
+    const bool reflect = std::string(mode) == "reflect";
+    auto src = [&](int o, int before, int n) {
+      const int i = o - before;
+      if (i >= 0 && i < n) return i;
+      if (!reflect) return -1;
+      return i < 0 ? -i : 2 * (n - 1) - i;
+    };
+    std::vector<double> want(3 * 6 * 7);  // padded 8 x 9, 3x3 window
+    for (int k = 0; k < 3; ++k)
+      for (int oh = 0; oh < 6; ++oh)
+        for (int ow = 0; ow < 7; ++ow) {
+          double acc = 0;
+          for (int c = 0; c < 2; ++c)
+            for (int r = 0; r < 3; ++r)
+              for (int s = 0; s < 3; ++s) {
+                const int ih = src(oh + r, 1, 5), iw = src(ow + s, 2, 6);
+                if (ih < 0 || iw < 0) continue;
+                acc += double(x[std::size_t((c * 5 + ih) * 6 + iw)]) *
+                       w[std::size_t(((k * 2 + c) * 3 + r) * 3 + s)];
+              }
+          want[std::size_t((k * 6 + oh) * 7 + ow)] = acc;
+        }
+    for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc}) {
+      INFO(mode << " layout " << kfuse::layout_name(layout));
+      kfuse::onnx::import_options opt;
+      opt.layout = layout;
+      const kfuse::onnx::model m = b.load(opt);
+      const bool folded =
+          std::any_of(m.rewrites.begin(), m.rewrites.end(),
+                      [](const std::string& r) { return r.find("pad: the zero Pad") == 0; });
+      CHECK(folded == !reflect);
+      const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+      bool has_pad = false;
+      for (const auto& st : p.steps()) has_pad = has_pad || st.kernel.find("pad") == 0;
+      CHECK(has_pad == reflect);
+      std::vector<float> y(want.size(), std::nanf(""));
+      auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y)});
+      r.replay();
+      for (std::size_t i = 0; i < y.size(); ++i)
+        REQUIRE(std::fabs(y[i] - want[i]) <= 1e-5 * (1 + std::fabs(want[i])));
+    }
+  }
+  kt::model_builder mp({1, 2, 5, 6});
+  auto& pool = mp.node("MaxPool", {"x"}, {"y"});
+  kt::attr_ints(pool, "kernel_shape", {3, 3});
+  kt::attr_ints(pool, "pads", {2, 2, 2, 2});
+  const kfuse::onnx::model m = mp.load();
+  const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+  std::vector<float> y(2 * 7 * 8, std::nanf(""));
+  auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y)});
+  r.replay();
+  for (int c = 0; c < 2; ++c)
+    for (int oh = 0; oh < 7; ++oh)
+      for (int ow = 0; ow < 8; ++ow) {
+        float best = -std::numeric_limits<float>::infinity();
+        for (int i = oh - 2; i < oh + 1; ++i)
+          for (int j = ow - 2; j < ow + 1; ++j)
+            if (i >= 0 && i < 5 && j >= 0 && j < 6)
+              best = std::max(best, x[std::size_t((c * 5 + i) * 6 + j)]);
+        REQUIRE(y[std::size_t((c * 7 + oh) * 8 + ow)] == best);
+      }
 }

@@ -54,14 +54,18 @@ struct model_builder {
     for (float v : values) t->add_float_data(v);
     return *t;
   }
-  /// An integer initializer (elem: 2 uint8, 3 int8, 6 int32; ONNX keeps them in int32_data).
+  /// An integer initializer (elem: 2 uint8, 3 int8, 6 int32 in int32_data; 7 int64).
   ::onnx::TensorProto& init_ints(const std::string& name, std::vector<std::int64_t> dims,
                                  std::int32_t elem, std::vector<std::int32_t> values) {
     auto* t = m.mutable_graph()->add_initializer();
     t->set_name(name);
     t->set_data_type(elem);
     for (auto d : dims) t->add_dims(d);
-    for (std::int32_t v : values) t->add_int32_data(v);
+    for (std::int32_t v : values)
+      if (elem == 7)
+        t->add_int64_data(v);
+      else
+        t->add_int32_data(v);
     return *t;
   }
   std::string bytes() const { return m.SerializeAsString(); }

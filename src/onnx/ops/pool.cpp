@@ -1,5 +1,8 @@
 // MaxPool, AveragePool (1-D and 2-D; pads, ceil_mode, count_include_pad, auto_pad),
-// GlobalAveragePool and GlobalMaxPool -> the graph's pool2d.
+// GlobalAveragePool and GlobalMaxPool -> the graph's pool2d (padding wider than half the window
+// through an explicit pad where that is exact).
+#include <limits>
+
 #include "kfuse/kernels/pool_shape.hpp"
 #include "ops.hpp"
 
@@ -88,6 +91,20 @@ void import_pool(context& cx, const node_proto& n) {
     oh = pool_shape::out_extent(x.shape[2], p.kernel_h, p.stride_h, p.pad_top, p.pad_bottom, ceil);
     ow = pool_shape::out_extent(x.shape[3], p.kernel_w, p.stride_w, p.pad_left, p.pad_right, ceil);
     if (oh < 1 || ow < 1) cx.fail(n, "the window is larger than the padded input");
+  }
+  // Padding wider than half the window (legal ONNX; kfuse's pool kernels take at most half):
+  // an explicit pad first, -inf for max, 0 for an average that counts the padding. Without ceil
+  // mode only (there the last window may not start in the padding, which an explicit pad allows).
+  const bool wide = p.pad_top > p.kernel_h / 2 || p.pad_bottom > p.kernel_h / 2 ||
+                    p.pad_left > p.kernel_w / 2 || p.pad_right > p.kernel_w / 2;
+  if (!global && wide && !p.ceil_mode && (is_max || p.count_include_pad)) {
+    const std::vector<index_t> pads{0, 0, p.pad_top, p.pad_left, 0, 0, p.pad_bottom, p.pad_right};
+    const float fill = is_max ? -std::numeric_limits<float>::infinity() : 0.f;
+    const std::vector<index_t> padded{x.shape[0], x.shape[1], x.shape[2] + p.pad_top + p.pad_bottom,
+                                      x.shape[3] + p.pad_left + p.pad_right};
+    x.id = cx.g.pad(cx.unique(n.output(0) + "/pad"), x.id, pads, pad_mode::constant, fill);
+    x.shape = padded;
+    p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = 0;
   }
   run_value y = x;
   y.id = cx.g.pool2d(sp == 2 ? cx.out_name(n) : cx.unique(n.output(0) + "/pool2d"), x.id, p);

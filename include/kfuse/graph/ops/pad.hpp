@@ -36,8 +36,8 @@ struct pad_rule : op_rule {
     if (n.pads.size() != std::size_t(2 * r))
       cx.fail_node(n, std::to_string(n.pads.size()) + " pads for rank " + std::to_string(r) +
                           " (2 per axis: every before, then every after)");
-    if (n.padding == pad_mode::constant && !std::isfinite(n.value))
-      cx.fail_node(n, "the constant " + std::to_string(n.value) + " is not finite");
+    if (n.padding == pad_mode::constant && n.value != n.value)
+      cx.fail_node(n, "the constant is NaN");
     const kernel_status st = pad_kernel::can_implement(problem_of(x, n));
     if (!st.ok()) cx.fail_node(n, st.reason);
     std::vector<index_t> shape(x.shape);
