@@ -136,11 +136,16 @@ std::vector<float> load_floats(const host_tensor& h) {
 
 // ---- model and plan summary --------------------------------------------------------------------
 
+/// The import options of the flags. An input given as a file and not by --shape takes the
+/// file's shape: its symbolic dimensions need no --dim (a static one that differs is an error
+/// naming the input and the dimension).
 kfuse::onnx::import_options import_options_of(const run_args& a) {
   kfuse::onnx::import_options o;
   o.dims = a.dims;
   o.shapes = a.shapes;
   o.layout = a.layout;
+  for (const auto& [name, file] : a.inputs)
+    if (!o.shapes.count(name)) o.shapes[name] = kfuse::read_npy(file).shape;
   return o;
 }
 

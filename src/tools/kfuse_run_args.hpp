@@ -59,10 +59,11 @@ Model and shapes:
                          both medians
 
 Data:
-  --input INPUT=FILE.npy data of input INPUT (shape and dtype must match the model's; f64 is
-                         converted for f32 inputs, i64 for i32 inputs); repeatable. Inputs
+  --input INPUT=FILE.npy data of input INPUT (dtype and static dimensions must match the
+                         model's; the file's shape binds INPUT's symbolic ones, no --dim
+                         needed; f64 is converted for f32 inputs, i64 for i32); repeatable. Inputs
                          without a file get random data: uniform [-1, 1] for float inputs (fixed
-                         seed), zeros for integer inputs
+                         seed), ones for integer inputs (a valid id, a full mask)
   --output-dir DIR       write each output as DIR/<output name>.npy after the timed runs (float
                          outputs as float32, integer ones in their own type; '/', '\' and
                          leading '.' of names become '_')

@@ -40,6 +40,13 @@ if(TARGET kfuse_run)
   set_tests_properties(onnx:kfuse_run_auto_layout PROPERTIES LABELS "ci;cli"
                        PASS_REGULAR_EXPRESSION
                        "layout: auto -> n[ch][hw][wc] \\(f32 trial medians: nchw .* ms, nhwc .* ms\\)")
+  # Symbolic batch and sequence bound by the int64 input files' shapes (no --dim).
+  set(b ${CMAKE_CURRENT_SOURCE_DIR}/onnx/models/bert_tiny_b2)
+  add_test(NAME onnx:kfuse_run_shapes_from_files
+           COMMAND kfuse_run ${b}.onnx --input input_ids=${b}.input_ids.npy
+                   --input attention_mask=${b}.attention_mask.npy --reps 2 --warmup 1 --threads 1)
+  set_tests_properties(onnx:kfuse_run_shapes_from_files PROPERTIES LABELS "ci;cli"
+                       PASS_REGULAR_EXPRESSION "latency: median")
   add_test(NAME onnx:kfuse_run_bad_argument COMMAND kfuse_run ${m}.onnx --reps nope)
   set_tests_properties(onnx:kfuse_run_bad_argument PROPERTIES LABELS "ci;cli" WILL_FAIL TRUE)
   add_test(NAME onnx:kfuse_run_bad_argument_text COMMAND kfuse_run ${m}.onnx --reps nope)
