@@ -332,6 +332,62 @@ TEST_CASE("graph: pad in plain and image layouts, every mode", "[graph]") {
   CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("2 pads for rank 4"));
 }
 
+TEST_CASE("graph: bicubic resize in both layouts against a double reference", "[graph]") {
+  const index_t H = 5, W = 7, OH = 8, OW = 4;  // up along H, down along W
+  const auto xv = gt::random_vec(2 * 3 * H * W, 17, -1, 1);
+  for (bool exclude : {false, true})
+    for (tensor_layout l : {tensor_layout::nchw, tensor_layout::nhwc}) {
+      INFO("exclude_outside " << exclude << " layout " << layout_name(l));
+      resize_params rp;
+      rp.mode = resize_mode::cubic;
+      rp.out_h = OH;
+      rp.out_w = OW;
+      rp.scale_h = double(OH) / H;
+      rp.scale_w = double(OW) / W;
+      rp.cubic_a = exclude ? -0.5f : -0.75f;
+      rp.exclude_outside = exclude;
+      graph g;
+      tensor_id x = g.convert_layout("img", g.input("x", {2, 3, H, W}), l);
+      tensor_id y = g.resize("rs", x, rp);
+      if (l == tensor_layout::nhwc) y = g.convert_layout("back", y, tensor_layout::nchw);
+      g.output(y);
+      const plan p = compile(g, {.threads = 2, .fork_join_ns = 0});
+      std::vector<float> out(2 * 3 * OH * OW, std::nanf(""));
+      auto r = p.record({bind(xv)}, {bind(out)});
+      r.replay();
+      // Keys' kernel on the edge-replicated input, half_pixel coordinates.
+      auto taps = [&](index_t o, index_t in, double scale, index_t* idx, double* w) {
+        const double a = rp.cubic_a, xs = (double(o) + 0.5) / scale - 0.5, f = std::floor(xs);
+        double sum = 0;
+        for (int t = 0; t < 4; ++t) {
+          const index_t i = index_t(f) - 1 + t;
+          const double d = std::fabs(xs - double(i));
+          w[t] = d <= 1  ? ((a + 2) * d - (a + 3)) * d * d + 1
+                 : d < 2 ? ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+                         : 0.0;
+          if (exclude && (i < 0 || i >= in)) w[t] = 0;
+          sum += w[t];
+          idx[t] = std::clamp<index_t>(i, 0, in - 1);
+        }
+        if (exclude)
+          for (int t = 0; t < 4; ++t) w[t] /= sum;
+      };
+      for (index_t plane = 0; plane < 6; ++plane)
+        for (index_t oh = 0; oh < OH; ++oh)
+          for (index_t ow = 0; ow < OW; ++ow) {
+            index_t ih[4], iw[4];
+            double wh[4], ww[4];
+            taps(oh, H, rp.scale_h, ih, wh);
+            taps(ow, W, rp.scale_w, iw, ww);
+            double want = 0;
+            for (int i = 0; i < 4; ++i)
+              for (int j = 0; j < 4; ++j)
+                want += wh[i] * ww[j] * xv[std::size_t((plane * H + ih[i]) * W + iw[j])];
+            REQUIRE(std::fabs(out[std::size_t((plane * OH + oh) * OW + ow)] - want) <= 1e-5);
+          }
+    }
+}
+
 TEST_CASE("graph: repeated replays are stable, 1 and 2 threads are bitwise identical",
           "[graph][threads]") {
   const gt::mlp net(64);

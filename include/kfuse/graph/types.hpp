@@ -144,6 +144,8 @@ struct resize_params {
   resize_mode mode = resize_mode::nearest;
   resize_coords coords = resize_coords::half_pixel;
   resize_rounding rounding = resize_rounding::round_prefer_floor;
+  float cubic_a = -0.75f;        // cubic: the kernel's coefficient (ONNX cubic_coeff_a)
+  bool exclude_outside = false;  // cubic: taps outside the input get weight 0 (renormalized)
 };
 
 /// attention: the scale of Q.K^T (0: 1 / sqrt(head_dim)) and a causal mask.

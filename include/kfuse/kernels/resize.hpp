@@ -1,7 +1,8 @@
 #pragma once
-// resize: 2-D nearest or bilinear resampling of an image (N, C kept), NCHW or NHWC. The source
-// coordinate of every output row and column is computed once (resize_axis), so the inner loop
-// is a gather (nearest) or a two-tap blend (linear) along W, or along C in NHWC (contiguous).
+// resize: 2-D nearest, bilinear or bicubic resampling of an image (N, C kept), NCHW or NHWC. The
+// source coordinate of every output row and column is computed once (resize_axis), so the inner
+// loop is a gather (nearest), a two-tap blend (linear) along W, or along C in NHWC (contiguous),
+// or a 4 x 4 tap sum (cubic).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -13,17 +14,33 @@
 
 KFUSE_BEGIN_NAMESPACE
 
-/// One output axis: taps i0 / i1 and the weight of i1 per output index.
+/// One output axis: taps i0 / i1 and the weight of i1 per output index; cubic: four taps and
+/// weights per output index in `taps` / `weights` (4 * out each).
 struct resize_axis {
   std::vector<index_t> i0, i1;
   std::vector<float> w1;
+  std::vector<index_t> taps;
+  std::vector<float> weights;
+
+  /// Keys' cubic convolution kernel at distance d (a: -0.75 in ONNX, -0.5 in some libraries).
+  static double cubic_weight(double d, double a) {
+    d = std::fabs(d);
+    if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+    if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    return 0;
+  }
 
   static resize_axis make(index_t in, index_t out, double scale, resize_mode mode,
-                          resize_coords coords, resize_rounding rounding) {
+                          resize_coords coords, resize_rounding rounding, double cubic_a = -0.75,
+                          bool exclude_outside = false) {
     resize_axis a;
     a.i0.resize(std::size_t(out));
     a.i1.resize(std::size_t(out));
     a.w1.assign(std::size_t(out), 0.f);
+    if (mode == resize_mode::cubic) {
+      a.taps.resize(4 * std::size_t(out));
+      a.weights.resize(4 * std::size_t(out));
+    }
     for (index_t o = 0; o < out; ++o) {
       double x = 0;
       switch (coords) {
@@ -62,6 +79,20 @@ struct resize_axis {
         }
         const index_t i = std::clamp<index_t>(index_t(r), 0, in - 1);
         a.i0[std::size_t(o)] = a.i1[std::size_t(o)] = i;
+      } else if (mode == resize_mode::cubic) {
+        // Taps floor(x) - 1 .. floor(x) + 2 of the edge-replicated input (ONNX's reference).
+        const double f = std::floor(x);
+        double w[4], sum = 0;
+        for (int t = 0; t < 4; ++t) {
+          const index_t i = index_t(f) - 1 + t;
+          w[t] = cubic_weight(x - double(i), cubic_a);
+          if (exclude_outside && (i < 0 || i >= in)) w[t] = 0;
+          sum += w[t];
+          a.taps[4 * std::size_t(o) + std::size_t(t)] = std::clamp<index_t>(i, 0, in - 1);
+        }
+        for (int t = 0; t < 4; ++t)
+          a.weights[4 * std::size_t(o) + std::size_t(t)] =
+              float(exclude_outside && sum != 0 ? w[t] / sum : w[t]);
       } else {
         x = std::clamp(x, 0.0, double(in - 1));
         const index_t i = std::min<index_t>(index_t(x), in - 1);
@@ -78,12 +109,43 @@ struct resize_shape {
   index_t n = 1, c = 1, h = 1, w = 1, out_h = 1, out_w = 1;
   bool nhwc = false;
   bool linear = false;  // else nearest: a pure gather (no blend, so inf stays inf)
+  bool cubic = false;   // 4 x 4 taps (rows.taps / cols.taps)
   resize_axis rows, cols;
 };
+
+/// Cubic rows: each output value is the 4 x 4 weighted sum of its taps (double accumulation: the
+/// weights alternate in sign, and the 16 products must not cancel in float).
+inline void resize_rows_cubic(const float* in, float* out, const resize_shape& s, index_t r0,
+                              index_t r1) {
+  const index_t C = s.nhwc ? s.c : 1;
+  for (index_t row = r0; row < r1; ++row) {
+    const index_t oh = row % s.out_h;
+    const index_t plane = row / s.out_h;  // NCHW: (n, c); NHWC: n
+    const float* base = in + plane * s.h * s.w * C;
+    float* o = out + row * s.out_w * C;
+    const index_t* th = &s.rows.taps[4 * std::size_t(oh)];
+    const float* wh = &s.rows.weights[4 * std::size_t(oh)];
+    for (index_t ow = 0; ow < s.out_w; ++ow) {
+      const index_t* tw = &s.cols.taps[4 * std::size_t(ow)];
+      const float* ww = &s.cols.weights[4 * std::size_t(ow)];
+      for (index_t ch = 0; ch < C; ++ch) {
+        double acc = 0;
+        for (int r = 0; r < 4; ++r) {
+          const float* line = base + th[r] * s.w * C + ch;
+          double v = 0;
+          for (int t = 0; t < 4; ++t) v += double(ww[t]) * double(line[tw[t] * C]);
+          acc += double(wh[r]) * v;
+        }
+        o[ow * C + ch] = float(acc);
+      }
+    }
+  }
+}
 
 /// Output rows [r0, r1) of (n, [c,] oh) rows: NCHW rows are (n, c, oh), NHWC rows (n, oh).
 inline void resize_rows(const float* in, float* out, const resize_shape& s, index_t r0,
                         index_t r1) {
+  if (s.cubic) return resize_rows_cubic(in, out, s, r0, r1);
   const index_t ow_n = s.out_w;
   for (index_t row = r0; row < r1; ++row) {
     const index_t oh = row % s.out_h;

@@ -5,7 +5,9 @@
 
 namespace kfuse {
 
-enum class resize_mode : std::uint8_t { nearest, linear };
+/// nearest: a gather; linear: 2 taps per axis; cubic: 4 taps per axis (Keys' kernel with
+/// coefficient a, edge-replicated input, optionally without the taps outside the input).
+enum class resize_mode : std::uint8_t { nearest, linear, cubic };
 
 /// Where output index o samples the input (ONNX's coordinate_transformation_mode).
 enum class resize_coords : std::uint8_t {

@@ -1,5 +1,6 @@
-// Resize (opset 10 to 17) and Upsample: nearest and bilinear resampling of the H and W axes of
-// an image -> the graph's resize. Cubic mode, N / C scaling and non-default roi are refused.
+// Resize (opset 10 to 17) and Upsample: nearest, bilinear and bicubic resampling of H and W of
+// an image -> the graph's resize (nearest, linear, cubic). N / C scaling and tf_crop_and_resize
+// are refused.
 #include <cmath>
 
 #include "ops.hpp"
@@ -38,9 +39,8 @@ void import_resize(context& cx, const node_proto& n) {
   if (x.shape.size() != 4)
     cx.fail(n, "input " + shape_str(x.shape) + ": kfuse resizes 4-D images (N, C, H, W)");
   const std::string mode = cx.attr_string(n, "mode", "nearest");
-  if (mode != "nearest" && mode != "linear" && mode != "bilinear")
-    cx.fail(n, "mode='" + mode + "' is not supported (nearest, linear)");
-  if (cx.attr_int(n, "exclude_outside", 0) != 0) cx.fail(n, "exclude_outside=1 is not supported");
+  if (mode != "nearest" && mode != "linear" && mode != "bilinear" && mode != "cubic")
+    cx.fail(n, "mode='" + mode + "' is not supported (nearest, linear, cubic)");
   // Scales or sizes: an attribute (Upsample-7), input 1 (Upsample-9, Resize-10) or inputs 2 / 3.
   std::vector<double> scales;
   std::vector<index_t> sizes;
@@ -89,7 +89,12 @@ void import_resize(context& cx, const node_proto& n) {
     p.out_w = index_t(std::floor(double(x.shape[3]) * scales[3]));
   }
   if (p.out_h < 1 || p.out_w < 1) cx.fail(n, "the output would be empty");
-  p.mode = mode == "nearest" ? resize_mode::nearest : resize_mode::linear;
+  p.mode = mode == "nearest" ? resize_mode::nearest
+           : mode == "cubic" ? resize_mode::cubic
+                             : resize_mode::linear;
+  p.cubic_a = cx.attr_float(n, "cubic_coeff_a", -0.75f);
+  p.exclude_outside = cx.attr_int(n, "exclude_outside", 0) != 0;
+  if (!std::isfinite(p.cubic_a)) cx.fail(n, "cubic_coeff_a must be finite");
   if (upsample || cx.opset < 11) {  // Upsample and Resize-10: asymmetric; nearest rounds down
     p.coords = resize_coords::asymmetric;
     p.rounding = resize_rounding::floor;

@@ -1,5 +1,5 @@
 #pragma once
-// resize as a graph op: nearest / bilinear resampling of an f32 image in its own layout
+// resize as a graph op: nearest / bilinear / bicubic resampling of an f32 image in its own layout
 // (kernels/resize.hpp). The tap tables are built once, at compile time; the output rows are
 // split over threads by bytes.
 #include "kfuse/graph/ops/op_rule.hpp"
@@ -35,6 +35,10 @@ struct resize_rule : op_rule {
     if (!(p.scale_h > 0) || !(p.scale_w > 0) || !std::isfinite(p.scale_h) ||
         !std::isfinite(p.scale_w))
       cx.fail_node(n, "scales must be positive and finite");
+    if (int(p.mode) > int(resize_mode::cubic))
+      cx.fail_node(n, "unknown resize_mode " + std::to_string(int(p.mode)));
+    if (p.mode == resize_mode::cubic && !std::isfinite(p.cubic_a))
+      cx.fail_node(n, "the cubic coefficient must be finite");
     cx.set_out(n, {x.shape[0], x.shape[1], p.out_h, p.out_w}, dtype::f32, x.layout);
   }
 
@@ -52,8 +56,11 @@ struct resize_rule : op_rule {
     s->out_w = p.out_w;
     s->nhwc = x.layout == tensor_layout::nhwc;
     s->linear = p.mode == resize_mode::linear;
-    s->rows = resize_axis::make(s->h, p.out_h, p.scale_h, p.mode, p.coords, p.rounding);
-    s->cols = resize_axis::make(s->w, p.out_w, p.scale_w, p.mode, p.coords, p.rounding);
+    s->cubic = p.mode == resize_mode::cubic;
+    s->rows = resize_axis::make(s->h, p.out_h, p.scale_h, p.mode, p.coords, p.rounding, p.cubic_a,
+                                p.exclude_outside);
+    s->cols = resize_axis::make(s->w, p.out_w, p.scale_w, p.mode, p.coords, p.rounding, p.cubic_a,
+                                p.exclude_outside);
     detail::plan_command c;
     c.fn = &resize_cmd;
     c.in[0] = st.x;
@@ -61,10 +68,13 @@ struct resize_rule : op_rule {
     c.begin = 0;
     c.end = resize_row_count(*s);
     info.bytes = double(x.bytes) + double(cx.T(st.out).bytes);
-    info.flops = s->linear ? 6.0 * double(shape_numel(cx.T(st.out).shape)) : 0.0;
+    info.flops = (s->cubic    ? 40.0
+                  : s->linear ? 6.0
+                              : 0.0) *
+                 double(shape_numel(cx.T(st.out).shape));
     c.threads = cx.threads_for(info.bytes, info.flops);
     c.params = cx.own(s);
-    info.kernel = s->linear ? "resize linear" : "resize nearest";
+    info.kernel = s->cubic ? "resize cubic" : s->linear ? "resize linear" : "resize nearest";
     cmds.push_back(c);
   }
 };
