@@ -28,7 +28,15 @@ struct xsimd_impl {
   static KFUSE_INLINE reg add(reg a, reg b) { return a + b; }
   static KFUSE_INLINE reg sub(reg a, reg b) { return a - b; }
   static KFUSE_INLINE reg mul(reg a, reg b) { return a * b; }
-  static KFUSE_INLINE reg div(reg a, reg b) { return a / b; }
+  // AArch64: IEEE division and square root (vdivq / vsqrtq). xsimd 8's neon64 kernels use the
+  // reciprocal estimates instead: 1-2 ulp off, sqrt(inf) = NaN, 1 / denormal = -inf.
+  static KFUSE_INLINE reg div(reg a, reg b) {
+#if KFUSE_ARM && defined(__aarch64__)
+    return reg(vdivq_f32(a, b));
+#else
+    return a / b;
+#endif
+  }
   static KFUSE_INLINE reg fma(reg a, reg b, reg c) { return xsimd::fma(a, b, c); }
   static KFUSE_INLINE reg min(reg a, reg b) { return xsimd::min(a, b); }
   static KFUSE_INLINE reg max(reg a, reg b) { return xsimd::max(a, b); }
@@ -43,7 +51,13 @@ struct xsimd_impl {
   static KFUSE_INLINE reg round_even(reg a) { return xsimd::nearbyint(a); }
   static KFUSE_INLINE reg floor(reg a) { return xsimd::floor(a); }
   static KFUSE_INLINE reg ceil(reg a) { return xsimd::ceil(a); }
-  static KFUSE_INLINE reg sqrt(reg a) { return xsimd::sqrt(a); }
+  static KFUSE_INLINE reg sqrt(reg a) {
+#if KFUSE_ARM && defined(__aarch64__)
+    return reg(vsqrtq_f32(a));
+#else
+    return xsimd::sqrt(a);
+#endif
+  }
   static KFUSE_INLINE reg log(reg a) { return xsimd::log(a); }
   // bf16 pairs (the bf16 GEMM emulation): lanes of 32 raw bits holding two bf16, element 2i in
   // the low half; bf16_even / bf16_odd give the low / high element of each lane as f32.
