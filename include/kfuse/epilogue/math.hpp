@@ -244,75 +244,66 @@ struct power {
 
 // ---- binary: x (op) a second tensor (same shape as the output, or one value per channel) ------
 
+namespace detail {
+/// The body of every binary stage: Op::apply(x, the operand at the lanes' positions).
+template <class Op, class E>
+struct binary_stage : kfuse::stage_detail::second_tensor<E> {
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
+    return Op::apply(x, this->template operand<V>(ctx));
+  }
+};
+}  // namespace detail
+
 /// y = x / other
 template <class E = f32>
-struct div : kfuse::stage_detail::second_tensor<E> {
+struct div : detail::binary_stage<div<E>, E> {
   static constexpr std::string_view name{"div"};
   static constexpr int cost = 4;
   template <class V>
   static KFUSE_INLINE V apply(V x, V y) {
     return x / y;
   }
-  template <class V, class Ctx>
-  KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
-    return apply(x, this->template operand<V>(ctx));
-  }
 };
 
 /// y = max(x, other); NaN if either is NaN (NumPy's maximum, ONNX Max)
 template <class E = f32>
-struct max : kfuse::stage_detail::second_tensor<E> {
+struct max : detail::binary_stage<max<E>, E> {
   static constexpr std::string_view name{"max"};
   template <class V>
   static KFUSE_INLINE V apply(V x, V y) {
     return simd::select(y <= y, simd::max(y, x), y);  // max(y, x) keeps a NaN x
   }
-  template <class V, class Ctx>
-  KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
-    return apply(x, this->template operand<V>(ctx));
-  }
 };
 
 /// y = min(x, other); NaN if either is NaN
 template <class E = f32>
-struct min : kfuse::stage_detail::second_tensor<E> {
+struct min : detail::binary_stage<min<E>, E> {
   static constexpr std::string_view name{"min"};
   template <class V>
   static KFUSE_INLINE V apply(V x, V y) {
     return simd::select(y <= y, simd::min(y, x), y);
   }
-  template <class V, class Ctx>
-  KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
-    return apply(x, this->template operand<V>(ctx));
-  }
 };
 
 /// y = x^other (std::pow's special values)
 template <class E = f32>
-struct pow : kfuse::stage_detail::second_tensor<E> {
+struct pow : detail::binary_stage<pow<E>, E> {
   static constexpr std::string_view name{"pow"};
   static constexpr int cost = 20;
   template <class V>
   static KFUSE_INLINE V apply(V x, V y) {
     return detail::pow(x, y);
   }
-  template <class V, class Ctx>
-  KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
-    return apply(x, this->template operand<V>(ctx));
-  }
 };
 
 /// y = x < 0 ? x * slope : x, the slope from the second tensor (ONNX PRelu: usually per channel)
 template <class E = f32>
-struct prelu : kfuse::stage_detail::second_tensor<E> {
+struct prelu : detail::binary_stage<prelu<E>, E> {
   static constexpr std::string_view name{"prelu"};
   template <class V>
   static KFUSE_INLINE V apply(V x, V slope) {
     return simd::select(x < V(0.f), x * slope, x);
-  }
-  template <class V, class Ctx>
-  KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
-    return apply(x, this->template operand<V>(ctx));
   }
 };
 

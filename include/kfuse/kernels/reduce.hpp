@@ -79,6 +79,10 @@ inline reduce_plan make_reduce_plan(std::string_view k, std::span<const index_t>
 /// The accumulator of one reduce_kind, on vectors or floats (V = float for the lane fold).
 template <reduce_kind R>
 struct reduce_op {
+  /// The accumulator is a sum (zero is neutral: tails load zeros; lanes fold by a sum).
+  static constexpr bool sum_like = R == reduce_kind::sum || R == reduce_kind::mean ||
+                                   R == reduce_kind::l1 || R == reduce_kind::l2 ||
+                                   R == reduce_kind::sum_square;
   template <class V>
   static KFUSE_INLINE V init() {
     if constexpr (R == reduce_kind::max || R == reduce_kind::log_sum_exp)
@@ -109,11 +113,10 @@ struct reduce_op {
   /// Two partial accumulators merged (l1 / l2 / sum_square partials are sums already).
   template <class V>
   static KFUSE_INLINE V combine(V a, V b) {
-    if constexpr (R == reduce_kind::max || R == reduce_kind::log_sum_exp || R == reduce_kind::min ||
-                  R == reduce_kind::prod)
-      return step(a, b);
-    else
+    if constexpr (sum_like)
       return a + b;
+    else
+      return step(a, b);
   }
   /// The same on one float (the lanes folded, the tails): NaN propagates as above.
   static KFUSE_INLINE float step(float acc, float x) {
@@ -132,42 +135,19 @@ struct reduce_op {
   }
 };
 
-template <class V>
-KFUSE_INLINE float lane_fold_max(V v) {
-  alignas(64) float t[V::lanes];
-  simd::store(t, v);
-  float m = t[0];
-  for (int i = 1; i < V::lanes; ++i) m = (t[i] != t[i]) ? t[i] : std::max(m, t[i]);
-  return m;
-}
-template <class V>
-KFUSE_INLINE float lane_fold_min(V v) {
-  alignas(64) float t[V::lanes];
-  simd::store(t, v);
-  float m = t[0];
-  for (int i = 1; i < V::lanes; ++i) m = (t[i] != t[i]) ? t[i] : std::min(m, t[i]);
-  return m;
-}
-template <class V>
-KFUSE_INLINE float lane_fold_prod(V v) {
-  alignas(64) float t[V::lanes];
-  simd::store(t, v);
-  float m = t[0];
-  for (int i = 1; i < V::lanes; ++i) m *= t[i];
-  return m;
-}
-
-/// The reduction of the lanes of v.
+/// The reduction of the lanes of v: a horizontal sum for the sums, else the scalar combine of
+/// each lane (max / min keep NaN as the accumulators do).
 template <reduce_kind R, class V>
 KFUSE_INLINE float lane_fold(V v) {
-  if constexpr (R == reduce_kind::max || R == reduce_kind::log_sum_exp)
-    return lane_fold_max(v);
-  else if constexpr (R == reduce_kind::min)
-    return lane_fold_min(v);
-  else if constexpr (R == reduce_kind::prod)
-    return lane_fold_prod(v);
-  else
+  if constexpr (reduce_op<R>::sum_like) {
     return lane_sum(v);
+  } else {
+    alignas(64) float t[V::lanes];
+    simd::store(t, v);
+    float m = t[0];
+    for (int i = 1; i < V::lanes; ++i) m = reduce_op<R>::combine(m, t[i]);
+    return m;
+  }
 }
 
 /// The output value from the accumulated one (mean: / count; l2: sqrt).
@@ -217,13 +197,11 @@ KFUSE_INLINE float reduce_run(const In* x, index_t n, float acc) {
     a3 = Op::step(a3, simd::load<V>(x + i + 3 * L));
   }
   for (; i + L <= n; i += L) a0 = Op::step(a0, simd::load<V>(x + i));
-  if constexpr (R == reduce_kind::l2 || R == reduce_kind::sum_square || R == reduce_kind::sum ||
-                R == reduce_kind::mean || R == reduce_kind::l1)
+  if constexpr (Op::sum_like)
     if (i < n) a1 = Op::step(a1, simd::load_partial<V>(x + i, int(n - i)));  // zeros are neutral
   a0 = Op::combine(Op::combine(a0, a1), Op::combine(a2, a3));
   float r = Op::combine(acc, lane_fold<R>(a0));
-  if constexpr (!(R == reduce_kind::l2 || R == reduce_kind::sum_square || R == reduce_kind::sum ||
-                  R == reduce_kind::mean || R == reduce_kind::l1))
+  if constexpr (!Op::sum_like)
     for (; i < n; ++i) r = Op::step(r, to_float(x[i]));
   return r;
 }
