@@ -79,13 +79,14 @@ std::vector<std::int64_t> context::ints_in(const node_proto& n, int k, const cha
 run_value context::run_in(const node_proto& n, int k) {
   const value& v = in(n, k);
   if (!v.is_const) return v.r;
-  if (!v.c.is_float() && v.c.elem != elem_int64 && v.c.elem != elem_int32)
+  if (!v.c.is_float() && v.c.elem != elem_int64 && v.c.elem != elem_int32 && v.c.elem != elem_bool)
     fail(n, "constant input '" + n.input(k) + "' is " + elem_name(v.c.elem) +
                 ": kfuse computes in float32");
   // A constant used as run-time data: its graph tensor is made once and kept beside the value,
   // which stays a constant for the nodes that need one (weights, shapes).
   if (v.r.id.index >= 0) return v.r;
-  const run_value r = graph_constant(v.c, unique(n.input(k)));
+  run_value r = graph_constant(v.c, unique(n.input(k)));
+  r.boolean = v.c.elem == elem_bool;
   values[n.input(k)].r = r;
   return r;
 }

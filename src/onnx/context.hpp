@@ -61,6 +61,7 @@ struct run_value {
   std::vector<index_t> shape;
   dtype type = dtype::f32;
   tensor_layout layout = tensor_layout::plain;
+  bool boolean = false;  // an ONNX bool tensor, held as f32 0 / 1 (a u8 at the model's edges)
 };
 
 /// An ONNX value: a constant (c; r.id set once it is also needed as a graph tensor), or a

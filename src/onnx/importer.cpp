@@ -10,6 +10,7 @@
 #include <climits>
 #include <fstream>
 
+#include "composite.hpp"
 #include "context.hpp"
 #include "kfuse/detail/checks.hpp"
 #include "ops/ops.hpp"
@@ -26,7 +27,7 @@ using namespace detail;
 
 // Opsets 9 to 17 are what the importer is built against; older files load where their ops'
 // semantics are handled (e.g. Clip and Slice attributes, pre-13 Softmax and Squeeze).
-constexpr std::int64_t min_opset = 1, max_opset = 17;
+constexpr std::int64_t min_opset = 1, max_opset = 18;
 
 ::onnx::ModelProto parse(std::span<const std::byte> bytes, const import_options& opt) {
   if (bytes.size() > opt.max_bytes)
@@ -116,22 +117,28 @@ void declare_inputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
     if (!vi.type().has_tensor_type()) bad("input '" + vi.name() + "' is not a tensor");
     const std::int32_t et = vi.type().tensor_type().elem_type();
     if (et != elem_float && et != elem_int64 && et != elem_int32 && et != elem_uint8 &&
-        et != elem_int8)
+        et != elem_int8 && et != elem_bool)
       bad("input '" + vi.name() + "' is " + elem_name(et) +
-          ": kfuse graphs take float32 inputs, int64 / int32 ones (token ids, masks) and uint8 / "
-          "int8 ones (quantized data, for DequantizeLinear)");
+          ": kfuse graphs take float32 inputs, int64 / int32 ones (token ids, masks), uint8 / "
+          "int8 ones (quantized data, for DequantizeLinear) and bool ones (bound as uint8 0 / 1)");
     run_value r;
     r.type = et == elem_float   ? dtype::f32
              : et == elem_int64 ? dtype::i64
              : et == elem_int32 ? dtype::i32
-             : et == elem_uint8 ? dtype::u8
-                                : dtype::i8;
+             : et == elem_int8  ? dtype::i8
+                                : dtype::u8;
     r.shape = input_shape(vi, cx.opt, used_dims);
     r.layout =
         r.shape.size() == 4 && r.type == dtype::f32 ? tensor_layout::nchw : tensor_layout::plain;
     std::vector<index_t> gshape = r.shape.empty() ? std::vector<index_t>{1} : r.shape;
     r.id = cx.g.input(cx.unique(vi.name()), gshape, r.type, r.layout);
-    out.inputs.push_back({vi.name(), r.shape, r.type, r.id});
+    out.inputs.push_back({vi.name(), r.shape, r.type, r.id, et});
+    if (et == elem_bool) {  // bytes 0 / 1 -> the graph's f32 truth values
+      cx.g.set_quant(r.id, {1.f, 0});
+      r.id = cx.g.dequantize(cx.unique(vi.name() + "/bool"), r.id);
+      r.type = dtype::f32;
+      r.boolean = true;
+    }
     if (r.shape.size() == 4 && r.type == dtype::f32 && cx.opt.layout == tensor_layout::nhwc)
       r = cx.to_layout(r, tensor_layout::nhwc, vi.name() + "/nhwc");
     value v;
@@ -184,35 +191,99 @@ void import_node(context& cx, const node_proto& n) {
   op->run(cx, n);
 }
 
+// A constant integer or bool output as a graph constant of its own type (u8 0 / 1 for bool).
+run_value integer_constant(context& cx, const const_value& c, const std::string& name) {
+  run_value r;
+  r.shape = c.shape;
+  const std::vector<index_t> shape = c.shape.empty() ? std::vector<index_t>{1} : c.shape;
+  switch (c.elem) {
+    case elem_int64:
+      r.type = dtype::i64;
+      r.id = cx.g.constant(name, shape, c.i.data());
+      return r;
+    case elem_int32: {
+      const std::vector<std::int32_t> v(c.i.begin(), c.i.end());
+      r.type = dtype::i32;
+      r.id = cx.g.constant(name, shape, v.data());
+      return r;
+    }
+    case elem_int8: {
+      const std::vector<std::int8_t> v(c.i.begin(), c.i.end());
+      r.type = dtype::i8;
+      r.id = cx.g.constant(name, shape, v.data());
+      return r;
+    }
+    case elem_uint8:
+    case elem_bool: {
+      const std::vector<std::uint8_t> v(c.i.begin(), c.i.end());
+      r.type = dtype::u8;
+      r.id = cx.g.constant(name, shape, v.data());
+      return r;
+    }
+    default:
+      bad("output '" + name + "' is a constant " + elem_name(c.elem) +
+          ": kfuse outputs are float32, int64, int32, uint8, int8 or bool");
+  }
+}
+
+std::int32_t onnx_type_of(dtype t) {
+  switch (t) {
+    case dtype::i64:
+      return elem_int64;
+    case dtype::i32:
+      return elem_int32;
+    case dtype::u8:
+      return elem_uint8;
+    case dtype::i8:
+      return elem_int8;
+    default:
+      return elem_float;
+  }
+}
+
 void mark_outputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
   for (const auto& vi : gp.output()) {
     const auto it = cx.values.find(vi.name());
     if (it == cx.values.end()) bad("output '" + vi.name() + "' is not produced by any node");
     run_value r;
+    std::int32_t et = elem_float;
     if (it->second.is_const) {
       const const_value& c = it->second.c;
-      if (!c.is_float())
-        bad("output '" + vi.name() + "' is " + elem_name(c.elem) + ": kfuse outputs are float32");
-      r = cx.graph_constant(c, cx.unique(vi.name() + "/value"));
+      if (c.is_float()) {
+        r = cx.graph_constant(c, cx.unique(vi.name() + "/value"));
+      } else {
+        r = integer_constant(cx, c, cx.unique(vi.name() + "/value"));
+        et = c.elem;
+      }
     } else {
       r = it->second.r;
+      if (r.type != dtype::f32 && r.type != dtype::i64 && r.type != dtype::i32 &&
+          r.type != dtype::u8 && r.type != dtype::i8)
+        bad("output '" + vi.name() + "' is " + std::string(dtype_name(r.type)) +
+            ": kfuse outputs are float32, int64, int32, uint8, int8 or bool");
+      et = onnx_type_of(r.type);
     }
-    if (r.type != dtype::f32 && r.type != dtype::i64)
-      bad("output '" + vi.name() + "' is " + std::string(dtype_name(r.type)) +
-          ": kfuse outputs are float32, or int64 indices (ArgMax / ArgMin)");
     if (r.shape.size() == 4 && r.layout == tensor_layout::nhwc)
       r = cx.to_layout(r, tensor_layout::nchw, vi.name());
+    if (r.boolean) {  // the graph's f32 truth values -> bytes 0 / 1
+      r.id = cx.g.quantize(cx.unique(vi.name() + "/bool"), r.id, dtype::u8, {1.f, 0});
+      r.type = dtype::u8;
+      et = elem_bool;
+    }
     const tensor_desc& td = cx.g.tensor(r.id);
     const bool node_output = td.producer >= 0;
     const bool taken = std::any_of(out.outputs.begin(), out.outputs.end(),
                                    [&](const value_info& o) { return o.id.index == r.id.index; });
-    if (!node_output || taken) {
-      if (r.type != dtype::f32)
-        bad("output '" + vi.name() + "': an int64 output that is also another output");
-      r.id = cx.g.scale(cx.unique(vi.name() + "/out"), r.id, 1.f);
+    if (!node_output || taken) {  // an output of its own: a copy
+      const std::vector<index_t> shape = td.shape;
+      std::vector<index_t> strides(shape.size(), 1);
+      for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+      r.id = r.type == dtype::f32
+                 ? cx.g.scale(cx.unique(vi.name() + "/out"), r.id, 1.f)
+                 : cx.g.strided_view(cx.unique(vi.name() + "/out"), r.id, shape, 0, strides);
     }
     cx.g.output(r.id);
-    out.outputs.push_back({vi.name(), r.shape, r.type, r.id});
+    out.outputs.push_back({vi.name(), r.shape, r.type, r.id, et});
   }
 }
 
@@ -241,6 +312,7 @@ model load_bytes(std::span<const std::byte> bytes, const import_options& opt,
 
   std::vector<node_proto> nodes(gp.node().begin(), gp.node().end());
   for (const auto& o : gp.output()) cx.model_outputs.insert(o.name());
+  expand_composites(nodes);
   if (opt.fuse_patterns) fuse_patterns(nodes, cx.values, cx.model_outputs, cx.rewrites);
   for (const auto& n : nodes)
     for (const auto& in : n.input())
@@ -302,6 +374,8 @@ std::vector<std::string> supported_ops() {
   std::vector<std::string> out;
   for (const op_entry& e : op_table())
     if (std::string_view(e.type).find('.') == std::string_view::npos) out.push_back(e.type);
+  out.insert(out.end(), composite_ops().begin(), composite_ops().end());
+  std::sort(out.begin(), out.end());
   return out;
 }
 

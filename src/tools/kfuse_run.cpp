@@ -190,7 +190,8 @@ void print_plan(const kfuse::plan& p, kfuse::precision prec, double compile_ms) 
 // ---- inputs ------------------------------------------------------------------------------------
 
 /// Input data from a .npy file: its shape must be the model's; f64 / f16 files feed float inputs
-/// (converted), i64 files i32 inputs (range-checked); anything else is an error.
+/// (converted), i64 files i32 inputs (range-checked), bool files bool (u8) inputs; anything else
+/// is an error.
 host_tensor input_from_file(const kfuse::onnx::value_info& vi, const std::string& path,
                             std::string& note) {
   const kfuse::npy_array a = kfuse::read_npy(path);
@@ -231,7 +232,8 @@ host_tensor input_from_file(const kfuse::onnx::value_info& vi, const std::string
     const bool same = (h.type == kfuse::dtype::i32 && a.dtype == kfuse::npy_dtype::i32) ||
                       (h.type == kfuse::dtype::i64 && a.dtype == kfuse::npy_dtype::i64) ||
                       (h.type == kfuse::dtype::i8 && a.dtype == kfuse::npy_dtype::i8) ||
-                      (h.type == kfuse::dtype::u8 && a.dtype == kfuse::npy_dtype::u8);
+                      (h.type == kfuse::dtype::u8 && a.dtype == kfuse::npy_dtype::u8) ||
+                      (h.type == kfuse::dtype::u8 && a.dtype == kfuse::npy_dtype::boolean);
     if (!same) mismatch();
     std::memcpy(h.data.data(), a.data.data(), h.data.size());
   }

@@ -112,6 +112,8 @@ void check_all_unary(std::mt19937& rng) {
       rng);
   check_unary<V>(
       km::erf{}, [](double x) { return std::erf(x); }, 0, 1e-6, -5, 5, rng);
+  check_unary<V>(
+      km::logical_not{}, [](double x) { return double(x == 0); }, 0, 0, -2, 2, rng);
   check_unary<V>(km::softplus{}, softplus_d, 8 * ulp, 1e-30, -30, 30, rng);
   check_unary<V>(
       km::softsign{}, [](double x) { return x / (1 + std::fabs(x)); }, 2 * ulp, 0, -10, 10, rng);
@@ -159,6 +161,16 @@ void check_all_binary(std::mt19937& rng) {
   const auto mn = run_binary<V, km::min<>>(xs, ys);
   const auto pw = run_binary<V, km::pow<>>(xs, ys);
   const auto pr = run_binary<V, km::prelu<>>(xs, ys);
+  const auto eq = run_binary<V, km::equal<>>(xs, ys);
+  const auto lt = run_binary<V, km::less<>>(xs, ys);
+  const auto le = run_binary<V, km::less_equal<>>(xs, ys);
+  const auto gt = run_binary<V, km::greater<>>(xs, ys);
+  const auto ge = run_binary<V, km::greater_equal<>>(xs, ys);
+  const auto land = run_binary<V, km::logical_and<>>(xs, ys);
+  const auto lor = run_binary<V, km::logical_or<>>(xs, ys);
+  const auto lxor = run_binary<V, km::logical_xor<>>(xs, ys);
+  const auto kif = run_binary<V, km::keep_if<>>(xs, ys);
+  const auto kun = run_binary<V, km::keep_unless<>>(xs, ys);
   for (std::size_t i = 0; i < xs.size(); ++i) {
     const double x = xs[i], y = ys[i];
     INFO("y = " << y);
@@ -171,6 +183,17 @@ void check_all_binary(std::mt19937& rng) {
     // Beyond float's range the float pow is 0 or Inf: compare with the rounded reference.
     expect_close(xs[i], p, pw[i], ((std::isfinite(lx) ? lx : 0) + 4) * ulp, 1e-37, "pow");
     expect_close(xs[i], x < 0 ? double(float(x * y)) : x, pr[i], 0, 0, "prelu");
+    // Comparisons and logic: exactly 1 or 0 (C's truth: NaN is true, compares false).
+    expect_close(xs[i], double(x == y), eq[i], 0, 0, "equal");
+    expect_close(xs[i], double(x < y), lt[i], 0, 0, "less");
+    expect_close(xs[i], double(x <= y), le[i], 0, 0, "less_equal");
+    expect_close(xs[i], double(x > y), gt[i], 0, 0, "greater");
+    expect_close(xs[i], double(x >= y), ge[i], 0, 0, "greater_equal");
+    expect_close(xs[i], double(x != 0 && y != 0), land[i], 0, 0, "logical_and");
+    expect_close(xs[i], double(x != 0 || y != 0), lor[i], 0, 0, "logical_or");
+    expect_close(xs[i], double((x != 0) != (y != 0)), lxor[i], 0, 0, "logical_xor");
+    expect_close(xs[i], y != 0 ? x : 0.0, kif[i], 0, 0, "keep_if");
+    expect_close(xs[i], y == 0 ? x : 0.0, kun[i], 0, 0, "keep_unless");
   }
 }
 

@@ -32,16 +32,17 @@ namespace {
 const std::set<std::string> listed = {
     "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
     "Mean", "Sum", "Sqrt", "Reciprocal", "Exp", "Log", "Erf", "Neg", "Abs", "Floor", "Ceil", "Sign",
-    "Where", "Equal", "Less", "Greater", "Not", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu",
-    "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Softplus", "Softsign", "Clip", "Gelu", "Mish",
-    "Softmax", "LogSoftmax", "BatchNormalization", "LayerNormalization", "InstanceNormalization",
-    "GroupNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
-    "ReduceL2", "ReduceLogSumExp", "ArgMax", "ArgMin", "MaxPool", "AveragePool",
-    "GlobalAveragePool", "GlobalMaxPool", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand",
-    "Concat", "Split", "Slice", "Gather", "Pad", "Tile", "Resize", "Upsample", "DepthToSpace",
-    "SpaceToDepth", "Shape", "Size", "Cast", "Constant", "ConstantOfShape", "Range", "Identity",
-    "Dropout", "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
-    "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear",
+    "Where", "Equal", "Less", "Greater", "Not", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
+    "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish",
+    "Tanh", "Softplus", "Softsign", "Clip", "Gelu", "Mish", "Softmax", "LogSoftmax",
+    "BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization",
+    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
+    "ReduceLogSumExp", "ArgMax", "ArgMin", "MaxPool", "AveragePool", "GlobalAveragePool",
+    "GlobalMaxPool", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Concat", "Split",
+    "Slice", "Gather", "Pad", "Tile", "Resize", "Upsample", "DepthToSpace", "SpaceToDepth", "Shape",
+    "Size", "Cast", "Constant", "ConstantOfShape", "Range", "Identity", "Dropout", "QuantizeLinear",
+    "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger",
+    "DynamicQuantizeLinear",
     // issue 15's, as they land
     "Transpose"};
 
@@ -71,6 +72,57 @@ std::string reason_of(const std::string& what) {
     r = r.substr(p + 3);
   return r.size() > 110 ? r.substr(0, 107) + "..." : r;
 }
+
+// An integer tensor bound to the plan in the graph's element type (u8 for ONNX bool / uint8,
+// i8, i32, i64), its values read back as int64.
+struct int_buffer {
+  kfuse::dtype type = kfuse::dtype::i64;
+  std::vector<std::uint8_t> u8;
+  std::vector<std::int8_t> i8;
+  std::vector<std::int32_t> i32;
+  std::vector<std::int64_t> i64;
+
+  void assign(kfuse::dtype t, const std::vector<std::int64_t>& v) {
+    type = t;
+    switch (t) {
+      case kfuse::dtype::u8:
+        u8.assign(v.begin(), v.end());
+        break;
+      case kfuse::dtype::i8:
+        i8.assign(v.begin(), v.end());
+        break;
+      case kfuse::dtype::i32:
+        i32.assign(v.begin(), v.end());
+        break;
+      default:
+        i64 = v;
+    }
+  }
+  kfuse::binding binding() {
+    switch (type) {
+      case kfuse::dtype::u8:
+        return kfuse::bind(u8);
+      case kfuse::dtype::i8:
+        return kfuse::bind(i8);
+      case kfuse::dtype::i32:
+        return kfuse::bind(i32);
+      default:
+        return kfuse::bind(i64);
+    }
+  }
+  std::vector<std::int64_t> values() const {
+    switch (type) {
+      case kfuse::dtype::u8:
+        return {u8.begin(), u8.end()};
+      case kfuse::dtype::i8:
+        return {i8.begin(), i8.end()};
+      case kfuse::dtype::i32:
+        return {i32.begin(), i32.end()};
+      default:
+        return i64;
+    }
+  }
+};
 
 // Runs one case with the inputs in `as_init` moved into initializers.
 result run_case(const ::onnx::ModelProto& model, const std::vector<std::string>& input_pb,
@@ -111,20 +163,28 @@ result run_case(const ::onnx::ModelProto& model, const std::vector<std::string>&
   try {
     kfuse::plan p = kfuse::compile(km.graph, {.threads = 1, .fork_join_ns = 0});
     std::vector<std::vector<float>> outs(km.outputs.size());
-    std::vector<std::vector<std::int64_t>> int_outs(km.outputs.size());
+    std::vector<int_buffer> int_ins(runtime_inputs.size()), int_outs(km.outputs.size());
     std::vector<kfuse::binding> in_b, out_b;
-    for (auto& t : runtime_inputs) {
-      if (!t.is_float) return {verdict::unsupported, "integer run-time input"};
-      in_b.push_back(kfuse::bind(t.f));
+    for (std::size_t k = 0; k < runtime_inputs.size(); ++k) {
+      auto& t = runtime_inputs[k];
+      if (t.is_float) {
+        in_b.push_back(kfuse::bind(t.f));
+        continue;
+      }
+      int_ins[k].assign(km.inputs[k].type, t.i);
+      in_b.push_back(int_ins[k].binding());
     }
     std::vector<kfuse::onnx::tensor_data> expected;
     for (std::size_t k = 0; k < km.outputs.size(); ++k) {
       expected.push_back(kfuse::onnx::read_tensor(as_bytes(output_pb.at(k))));
-      if (!expected.back().is_float) {  // int64 indices (ArgMax / ArgMin): compared exactly
-        if (km.outputs[k].type != kfuse::dtype::i64)
-          return {verdict::unsupported, "integer output"};
-        int_outs[k].assign(expected.back().i.size(), -12345);
-        out_b.push_back(kfuse::bind(int_outs[k]));
+      if (!expected.back().is_float) {  // integer and bool outputs: compared exactly
+        if (km.outputs[k].onnx_type != expected.back().onnx_type)
+          return {verdict::unsupported,  // bfloat16 / float16 data stored as uint16 bits
+                  "output of ONNX type " + std::to_string(expected.back().onnx_type) +
+                      ": kfuse's is " + std::to_string(km.outputs[k].onnx_type)};
+        int_outs[k].assign(km.outputs[k].type,
+                           std::vector<std::int64_t>(expected.back().i.size(), 123));
+        out_b.push_back(int_outs[k].binding());
         continue;
       }
       outs[k].assign(expected.back().f.size(), std::nanf(""));
@@ -134,8 +194,8 @@ result run_case(const ::onnx::ModelProto& model, const std::vector<std::string>&
     r.replay();
     for (std::size_t k = 0; k < outs.size(); ++k) {
       if (!expected[k].is_float) {
-        if (int_outs[k] != expected[k].i)
-          return {verdict::failed, "output " + std::to_string(k) + ": int64 values differ"};
+        if (int_outs[k].values() != expected[k].i)
+          return {verdict::failed, "output " + std::to_string(k) + ": integer values differ"};
         continue;
       }
       const auto& want = expected[k].f;

@@ -41,9 +41,11 @@ TEST_CASE("onnx errors: unsupported ops, domains and attributes name the node") 
     CHECK_THROWS_WITH(l.load(), Contains("node 'lr' (LeakyRelu)") && Contains("'beta'"));
   }
   {
-    model_builder b({1, 4});
-    b.node("Not", {"x"}, {"y"}, "e");
-    CHECK_THROWS_WITH(b.load(), Contains("node 'e' (Not)") && Contains("constants only"));
+    model_builder b({1, 4});  // Range of run-time bounds: a shape known only at run time
+    b.init("d", {}, {1});
+    b.node("ReduceMax", {"x"}, {"m"});
+    b.node("Range", {"d", "m", "d"}, {"y"}, "e");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'e' (Range)") && Contains("constants only"));
   }
   {
     model_builder b({1, 4});
@@ -108,9 +110,9 @@ TEST_CASE("onnx errors: dimensions, options, opsets and input types") {
     CHECK_THROWS_WITH(b.load(opt), Contains("3 dimensions"));
   }
   {
-    model_builder b({2, 4}, 18);
+    model_builder b({2, 4}, 19);
     b.node("Relu", {"x"}, {"y"});
-    CHECK_THROWS_WITH(b.load(), Contains("opset 18"));
+    CHECK_THROWS_WITH(b.load(), Contains("opset 19"));
   }
   {
     model_builder b({2, 4});
@@ -134,6 +136,48 @@ TEST_CASE("onnx errors: dimensions, options, opsets and input types") {
     model_builder b({1 << 30, 1 << 30});
     b.node("Relu", {"x"}, {"y"});
     CHECK_THROWS_WITH(b.load(), Contains("too large"));
+  }
+}
+
+TEST_CASE("onnx errors: bool, integer and opset-18 ops name the node and the problem") {
+  {
+    model_builder b({2, 3});
+    b.init("a", {4}, {1, 2, 3, 4});
+    b.node("Less", {"x", "x"}, {"c"});
+    b.node("Where", {"c", "x", "a"}, {"y"}, "w");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'w' (Where)") && Contains("do not broadcast"));
+  }
+  {
+    model_builder b({2, 6, 2, 2}, 18);
+    b.init("s", {6}, {1, 1, 1, 1, 1, 1});
+    b.init("b", {6}, {0, 0, 0, 0, 0, 0});
+    attr_int(b.node("GroupNormalization", {"x", "s", "b"}, {"y"}, "gn"), "num_groups", 4);
+    CHECK_THROWS_WITH(b.load(), Contains("node 'gn' (GroupNormalization)") &&
+                                    Contains("num_groups 4 must divide the 6 channels"));
+  }
+  {
+    model_builder b({2, 6}, 18);
+    auto& n = b.node("Split", {"x"}, {"y", "z"}, "sp");
+    attr_int(n, "axis", 1);
+    attr_int(n, "num_outputs", 3);
+    b.m.mutable_graph()->add_output()->set_name("z");
+    CHECK_THROWS_WITH(b.load(), Contains("node 'sp' (Split)") && Contains("num_outputs 3"));
+  }
+  {
+    model_builder b({1, 1, 4, 4}, 18);
+    b.init("roi", {0}, {});
+    b.init("scales", {4}, {1, 1, 0.5f, 0.5f});
+    attr_int(b.node("Resize", {"x", "roi", "scales"}, {"y"}, "rs"), "antialias", 1);
+    CHECK_THROWS_WITH(b.load(), Contains("node 'rs' (Resize)") && Contains("antialias"));
+  }
+  {
+    // A uint8 tensor quantized with its own scale: a Cast of its integers is refused.
+    model_builder b({4});
+    b.init("s", {}, {0.5f});
+    b.init_ints("z", {}, 2, {3});
+    b.node("QuantizeLinear", {"x", "s", "z"}, {"q"});
+    attr_int(b.node("Cast", {"q"}, {"y"}, "c"), "to", 1);
+    CHECK_THROWS_WITH(b.load(), Contains("node 'c' (Cast)") && Contains("quantized with scale"));
   }
 }
 

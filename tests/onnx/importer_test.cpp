@@ -228,6 +228,156 @@ TEST_CASE("onnx: a QDQ model keeps ONNX's semantics and becomes an int8 plan") {
   for (std::size_t i = 0; i < 12; ++i) CHECK(yu[i] == float(int(xu[i]) - z[i / 4]) * s[i / 4]);
 }
 
+// Bool tensors: comparisons, Not, Where (broadcast operands, Inf and NaN kept) and bool model
+// inputs and outputs (bound as uint8 0 / 1), in both layouts, against the C++ operators.
+TEST_CASE("onnx: comparisons, Not, Where and bool inputs and outputs, against a reference") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  std::vector<float> x(2 * 3 * 4 * 5);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.7f) * 2;
+  x[3] = inf;
+  x[7] = nan;
+  x[11] = 0.5f;                                                    // equal to the threshold
+  const std::vector<float> other = {-1.f, 2.f, -inf, nan, 0.25f};  // broadcast along W
+  for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc}) {
+    kt::model_builder b({2, 3, 4, 5}, 13);
+    b.init("t", {}, {0.5f});
+    b.init("o", {5}, other);
+    b.node("LessOrEqual", {"x", "t"}, {"le"});
+    b.node("Greater", {"t", "x"}, {"gt"});  // constant first: flips to x < t
+    b.node("Xor", {"le", "gt"}, {"eq"});    // x == t (or NaN: neither)
+    b.node("Not", {"eq"}, {"ne"});
+    b.node("Where", {"gt", "x", "o"}, {"y"});
+    b.m.mutable_graph()->add_output()->set_name("ne");
+    kfuse::onnx::import_options opt;
+    opt.layout = layout;
+    const kfuse::onnx::model m = b.load(opt);
+    REQUIRE(m.outputs.size() == 2);
+    CHECK(m.outputs[1].type == kfuse::dtype::u8);
+    CHECK(m.outputs[1].onnx_type == 9);
+    const kfuse::plan p = kfuse::compile(m.graph, {.threads = 2, .fork_join_ns = 0});
+    std::vector<float> y(x.size(), 123.f);
+    std::vector<std::uint8_t> ne(x.size(), 7);
+    auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y), kfuse::bind(ne)});
+    r.replay();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO("i = " << i << ", x = " << x[i]);
+      const float want = x[i] < 0.5f ? x[i] : other[i % 5];
+      CHECK((std::isnan(want) ? std::isnan(y[i]) : y[i] == want));
+      CHECK(int(ne[i]) == int(!(x[i] == 0.5f)));
+    }
+  }
+  // A bool model input (uint8 0 / 1), And with a bool constant, a bool output.
+  kt::model_builder u({6}, 13, 9);
+  u.init_ints("c", {6}, 9, {1, 1, 0, 0, 1, 0});
+  u.node("And", {"x", "c"}, {"y"});
+  const kfuse::onnx::model mu = u.load();
+  CHECK(mu.inputs[0].type == kfuse::dtype::u8);
+  const kfuse::plan pu = kfuse::compile(mu.graph, {.threads = 1});
+  const std::vector<std::uint8_t> xu = {1, 0, 1, 0, 1, 1};
+  std::vector<std::uint8_t> yu(6, 9);
+  auto ru = pu.record({kfuse::bind(xu)}, {kfuse::bind(yu)});
+  ru.replay();
+  CHECK(yu == std::vector<std::uint8_t>{1, 0, 0, 0, 1, 0});
+}
+
+// ONNX Runtime's dynamic quantization (quantize_dynamic): DynamicQuantizeLinear of the
+// activations, MatMulInteger with their run-time zero point and the weights' constant one, an
+// int32 result; against ONNX's formulas in float and exact integer arithmetic.
+TEST_CASE("onnx: DynamicQuantizeLinear and MatMulInteger, against integer arithmetic") {
+  const int M = 3, K = 8, N = 4;
+  std::vector<float> x(M * K);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 1.3f) * 3 + 0.7f;
+  std::vector<std::int32_t> w(K * N);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::int32_t((i * 37) % 256);
+  kt::model_builder b({M, K}, 13);
+  b.init_ints("w", {K, N}, 2, w);
+  b.init_ints("wz", {}, 2, {128});
+  b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  b.node("MatMulInteger", {"xq", "w", "xz", "wz"}, {"y"});
+  b.m.mutable_graph()->add_output()->set_name("xs");
+  const kfuse::onnx::model m = b.load();
+  REQUIRE(m.outputs[0].type == kfuse::dtype::i32);
+  const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+  std::vector<std::int32_t> y(M * N, -1);
+  std::vector<float> xs(1, std::nanf(""));
+  auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y), kfuse::bind(xs)});
+  r.replay();
+  float lo = 0, hi = 0;
+  for (float v : x) lo = std::min(lo, v), hi = std::max(hi, v);
+  const float scale = (hi - lo) / 255.f;
+  const float zero = std::nearbyint(std::clamp(-lo / scale, 0.f, 255.f));
+  CHECK(xs[0] == scale);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      std::int64_t acc = 0;
+      for (int k = 0; k < K; ++k) {
+        const float q =
+            std::clamp(std::nearbyint(x[std::size_t(i * K + k)] / scale) + zero, 0.f, 255.f);
+        acc += (std::int64_t(q) - std::int64_t(zero)) * (w[std::size_t(k * N + j)] - 128);
+      }
+      CHECK(y[std::size_t(i * N + j)] == acc);
+    }
+}
+
+// Opset 18: GroupNormalization (scale and bias per group), ReduceMean's axes as an input, Split
+// into num_outputs uneven chunks; against double references, both layouts.
+TEST_CASE("onnx: opset 18 GroupNormalization, Reduce axes input, Split num_outputs") {
+  const int N = 2, C = 6, H = 3, W = 4, G = 3;
+  std::vector<float> x(N * C * H * W);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.37f) * 2 + float(i % 5);
+  const std::vector<float> scale = {0.5f, -1.f, 2.f}, bias = {0.1f, 0.f, -0.3f};
+  for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc}) {
+    kt::model_builder b({N, C, H, W}, 18);
+    b.init("scale", {G}, scale);
+    b.init("bias", {G}, bias);
+    b.init_ints("axes", {1}, 7, {3});
+    kt::attr_int(b.node("GroupNormalization", {"x", "scale", "bias"}, {"gn"}), "num_groups", G);
+    b.node("ReduceMean", {"gn", "axes"}, {"m"});  // keepdims: [N, C, H, 1]
+    auto& split = b.node("Split", {"gn"}, {"y", "s1"});
+    kt::attr_int(split, "axis", 1);
+    kt::attr_int(split, "num_outputs", 2);
+    b.m.mutable_graph()->add_output()->set_name("s1");
+    b.m.mutable_graph()->add_output()->set_name("m");
+    kfuse::onnx::import_options opt;
+    opt.layout = layout;
+    const kfuse::onnx::model m = b.load(opt);
+    const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+    std::vector<float> y(N * 3 * H * W, 1e9f), s1(N * 3 * H * W, 1e9f), mean(N * C * H, 1e9f);
+    auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y), kfuse::bind(s1), kfuse::bind(mean)});
+    r.replay();
+    // Reference: mean / variance over each group's C / G channels and H * W pixels.
+    std::vector<double> gn(x.size());
+    const int per = C / G * H * W;
+    for (int n = 0; n < N; ++n)
+      for (int g = 0; g < G; ++g) {
+        const std::size_t base = std::size_t((n * C + g * (C / G)) * H * W);
+        double mu = 0, var = 0;
+        for (int i = 0; i < per; ++i) mu += x[base + std::size_t(i)];
+        mu /= per;
+        for (int i = 0; i < per; ++i)
+          var += (x[base + std::size_t(i)] - mu) * (x[base + std::size_t(i)] - mu);
+        var /= per;
+        for (int i = 0; i < per; ++i)
+          gn[base + std::size_t(i)] =
+              (x[base + std::size_t(i)] - mu) / std::sqrt(var + 1e-5) * scale[std::size_t(g)] +
+              bias[std::size_t(g)];
+      }
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c)
+        for (int h = 0; h < H; ++h) {
+          double mu = 0;
+          for (int w = 0; w < W; ++w) {
+            const std::size_t i = std::size_t(((n * C + c) * H + h) * W + w);
+            const std::size_t o = std::size_t(((n * 3 + c % 3) * H + h) * W + w);
+            CHECK(std::fabs((c < 3 ? y : s1)[o] - gn[i]) <= 1e-4 * (1 + std::fabs(gn[i])));
+            mu += gn[i] / W;
+          }
+          CHECK(std::fabs(mean[std::size_t((n * C + c) * H + h)] - mu) <=
+                1e-4 * (1 + std::fabs(mu)));
+        }
+  }
+}
+
 // A zero Pad before a Conv (nn.ZeroPad2d) becomes the Conv's padding (no pad step); a reflect Pad
 // stays a pad step; a MaxPool padded wider than half its window runs on an explicit -inf pad.
 TEST_CASE("onnx: Pad folds into the next Conv, wide pooling pads, against a reference") {

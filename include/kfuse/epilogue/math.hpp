@@ -307,4 +307,128 @@ struct prelu : detail::binary_stage<prelu<E>, E> {
   }
 };
 
+// ---- comparisons and logic: 1.0 for true, 0.0 for false (a bool tensor as f32) ---------------
+
+namespace detail {
+template <class V>
+KFUSE_INLINE V truth(decltype(V(0.f) < V(0.f)) m) {
+  return simd::select(m, V(1.f), V(0.f));
+}
+/// 1 where x != 0 (NaN included, as C's truth), else 0
+template <class V>
+KFUSE_INLINE V nonzero(V x) {
+  return simd::select(x <= V(0.f), simd::select(V(0.f) <= x, V(0.f), V(1.f)), V(1.f));
+}
+}  // namespace detail
+
+/// y = x == other (false where either is NaN)
+template <class E = f32>
+struct equal : detail::binary_stage<equal<E>, E> {
+  static constexpr std::string_view name{"equal"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V y) {
+    return simd::select(x <= y, detail::truth<V>(y <= x), V(0.f));
+  }
+};
+
+/// y = x < other
+template <class E = f32>
+struct less : detail::binary_stage<less<E>, E> {
+  static constexpr std::string_view name{"less"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V y) {
+    return detail::truth<V>(x < y);
+  }
+};
+
+/// y = x <= other
+template <class E = f32>
+struct less_equal : detail::binary_stage<less_equal<E>, E> {
+  static constexpr std::string_view name{"less_equal"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V y) {
+    return detail::truth<V>(x <= y);
+  }
+};
+
+/// y = x > other
+template <class E = f32>
+struct greater : detail::binary_stage<greater<E>, E> {
+  static constexpr std::string_view name{"greater"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V y) {
+    return detail::truth<V>(y < x);
+  }
+};
+
+/// y = x >= other
+template <class E = f32>
+struct greater_equal : detail::binary_stage<greater_equal<E>, E> {
+  static constexpr std::string_view name{"greater_equal"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V y) {
+    return detail::truth<V>(y <= x);
+  }
+};
+
+/// y = x && other (each true where != 0)
+template <class E = f32>
+struct logical_and : detail::binary_stage<logical_and<E>, E> {
+  static constexpr std::string_view name{"logical_and"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V y) {
+    return detail::nonzero(x) * detail::nonzero(y);
+  }
+};
+
+/// y = x || other
+template <class E = f32>
+struct logical_or : detail::binary_stage<logical_or<E>, E> {
+  static constexpr std::string_view name{"logical_or"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V y) {
+    return simd::max(detail::nonzero(x), detail::nonzero(y));
+  }
+};
+
+/// y = x != other as truth values
+template <class E = f32>
+struct logical_xor : detail::binary_stage<logical_xor<E>, E> {
+  static constexpr std::string_view name{"logical_xor"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V y) {
+    return simd::abs(detail::nonzero(x) - detail::nonzero(y));
+  }
+};
+
+/// y = !x (1 where x == 0)
+struct logical_not {
+  static constexpr std::string_view name{"logical_not"};
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return V(1.f) - detail::nonzero(x);
+  }
+};
+
+/// y = other != 0 ? x : 0 (with keep_unless and an add: ONNX Where(c, a, b) exactly, Inf and
+/// NaN included, as keep_if(a, c) + keep_unless(b, c))
+template <class E = f32>
+struct keep_if : detail::binary_stage<keep_if<E>, E> {
+  static constexpr std::string_view name{"keep_if"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V c) {
+    return simd::select(detail::nonzero(c) < V(0.5f), V(0.f), x);
+  }
+};
+
+/// y = other == 0 ? x : 0
+template <class E = f32>
+struct keep_unless : detail::binary_stage<keep_unless<E>, E> {
+  static constexpr std::string_view name{"keep_unless"};
+  template <class V>
+  static KFUSE_INLINE V apply(V x, V c) {
+    return simd::select(detail::nonzero(c) < V(0.5f), x, V(0.f));
+  }
+};
+
 }  // namespace kfuse::math

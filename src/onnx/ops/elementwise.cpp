@@ -18,6 +18,7 @@ run_value emit(context& cx, const node_proto& n, const run_value& x,
   run_value r = x;
   r.id = cx.g.eltwise(cx.out_name(n), x.id, std::move(stages));
   r.type = dtype::f32;
+  r.boolean = false;
   return r;
 }
 
@@ -368,8 +369,16 @@ const_value shaped(const const_value& c, const run_value& x, fit f, double scale
   return out;
 }
 
-// The stage of binary op t applied as x (op) operand.
-stage_kind operand_kind(const std::string& t) {
+// The stage of binary op t applied as x (op) operand (flipped: operand (op) x).
+stage_kind operand_kind(const std::string& t, bool flipped = false) {
+  if (t == "Equal") return stage_kind::equal;
+  if (t == "Less") return flipped ? stage_kind::greater : stage_kind::less;
+  if (t == "LessOrEqual") return flipped ? stage_kind::greater_equal : stage_kind::less_equal;
+  if (t == "Greater") return flipped ? stage_kind::less : stage_kind::greater;
+  if (t == "GreaterOrEqual") return flipped ? stage_kind::less_equal : stage_kind::greater_equal;
+  if (t == "And") return stage_kind::logical_and;
+  if (t == "Or") return stage_kind::logical_or;
+  if (t == "Xor") return stage_kind::logical_xor;
   if (t == "Mul") return stage_kind::mul;
   if (t == "Div") return stage_kind::div;
   if (t == "Max") return stage_kind::max;
@@ -378,7 +387,10 @@ stage_kind operand_kind(const std::string& t) {
   return stage_kind::add;  // Add, Sub (of a negated operand), Sum, Mean
 }
 
-bool commutes(const std::string& t) { return t == "Add" || t == "Mul" || t == "Max" || t == "Min"; }
+bool commutes(const std::string& t) {
+  return t == "Add" || t == "Mul" || t == "Max" || t == "Min" || t == "Equal" || t == "And" ||
+         t == "Or" || t == "Xor";
+}
 
 // x (op) c for a constant c, as one or two stages (c_first: c (op) x).
 void binary_with_constant(context& cx, const node_proto& n, run_value x, const const_value& c,
@@ -414,8 +426,8 @@ void binary_with_constant(context& cx, const node_proto& n, run_value x, const c
       cx.fail(n, "a run-time exponent needs a constant base that is one value > 0");
     stages.push_back(stage(stage_kind::scale, float(std::log(c.at(0)))));
     stages.push_back(stage(stage_kind::exp));
-  } else {  // Pow with an exponent per channel or element; Max, Min (they commute)
-    stages.push_back(operand_stage(operand_kind(t), constant(1, false), f != fit::full));
+  } else {  // Pow with an exponent per channel or element; Max, Min, comparisons, logic
+    stages.push_back(operand_stage(operand_kind(t, c_first), constant(1, false), f != fit::full));
   }
   cx.set_run(n, 0, emit(cx, n, x, std::move(stages)));
 }
@@ -462,7 +474,8 @@ void import_prelu(context& cx, const node_proto& n, const run_value& x_in) {
 }
 }  // namespace
 
-void import_binary(context& cx, const node_proto& n) {
+namespace {
+void binary_body(context& cx, const node_proto& n) {
   const std::string& t = n.op_type();
   const bool nary = t == "Sum" || t == "Mean" || t == "Max" || t == "Min";
   if (nary && n.input_size() == 1) return cx.set_alias(n, 0, cx.in(n, 0));
@@ -483,12 +496,15 @@ void import_binary(context& cx, const node_proto& n) {
   }
   if (n.input_size() != 2) cx.fail(n, "takes two inputs, not " + std::to_string(n.input_size()));
   const bool c0 = cx.is_const(n, 0), c1 = cx.is_const(n, 1);
+  const bool any_type = is_compare(t);  // integer / bool constants compare as float values
   if (c1 && !c0) {
-    if (!cx.in(n, 1).c.is_float()) cx.fail(n, "operand '" + n.input(1) + "' is not float");
+    if (!any_type && !cx.in(n, 1).c.is_float())
+      cx.fail(n, "operand '" + n.input(1) + "' is not float");
     return binary_with_constant(cx, n, cx.float_in(n, 0), cx.in(n, 1).c, false);
   }
   if (c0 && !c1) {
-    if (!cx.in(n, 0).c.is_float()) cx.fail(n, "operand '" + n.input(0) + "' is not float");
+    if (!any_type && !cx.in(n, 0).c.is_float())
+      cx.fail(n, "operand '" + n.input(0) + "' is not float");
     return binary_with_constant(cx, n, cx.float_in(n, 1), cx.in(n, 0).c, true);
   }
   run_value a = cx.float_in(n, 0), b = cx.float_in(n, 1);
@@ -524,6 +540,59 @@ void import_binary(context& cx, const node_proto& n) {
   if (a.shape != out) a = cx.broadcast(a, out, a.layout, n.output(0) + "/expand_a");
   if (b.shape != out) b = cx.broadcast(b, out, a.layout, n.output(0) + "/expand_b");
   operand_of(cx, n, a, cx.to_layout(b, a.layout, n.output(0) + "/rhs"), false);
+}
+}  // namespace
+
+void import_binary(context& cx, const node_proto& n) {
+  binary_body(cx, n);
+  // Comparisons and logic give a bool tensor: f32 0 / 1 in the graph (stage_list.hpp).
+  if (is_compare(n.op_type())) cx.values[n.output(0)].r.boolean = true;
+}
+
+void import_not(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {});
+  run_value y = emit(cx, n, cx.float_in(n, 0), {stage(stage_kind::logical_not)});
+  y.boolean = true;
+  cx.set_run(n, 0, y);
+}
+
+// Where(c, a, b) = keep_if(a, c) + keep_unless(b, c): exact for every value (x + 0 = x), in
+// two passes (b's masked copy, then a's masked and added); every input expanded to the
+// output's shape, in the image layout when 4-D.
+void import_where(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {});
+  if (n.input_size() != 3) cx.fail(n, "takes three inputs, not " + std::to_string(n.input_size()));
+  std::vector<index_t> shapes[3], s1, out;
+  for (int k = 0; k < 3; ++k) {
+    const value& v = cx.in(n, k);
+    shapes[k] = v.is_const ? v.c.shape : v.r.shape;
+  }
+  if (!broadcast_shape(shapes[0], shapes[1], s1) || !broadcast_shape(s1, shapes[2], out))
+    cx.fail(n, "shapes " + shape_str(shapes[0]) + ", " + shape_str(shapes[1]) + " and " +
+                   shape_str(shapes[2]) + " do not broadcast");
+  // 4-D: the model's image layout; else plain.
+  const tensor_layout layout = out.size() == 4 ? cx.image_layout() : tensor_layout::plain;
+  run_value v[3];
+  for (int k = 0; k < 3; ++k) {
+    if (k > 0 && cx.is_const(n, k) && !cx.in(n, k).c.is_float())
+      cx.fail(n, "input '" + n.input(k) + "' is " + elem_name(cx.in(n, k).c.elem) +
+                     ": kfuse selects float32 values");
+    v[k] = k == 0 && cx.is_const(n, 0) ? cx.run_in(n, 0) : cx.float_in(n, k);
+    const std::string name = n.output(0) + "/" + std::to_string(k);
+    if (v[k].shape != out)
+      v[k] = cx.broadcast(v[k], out, layout, name);
+    else if (out.size() == 4)
+      v[k] = cx.to_layout(cx.as_image(v[k], name), layout, name + "/image");
+    else
+      v[k] = cx.as_plain(v[k], name);
+  }
+  const tensor_id rest = cx.g.eltwise(cx.unique(n.output(0) + "/else"), v[2].id,
+                                      {operand_stage(stage_kind::keep_unless, v[0].id)});
+  run_value y =
+      emit(cx, n, v[1],
+           {operand_stage(stage_kind::keep_if, v[0].id), operand_stage(stage_kind::add, rest)});
+  y.boolean = v[1].boolean && v[2].boolean;  // a choice between bools is a bool
+  cx.set_run(n, 0, y);
 }
 
 }  // namespace kfuse::onnx::detail

@@ -211,6 +211,16 @@ void import_split(context& cx, const node_proto& n) {
   std::vector<std::int64_t> sizes = cx.attr_ints(n, "split");
   if (cx.opset >= 13 && cx.has_input(n, 1)) sizes = cx.ints_in(n, 1, "split");
   const int outs = n.output_size();
+  if (sizes.empty() && cx.attr(n, "num_outputs")) {  // opset 18: equal chunks, the last smaller
+    const std::int64_t k = cx.attr_int(n, "num_outputs", 0), d = s[std::size_t(axis)];
+    if (k != outs)
+      cx.fail(n, "num_outputs " + std::to_string(k) + " for " + std::to_string(outs) + " outputs");
+    const std::int64_t chunk = (d + k - 1) / k;
+    if (chunk * (k - 1) >= d)
+      cx.fail(n, "axis of " + std::to_string(d) + " cannot be split into " + std::to_string(k));
+    sizes.assign(std::size_t(k - 1), chunk);
+    sizes.push_back(d - chunk * (k - 1));
+  }
   if (sizes.empty()) {
     if (s[std::size_t(axis)] % outs)
       cx.fail(n, "the axis does not split evenly into " + std::to_string(outs));

@@ -105,24 +105,65 @@ void import_layer_norm(context& cx, const node_proto& n) {
 // InstanceNormalization: each (sample, channel) normalized over its spatial positions, then the
 // per-channel scale and bias: a layer norm over the rows of [N * C, spatial] and one eltwise
 // node on the [N, C, spatial, 1] nchw view (no copies).
-void import_instance_norm(context& cx, const node_proto& n) {
-  cx.only_attrs(n, {"epsilon"});
-  run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0));
-  const int rank = int(x.shape.size());
-  if (rank < 3) cx.fail(n, "input " + shape_str(x.shape) + " must have spatial axes (3-D or more)");
+namespace {
+// Normalization over groups of channels and the spatial axes (InstanceNormalization: one channel
+// per group; GroupNormalization), then a per-channel affine: layer_norm over the rows of
+// [N * groups, C / groups * spatial] and one eltwise, on views of x (no copies). gamma / beta
+// hold one value per channel.
+void group_norm(context& cx, const node_proto& n, run_value x, index_t groups,
+                const run_value& gamma, const run_value& beta, float eps) {
   const index_t N = x.shape[0], C = x.shape[1], S = numel(x.shape) / (N * C);
   const std::vector<index_t> in_shape = x.shape;
-  const run_value gamma = float_const(cx, n, 1, "scale", C);
-  const run_value beta = float_const(cx, n, 2, "bias B", C);
-  run_value r = cx.reshape(x, {N * C, S}, n.output(0) + "/rows");
+  run_value r = cx.reshape(x, {N * groups, C / groups * S}, n.output(0) + "/rows");
   run_value ln = r;
-  ln.id = cx.g.layer_norm(cx.unique(n.output(0) + "/norm"), r.id, {}, {},
-                          cx.attr_float(n, "epsilon", 1e-5f));
+  ln.id = cx.g.layer_norm(cx.unique(n.output(0) + "/norm"), r.id, {}, {}, eps);
   run_value img = cx.reshape(ln, {N, C, S, 1}, n.output(0) + "/channels");
   run_value y = img;
   y.id = cx.g.eltwise(cx.unique(n.output(0) + "/affine"), img.id,
                       {{stage_kind::mul, 0, 0, gamma.id, true}, {stage_kind::bias, 0, 0, beta.id}});
   cx.set_run(n, 0, cx.reshape(y, in_shape, n.output(0)));
+}
+
+run_value spatial_input(context& cx, const node_proto& n) {
+  run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0));
+  if (x.shape.size() < 3)
+    cx.fail(n, "input " + shape_str(x.shape) + " must have spatial axes (3-D or more)");
+  return x;
+}
+}  // namespace
+
+void import_instance_norm(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"epsilon"});
+  const run_value x = spatial_input(cx, n);
+  const index_t C = x.shape[1];
+  group_norm(cx, n, x, C, float_const(cx, n, 1, "scale", C), float_const(cx, n, 2, "bias B", C),
+             cx.attr_float(n, "epsilon", 1e-5f));
+}
+
+// GroupNormalization (opset 18: scale and bias per group; opset 21 and PyTorch's layout: per
+// channel; either is read by its size).
+void import_group_norm(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"epsilon", "num_groups", "stash_type"});
+  const run_value x = spatial_input(cx, n);
+  const index_t C = x.shape[1];
+  const std::int64_t G = cx.attr_int(n, "num_groups", 0);
+  if (G < 1 || C % G != 0)
+    cx.fail(n, "num_groups " + std::to_string(G) + " must divide the " + std::to_string(C) +
+                   " channels");
+  run_value affine[2];
+  for (int k = 1; k <= 2; ++k) {
+    const char* what = k == 1 ? "scale" : "bias";
+    const const_value& c = cx.const_in(n, k, what);
+    if (!c.is_float()) cx.fail(n, std::string(what) + " is " + elem_name(c.elem));
+    if (c.numel() != G && c.numel() != C)
+      cx.fail(n, std::string(what) + " " + shape_str(c.shape) + " must hold " + std::to_string(G) +
+                     " (per group) or " + std::to_string(C) + " (per channel) values");
+    const_value v = make_const(elem_float, {C});
+    for (index_t ch = 0; ch < C; ++ch)
+      v.f[std::size_t(ch)] = float(c.at(c.numel() == C ? ch : ch / (C / G)));
+    affine[k - 1] = cx.graph_constant(v, cx.unique(n.input(k)));
+  }
+  group_norm(cx, n, x, G, affine[0], affine[1], cx.attr_float(n, "epsilon", 1e-5f));
 }
 
 void import_softmax(context& cx, const node_proto& n) {

@@ -20,7 +20,9 @@ std::pair<float, float> clip_bounds(const context& cx, const node_proto& n);
 
 // ---- elementwise.cpp ---------------------------------------------------------------------------
 void import_activation(context& cx, const node_proto& n);
-void import_binary(context& cx, const node_proto& n);
+void import_binary(context& cx, const node_proto& n);  // also comparisons and logic (bool out)
+void import_not(context& cx, const node_proto& n);
+void import_where(context& cx, const node_proto& n);
 void fold_unary(context& cx, const node_proto& n);
 void fold_binary(context& cx, const node_proto& n);
 void fold_where(context& cx, const node_proto& n);
@@ -51,6 +53,7 @@ void import_arg(context& cx, const node_proto& n);
 void fold_arg(context& cx, const node_proto& n);
 void import_quantize_linear(context& cx, const node_proto& n);
 void import_dequantize_linear(context& cx, const node_proto& n);
+void import_dynamic_quantize_linear(context& cx, const node_proto& n);
 void fold_quantize_linear(context& cx, const node_proto& n);
 void fold_dequantize_linear(context& cx, const node_proto& n);
 void fold_pad(context& cx, const node_proto& n);
@@ -65,6 +68,7 @@ void import_resize(context& cx, const node_proto& n);  // Resize and Upsample
 void import_batch_norm(context& cx, const node_proto& n);
 void import_layer_norm(context& cx, const node_proto& n);
 void import_instance_norm(context& cx, const node_proto& n);
+void import_group_norm(context& cx, const node_proto& n);
 void import_softmax(context& cx, const node_proto& n);
 
 // ---- shape.cpp ---------------------------------------------------------------------------------

@@ -24,7 +24,22 @@ pad_args pad_args_of(context& cx, const node_proto& n, int rank) {
   } else {
     cx.only_attrs(n, {"mode"});
     pads = cx.ints_in(n, 1, "pads");
-    if (cx.has_input(n, 3)) cx.fail(n, "the axes input (opset 18) is not supported");
+    if (cx.has_input(n, 3)) {  // opset 18: pads (begins, then ends) of the listed axes only
+      const std::vector<std::int64_t> axes = cx.ints_in(n, 3, "axes");
+      if (pads.size() != 2 * axes.size())
+        cx.fail(n, std::to_string(pads.size()) + " pads for " + std::to_string(axes.size()) +
+                       " axes (2 per axis)");
+      std::vector<std::int64_t> all(std::size_t(2 * rank), 0);
+      std::vector<bool> seen(std::size_t(rank), false);
+      for (std::size_t k = 0; k < axes.size(); ++k) {
+        const int d = norm_axis(cx, n, axes[k], rank);
+        if (seen[std::size_t(d)]) cx.fail(n, "axis " + std::to_string(d) + " is listed twice");
+        seen[std::size_t(d)] = true;
+        all[std::size_t(d)] = pads[k];
+        all[std::size_t(rank + d)] = pads[axes.size() + k];
+      }
+      pads = std::move(all);
+    }
     if (cx.has_input(n, 2)) {
       const const_value& v = cx.const_in(n, 2, "constant_value");
       if (v.numel() != 1) cx.fail(n, "constant_value must be one value");

@@ -5,6 +5,7 @@
 // (graph::set_quant), so an int8 plan of the model uses the model's own quantization instead of
 // a calibration.
 #include <cmath>
+#include <limits>
 
 #include "ops.hpp"
 
@@ -152,6 +153,60 @@ void import_dequantize_linear(context& cx, const node_proto& n) {
   y.id = cx.g.eltwise(cx.out_name(n), ints.id,
                       {{stage_kind::bias, 0, 0, z.id}, {stage_kind::mul, 0, 0, s.id, true}});
   cx.set_run(n, 0, y);
+}
+
+// DynamicQuantizeLinear (uint8): scale = (max(x, 0) - min(x, 0)) / 255, zero point =
+// round(clip(-min(x, 0) / scale, 0, 255)), y = clip(round(x / scale) + zero point, 0, 255): the
+// steps of ONNX's function body, each one IEEE operation (so the results are ONNX's bit for bit),
+// on two reductions and eltwise chains. y and the zero point are uint8 with the grid {1, 0}
+// (their integer values), as MatMulInteger / ConvInteger read them.
+void import_dynamic_quantize_linear(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {});
+  const run_value x = cx.as_plain(cx.float_in(n, 0), n.output(0) + "/plain");
+  const std::string base = n.output(0);
+  const float big = std::numeric_limits<float>::max();
+  auto chain = [&](const std::string& name, tensor_id in, std::vector<eltwise_stage> st) {
+    return cx.g.eltwise(cx.unique(name), in, std::move(st));
+  };
+  auto scalar_out = [&](tensor_id id, dtype t) {
+    run_value r;
+    r.id = id;
+    r.type = t;
+    return r;  // shape {}: a scalar
+  };
+  const tensor_id xmax = cx.g.reduce(cx.unique(base + "/max"), x.id, reduce_kind::max, {}, false);
+  const tensor_id xmin = cx.g.reduce(cx.unique(base + "/min"), x.id, reduce_kind::min, {}, false);
+  const tensor_id c255 = cx.graph_constant(scalar_vector(1, 255.f), cx.unique(base + "/255")).id;
+  // -min(x, 0) >= 0 (a negation is exact: max - min = max + (-min)).
+  const tensor_id neg_lo =
+      chain(base + "/neg_lo", xmin, {{stage_kind::clamp, -big, 0.f}, {stage_kind::scale, -1.f}});
+  const tensor_id scale = chain(base + "/scale", xmax,
+                                {{stage_kind::clamp, 0.f, big},
+                                 {stage_kind::add, 0, 0, neg_lo},
+                                 {stage_kind::div, 0, 0, c255}});
+  const tensor_id zero =
+      chain(base + "/zero_f", neg_lo,
+            {{stage_kind::div, 0, 0, scale}, {stage_kind::clamp, 0.f, 255.f}, {stage_kind::round}});
+  const run_value scale_b =
+      cx.broadcast(scalar_out(scale, dtype::f32), x.shape, tensor_layout::plain, base + "/scale_b");
+  const run_value zero_b =
+      cx.broadcast(scalar_out(zero, dtype::f32), x.shape, tensor_layout::plain, base + "/zero_b");
+  const tensor_id yf = chain(base + "/y_f", x.id,
+                             {{stage_kind::div, 0, 0, scale_b.id},
+                              {stage_kind::round},
+                              {stage_kind::add, 0, 0, zero_b.id},
+                              {stage_kind::clamp, 0.f, 255.f}});
+  run_value y = x;  // integers in [0, 255]: their quantization with {1, 0} is exact
+  y.id = cx.g.quantize(cx.out_name(n, 0), yf, dtype::u8, {1.f, 0});
+  y.type = dtype::u8;
+  cx.set_run(n, 0, y);
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    // An output of its own (the chain's tensor also feeds y's broadcast).
+    cx.set_run(n, 1, scalar_out(cx.g.scale(cx.out_name(n, 1), scale, 1.f), dtype::f32));
+  }
+  if (n.output_size() > 2 && !n.output(2).empty())
+    cx.set_run(n, 2,
+               scalar_out(cx.g.quantize(cx.out_name(n, 2), zero, dtype::u8, {1.f, 0}), dtype::u8));
 }
 
 }  // namespace kfuse::onnx::detail

@@ -16,7 +16,8 @@ std::vector<bool> reduced_axes(context& cx, const node_proto& n, int r, bool& ke
   cx.only_attrs(n, {"axes", "keepdims", "noop_with_empty_axes"});
   keep = cx.attr_int(n, "keepdims", 1) != 0;
   std::vector<std::int64_t> axes = cx.attr_ints(n, "axes");
-  if (n.op_type() == "ReduceSum" && cx.opset >= 13 && cx.has_input(n, 1))
+  // An input from opset 13 for ReduceSum, from 18 for the others.
+  if ((cx.opset >= 18 || (n.op_type() == "ReduceSum" && cx.opset >= 13)) && cx.has_input(n, 1))
     axes = cx.ints_in(n, 1, "axes");
   std::vector<bool> red(std::size_t(r), axes.empty());
   if (axes.empty() && cx.attr_int(n, "noop_with_empty_axes", 0) != 0)

@@ -34,7 +34,14 @@ void import_resize(context& cx, const node_proto& n) {
     cx.only_attrs(n, {"mode", "scales", "height_scale", "width_scale"});
   else
     cx.only_attrs(n, {"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
-                      "exclude_outside", "extrapolation_value"});
+                      "exclude_outside", "extrapolation_value", "antialias", "axes",
+                      "keep_aspect_ratio_policy"});
+  // Opset 18's additions, at their defaults only (antialiased downscaling, partial axes and
+  // aspect-ratio policies are not implemented).
+  if (cx.attr_int(n, "antialias", 0) != 0) cx.fail(n, "antialias=1 is not supported");
+  if (cx.attr(n, "axes")) cx.fail(n, "the axes attribute is not supported (give every axis)");
+  if (cx.attr_string(n, "keep_aspect_ratio_policy", "stretch") != "stretch")
+    cx.fail(n, "keep_aspect_ratio_policy other than 'stretch' is not supported");
   run_value x = cx.float_in(n, 0);
   if (x.shape.size() != 4)
     cx.fail(n, "input " + shape_str(x.shape) + ": kfuse resizes 4-D images (N, C, H, W)");

@@ -198,7 +198,21 @@ void import_cast(context& cx, const node_proto& n) {
   cx.only_attrs(n, {"to", "saturate"});
   const std::int64_t to = cx.attr_int(n, "to", 0);
   const run_value x = cx.run_in(n, 0);
-  if (to == elem_float && x.type == dtype::f32) return cx.set_alias(n, 0, cx.in(n, 0));
+  if (to == elem_float && x.type == dtype::f32) {  // a bool's 0 / 1 are its float values
+    run_value y = x;
+    y.boolean = false;
+    return cx.set_run(n, 0, y);
+  }
+  if (to == elem_bool && x.type == dtype::f32) {  // x != 0, as !!x
+    run_value y = x;
+    if (!x.boolean) {
+      eltwise_stage no;
+      no.kind = stage_kind::logical_not;
+      y.id = cx.g.eltwise(cx.out_name(n), x.id, {no, no});
+      y.boolean = true;
+    }
+    return cx.set_run(n, 0, y);
+  }
   const bool same_int =
       (to == elem_int64 && x.type == dtype::i64) || (to == elem_int32 && x.type == dtype::i32);
   if (same_int) return cx.set_alias(n, 0, cx.in(n, 0));
@@ -209,9 +223,31 @@ void import_cast(context& cx, const node_proto& n) {
     y.type = dtype::f32;
     return cx.set_run(n, 0, y);
   }
+  if (to == elem_float && (x.type == dtype::u8 || x.type == dtype::i8)) {
+    // Quantized data's integer values: a dequantize with the grid {1, 0} (a tensor quantized
+    // with other params is refused: its Cast would need the raw integers besides).
+    const tensor_desc& td = cx.g.tensor(x.id);
+    if (td.has_quant && (td.quant.scale != 1.f || td.quant.zero_point != 0))
+      cx.fail(n, "input '" + n.input(0) + "' is quantized with scale " +
+                     std::to_string(td.quant.scale) + ": a cast of its integers is not supported");
+    if (!td.has_quant) cx.g.set_quant(x.id, {1.f, 0});
+    run_value y = x;
+    y.id = cx.g.dequantize(cx.out_name(n), x.id);
+    y.type = dtype::f32;
+    return cx.set_run(n, 0, y);
+  }
+  if ((to == elem_int32 || to == elem_int64) && x.type == dtype::f32) {
+    // Toward zero, saturated (MatMulInteger's int32 result, a float index).
+    run_value y = cx.as_plain(x, n.output(0) + "/plain");
+    const dtype t = to == elem_int32 ? dtype::i32 : dtype::i64;
+    y.id = cx.g.cast(cx.out_name(n), y.id, t);
+    y.type = t;
+    return cx.set_run(n, 0, y);
+  }
   cx.fail(n, "cast of run-time " + std::string(dtype_name(x.type)) + " data to " +
                  elem_name(std::int32_t(to)) +
-                 " is not supported (float32 -> float32, int32 / int64 -> float32 or itself)");
+                 " is not supported (float32 -> float32, bool, int32 or int64; int32 / int64 / "
+                 "uint8 / int8 -> float32; int32 / int64 -> itself)");
 }
 
 // Gather of run-time data or with run-time indices: the graph's gather (an embedding lookup of

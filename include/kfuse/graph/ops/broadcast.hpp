@@ -27,6 +27,8 @@ void broadcast_cmd(const command& c) {
 /// The copy command for elements of type t (by size: the copy does not look at values).
 inline command_fn broadcast_fn(dtype t) {
   switch (dtype_size(t)) {
+    case 8:
+      return &broadcast_cmd<std::uint64_t>;
     case 4:
       return &broadcast_cmd<std::uint32_t>;
     case 2:

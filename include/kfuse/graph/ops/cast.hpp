@@ -1,7 +1,11 @@
 #pragma once
 // cast: element type conversion as a graph op: between float types, quantize (f32 -> u8 / i8
-// with the node's params) and dequantize (u8 / i8 -> f32 with the input's). convert_input() is
-// the same conversion inserted by other ops' lowering (bf16 or u8 activations for a kernel).
+// with the node's params) and dequantize (u8 / i8 -> f32 with the input's), integer ids and masks
+// to f32, and f32 to i32 / i64 (C's conversion: toward zero, saturated; NaN -> 0). convert_input()
+// is the same conversion inserted by other ops' lowering (bf16 or u8 activations for a kernel).
+#include <cmath>
+#include <limits>
+
 #include "kfuse/graph/ops/copy.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/graph/ops/rows.hpp"
@@ -36,6 +40,24 @@ void int_to_f32_cmd(const command& c) {
   for (index_t i = 0; i < p.shape.numel; ++i) out[i] = float(in[i]);
 }
 
+/// f32 -> I toward zero (ONNX Cast, C's conversion), saturated at I's range, NaN -> 0: a
+/// scalar loop (integer results are small tensors: MatMulInteger's, a shape's).
+template <class I>
+void f32_to_int_cmd(const command& c) {
+  const auto& p = *static_cast<const convert_params*>(c.params);
+  const float* in = static_cast<const float*>(c.in[0]);
+  I* out = static_cast<I*>(c.out);
+  constexpr double lo = double(std::numeric_limits<I>::min());
+  constexpr double hi = double(std::numeric_limits<I>::max());
+  for (index_t i = 0; i < p.shape.numel; ++i) {
+    const double v = std::trunc(double(in[i]));
+    out[i] = v != v    ? I(0)
+             : v <= lo ? std::numeric_limits<I>::min()
+             : v >= hi ? std::numeric_limits<I>::max()
+                       : I(v);
+  }
+}
+
 struct cast_rule : op_rule {
   static constexpr op_kind kind = op_kind::cast;
 
@@ -45,10 +67,11 @@ struct cast_rule : op_rule {
     const bool q_in = x.type == dtype::i8 || x.type == dtype::u8;
     const bool q_out = to == dtype::i8 || to == dtype::u8;
     const bool int_in = x.type == dtype::i32 || x.type == dtype::i64;
-    if (to == dtype::i32 || to == dtype::i64 || (int_in && to != dtype::f32))
+    const bool int_out = to == dtype::i32 || to == dtype::i64;
+    if ((int_out && x.type != dtype::f32) || (int_in && to != dtype::f32))
       cx.fail_node(n, "from " + std::string(dtype_name(x.type)) + " to " +
                           std::string(dtype_name(to)) +
-                          ": integer tensors (ids, masks) cast to f32 only, nothing casts to them");
+                          ": integer tensors (ids, masks) cast to f32 only, and only f32 to them");
     if (q_in && q_out)
       cx.fail_node(n, "from " + std::string(dtype_name(x.type)) + " to " +
                           std::string(dtype_name(to)) + ": dequantize, then quantize");
@@ -77,7 +100,10 @@ struct cast_rule : op_rule {
     c.out = s.out;
     c.begin = 0;
     c.end = p->shape.rows;
-    if (from == dtype::i32 || from == dtype::i64) {
+    if (to == dtype::i32 || to == dtype::i64) {
+      info.kernel = "cast f32->" + std::string(dtype_name(to));
+      c.fn = to == dtype::i64 ? &f32_to_int_cmd<std::int64_t> : &f32_to_int_cmd<std::int32_t>;
+    } else if (from == dtype::i32 || from == dtype::i64) {
       info.kernel = "cast " + std::string(dtype_name(from)) + "->f32";
       c.fn = from == dtype::i64 ? &int_to_f32_cmd<std::int64_t> : &int_to_f32_cmd<std::int32_t>;
     } else if (to == dtype::i8 || to == dtype::u8) {

@@ -10,7 +10,7 @@
 //   kfuse::plan p = kfuse::compile(m.graph, {.threads = 2});   // as for any graph
 //
 // The graph's inputs and outputs are the model's, in the model's order, with the model's shapes
-// (4-D activations in NCHW memory order whatever the internal layout). Opsets 9 to 17 of the
+// (4-D activations in NCHW memory order whatever the internal layout). Opsets 9 to 18 of the
 // default domain. Everything that is wrong with a file (unsupported op, attribute or dtype,
 // truncated or hostile bytes, unbound dimensions) throws kfuse::error naming the node, its op
 // type and the problem.
@@ -46,7 +46,8 @@ struct value_info {
   std::string name;
   std::vector<index_t> shape;  // NCHW for 4-D activations
   dtype type = dtype::f32;
-  tensor_id id;  // the graph's tensor
+  tensor_id id;                // the graph's tensor
+  std::int32_t onnx_type = 1;  // the model's TensorProto.DataType (9: bool, bound as u8 0 / 1)
 };
 
 struct model {
