@@ -89,13 +89,15 @@ TEST_CASE("profiler: rows sorted by time with exact rates and roofline verdicts"
   CHECK(rows[0].gbs == Approx(2.5));
   CHECK(rows[0].intensity == Approx(20));
   CHECK(rows[0].compute_bound);
-  CHECK(rows[0].roofline == Approx(0.5));  // 50 of min(100, 20*20)
+  CHECK(rows[0].roofline == Approx(0.5));    // 50 of min(100, 20*20)
+  CHECK(rows[0].excess_s == Approx(20e-6));  // 40 us against the 20 us of its flops at peak
 
   const auto& r_relu = rows[3];
   CHECK(r_relu.gflops == Approx(1));
   CHECK(r_relu.gbs == Approx(10));
   CHECK_FALSE(r_relu.compute_bound);
-  CHECK(r_relu.roofline == Approx(0.5));  // 1 of min(100, 0.1*20) = 2
+  CHECK(r_relu.roofline == Approx(0.5));   // 1 of min(100, 0.1*20) = 2
+  CHECK(r_relu.excess_s == Approx(5e-6));  // 10 us against the 5 us of its bytes at 20 GB/s
 
   auto find = [&](std::int32_t node) {
     for (const auto& r : rows)
@@ -107,16 +109,19 @@ TEST_CASE("profiler: rows sorted by time with exact rates and roofline verdicts"
   CHECK_FALSE(r_copy->compute_bound);
   CHECK(r_copy->gbs == Approx(15));
   CHECK(r_copy->roofline == Approx(0.5));  // 15 of the 2-thread 30 GB/s
+  CHECK(r_copy->excess_s == Approx(10e-6));
 
   const auto* r_dot = find(dot);
   CHECK(r_dot->compute_bound);
   CHECK(r_dot->gflops == Approx(200));
   CHECK(r_dot->roofline == Approx(1.0));
+  CHECK(r_dot->excess_s == Approx(0).margin(1e-12));  // at the bf16 peak: nothing over
 
   const std::string t = p.table();
   INFO(t);
   CHECK(t.find("compute-bound") != std::string::npos);
   CHECK(t.find("memory-bound") != std::string::npos);
+  CHECK(t.find("over us") != std::string::npos);
   CHECK(t.find("idle") == std::string::npos);
   CHECK(t.find("fc1") < t.find("act"));  // sorted by time
   CHECK(t.find("total 90.0 us per run (2 runs)") != std::string::npos);

@@ -52,6 +52,9 @@ struct profile_row {
   double intensity = 0;  // flops per byte (0 for pure data movement)
   bool compute_bound = false;
   double roofline = 0;  // achieved / attainable at this intensity, 0..1 (can exceed 1 in cache)
+  /// Mean time beyond the roofline bound max(bytes / bandwidth, flops / peak), >= 0: what a
+  /// node costs over its memory traffic or arithmetic (per-node overhead, a kernel's slack).
+  double excess_s = 0;
 };
 
 }  // namespace kfuse
@@ -171,6 +174,9 @@ class profiler {
       const double peak = lim.peak(n.kind, n.threads), bw = lim.bandwidth(n.threads);
       // Ridge point: intensities above peak/bw cannot be fed faster than the FMA units run.
       row.compute_bound = n.flops > 0 && (n.bytes <= 0 || row.intensity >= peak / bw);
+      const double bound_s =
+          std::max(bw > 0 ? n.bytes / (bw * 1e9) : 0.0, peak > 0 ? n.flops / (peak * 1e9) : 0.0);
+      row.excess_s = std::max(0.0, row.mean_s - bound_s);
       if (n.flops > 0) {
         const double attainable = n.bytes > 0 ? std::min(peak, row.intensity * bw) : peak;
         row.roofline = attainable > 0 ? row.gflops / attainable : 0;
@@ -197,19 +203,21 @@ class profiler {
     }
     std::string out;
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%-*s  %-*s %6s %10s %6s %8s %7s %7s  %-13s %6s %3s\n",
-                  int(wname), "node", int(wop), "op", "calls", "us/call", "%time", "GFLOP/s",
-                  "GB/s", "flop/B", "bound", "%roof", "thr");
+    // "over us": the time per call beyond the roofline bound (traffic or arithmetic).
+    std::snprintf(buf, sizeof buf, "%-*s  %-*s %6s %10s %8s %6s %8s %7s %7s  %-13s %6s %3s\n",
+                  int(wname), "node", int(wop), "op", "calls", "us/call", "over us", "%time",
+                  "GFLOP/s", "GB/s", "flop/B", "bound", "%roof", "thr");
     out += buf;
     double total = 0;
     for (const auto& row : r) {
       const profile_node& n = nodes_[std::size_t(row.node)];
       total += row.total_s;
-      std::snprintf(
-          buf, sizeof buf, "%-*s  %-*s %6lld %10.2f %5.1f%% %8.1f %7.1f %7.2f  %-13s %5.0f%% %3d\n",
-          int(wname), n.name.c_str(), int(wop), n.op.c_str(), (long long)row.calls,
-          row.mean_s * 1e6, 100.0 * row.share, row.gflops, row.gbs, row.intensity,
-          row.compute_bound ? "compute-bound" : "memory-bound", 100.0 * row.roofline, n.threads);
+      std::snprintf(buf, sizeof buf,
+                    "%-*s  %-*s %6lld %10.2f %8.2f %5.1f%% %8.1f %7.1f %7.2f  %-13s %5.0f%% %3d\n",
+                    int(wname), n.name.c_str(), int(wop), n.op.c_str(), (long long)row.calls,
+                    row.mean_s * 1e6, row.excess_s * 1e6, 100.0 * row.share, row.gflops, row.gbs,
+                    row.intensity, row.compute_bound ? "compute-bound" : "memory-bound",
+                    100.0 * row.roofline, n.threads);
       out += buf;
     }
     const double runs = r.empty() ? 0 : double(r.front().calls);
