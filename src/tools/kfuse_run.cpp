@@ -375,31 +375,36 @@ void apply_quant(kfuse::graph& g, const quant_by_name& q) {
 /// Calibrates the model's graph for --prec int8 on --calib data or, without it, on the run's own
 /// input; returns the parameters by tensor name.
 quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
-                             const std::vector<host_tensor>& inputs) {
+                             std::vector<host_tensor>& inputs) {
   const std::vector<kfuse::tensor_id> targets = calibration_targets(m.graph);
   if (targets.empty()) {
     std::printf("calibration: no linear / conv node, nothing to quantize\n");
     return {};
   }
-  if (m.inputs.size() != 1)
-    fail("--prec int8 calibrates on the model's single f32 input; this model has " +
-         std::to_string(m.inputs.size()) + " inputs (" + names_of(m.inputs) + ")");
-  if (m.inputs[0].type != kfuse::dtype::f32)
-    fail("--prec int8 calibrates on an f32 input; '" + m.inputs[0].name + "' is " +
-         std::string(kfuse::dtype_name(m.inputs[0].type)));
-  std::vector<std::vector<float>> samples;
+  const bool one_float = m.inputs.size() == 1 && m.inputs[0].type == kfuse::dtype::f32;
+  std::vector<std::vector<kfuse::binding>> samples;
+  std::vector<std::vector<float>> data;  // --calib batches
   if (!a.calib_dir.empty()) {
-    samples = samples_from_dir(a, m.inputs[0]);
+    if (!one_float)
+      fail("--calib reads the samples of a single f32 input; this model has " +
+           std::to_string(m.inputs.size()) + " inputs (" + names_of(m.inputs) +
+           "): omit --calib to calibrate on this run's inputs");
+    data = samples_from_dir(a, m.inputs[0]);
+    for (const auto& d : data) samples.push_back({kfuse::bind(d)});
   } else {
     std::printf(
-        "calibration: no --calib DIR, calibrating on this run's input (one batch: the "
-        "int8 accuracy may not carry over to other data)\n");
-    samples.push_back(load_floats(inputs[0]));
+        "calibration: no --calib DIR, calibrating on this run's input%s (one batch: the "
+        "int8 accuracy may not carry over to other data)\n",
+        m.inputs.size() == 1 ? "" : "s");
+    std::vector<kfuse::binding> b;
+    for (host_tensor& h : inputs) b.push_back(h.binding());
+    samples.push_back(std::move(b));
   }
   const auto t0 = steady::now();
-  const kfuse::graph_calibration cal =
-      kfuse::calibrate_graph(m.graph, targets, samples, {kfuse::observer_method::percentile, 99.99},
-                             kfuse::quant_scheme::affine, {.threads = a.threads});
+  const kfuse::graph_calibration cal = kfuse::calibrate_graph(
+      m.graph, targets, std::span<const std::vector<kfuse::binding>>(samples),
+      {kfuse::observer_method::percentile, 99.99}, kfuse::quant_scheme::affine,
+      {.threads = a.threads});
   std::printf(
       "calibration: %zu tensors over %zu batch%s (99.99th percentile, affine u8) in %.1f ms\n",
       cal.tensors.size(), samples.size(), samples.size() == 1 ? "" : "es", ms_since(t0));

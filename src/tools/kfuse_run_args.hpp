@@ -73,7 +73,7 @@ Plan:
   --calib DIR            int8 calibration data: DIR/<input>.npy, samples stacked along axis 0
                          (split into batches of the model's batch size); needs --prec int8 and a
                          model with one f32 input. Without it an int8 run calibrates on its own
-                         input
+                         inputs (any number and types: token ids and masks too)
   --threads N            threads a node may use (default 0: the default pool's size)
 
 Timing and reports:

@@ -138,6 +138,39 @@ TEST_CASE("calibrate_graph: observes inputs and activations exactly", "[tools][g
                     Catch::Contains("a sample has 5 values"));
 }
 
+// A transformer-like graph: int64 token ids (gathered from a table) and an f32 mask, both
+// inputs; each sample binds both; the linear's input (the masked embeddings) is observed.
+TEST_CASE("calibrate_graph: samples of several inputs of any type", "[tools][graph]") {
+  kfuse::graph g;
+  const auto ids = g.input("ids", {4}, kfuse::dtype::i64);
+  const auto mask = g.input("mask", {4, 3});
+  std::vector<float> table(5 * 3), w(2 * 3, 0.5f);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = float(i) - 7.f;
+  const auto t = g.constant("table", {5, 3}, table.data());
+  const auto e = g.gather("emb", t, ids);
+  const auto h = g.eltwise("masked", e, {{kfuse::stage_kind::mul, 0, 0, mask}});
+  g.output(g.linear("fc", h, g.constant("fc.w", {2, 3}, w.data())));
+  std::vector<std::int64_t> id0 = {0, 4, 2, 4}, id1 = {1, 1, 3, 0};
+  std::vector<float> m0(12, 1.f), m1(12, 2.f);
+  const std::vector<std::vector<kfuse::binding>> samples = {{kfuse::bind(id0), kfuse::bind(m0)},
+                                                            {kfuse::bind(id1), kfuse::bind(m1)}};
+  const std::vector<kfuse::tensor_id> targets{h, mask};
+  const auto cal =
+      kfuse::calibrate_graph(g, targets, std::span<const std::vector<kfuse::binding>>(samples),
+                             {kfuse::observer_method::minmax});
+  // Sample 0: rows 0, 4, 2, 4 -> values -7 .. 7; sample 1: 2 x rows 1, 1, 3, 0 -> -14 .. 8.
+  CHECK(cal.ranges[0].lo == -14.f);
+  CHECK(cal.ranges[0].hi == 8.f);
+  CHECK(cal.ranges[1].lo == 1.f);  // the f32 input itself
+  CHECK(cal.ranges[1].hi == 2.f);
+  CHECK(cal.observed[0] == 24);
+  // A sample that binds one input of two, or the wrong type, is an error.
+  const std::vector<std::vector<kfuse::binding>> short_sample = {{kfuse::bind(id0)}};
+  CHECK_THROWS_WITH(kfuse::calibrate_graph(
+                        g, targets, std::span<const std::vector<kfuse::binding>>(short_sample)),
+                    Catch::Contains("binds 1 inputs, the graph has 2"));
+}
+
 TEST_CASE("calibrate_graph: the calibrated int8 plan agrees with fp32", "[tools][graph]") {
   if (!kfuse::cpu_supports<kfuse::arch::native>()) return;
   small_mlp m(5);

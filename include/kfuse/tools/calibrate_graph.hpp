@@ -27,33 +27,32 @@ struct graph_calibration {
 
 KFUSE_BEGIN_NAMESPACE
 
-/// Observes `tensors` of `g` (graph inputs or node outputs) over the sample batches: each sample
-/// is the data of the graph's single f32 input, a batch of the size the graph declares. The
-/// parameters are for u8 activations (what kfuse's int8 kernels take): `scheme` affine maps the
-/// observed range onto [0, 255]; symmetric puts zero at 128.
+/// Observes `tensors` of `g` (f32 graph inputs or node outputs) over the samples: each sample
+/// binds every graph input, in order (any input types: token ids, masks), a batch of the size
+/// the graph declares. The parameters are for u8 activations (what kfuse's int8 kernels take):
+/// `scheme` affine maps the observed range onto [0, 255]; symmetric puts zero at 128.
 template <class A = arch::native, class B = backend::xsimd>
 graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> tensors,
-                                  std::span<const std::vector<float>> samples,
+                                  std::span<const std::vector<binding>> samples,
                                   observer_options observer = {},
                                   quant_scheme scheme = quant_scheme::affine,
                                   compile_options options = {}) {
-  if (g.inputs().size() != 1)
-    detail::fail("calibrate", "calibrate_graph needs a graph with one input, this one has " +
-                                  std::to_string(g.inputs().size()));
   if (samples.empty()) detail::fail("calibrate", "no sample inputs");
-  const tensor_desc& in = g.tensor(g.inputs()[0]);
-  if (in.type != dtype::f32) detail::fail("calibrate", "the graph input must be f32");
-  const auto in_count = std::size_t(shape_numel(in.shape));
-
   // A copy of the graph whose extra outputs are the observed node outputs, run in fp32.
   graph probe = g;
-  std::vector<int> slot(tensors.size(), -1);  // output slot of each observed tensor (-1: input)
+  std::vector<int> slot(tensors.size(), -1);   // output slot of each observed node output
+  std::vector<int> input(tensors.size(), -1);  // or the graph input it is
   std::size_t outputs = g.outputs().size();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const tensor_desc& t = g.tensor(tensors[i]);
     if (t.is_constant)
       detail::fail("calibrate", "'" + t.name + "' is a constant, not an activation");
-    if (t.is_input) continue;
+    if (t.type != dtype::f32) detail::fail("calibrate", "'" + t.name + "' is not f32");
+    if (t.is_input) {
+      for (std::size_t k = 0; k < g.inputs().size(); ++k)
+        if (g.inputs()[k].index == tensors[i].index) input[i] = int(k);
+      continue;
+    }
     probe.output(tensors[i]);
     slot[i] = int(outputs++);
   }
@@ -61,27 +60,26 @@ graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> ten
   const plan p = compile<A, B>(probe, options);
   std::vector<std::vector<float>> out(p.output_count());
   std::vector<binding> out_b(p.output_count());
-  for (std::size_t o = 0; o < out.size(); ++o) {
-    if (p.output(o).type != dtype::f32)
-      detail::fail("calibrate", "output '" + p.output(o).name + "' is not f32");
-    out[o].resize(p.output(o).bytes / sizeof(float));
-    out_b[o] = bind(out[o]);
+  for (std::size_t o = 0; o < out.size(); ++o) {  // floats hold any output type's bytes
+    out[o].resize((p.output(o).bytes + sizeof(float) - 1) / sizeof(float));
+    out_b[o] = {out[o].data(), p.output(o).bytes, true, p.output(o).type};
   }
-  std::vector<float> x(in_count);
-  const binding in_b = bind(x);
-  replay_buffer r = p.record(std::span<const binding>(&in_b, 1), out_b);
-
   std::vector<activation_observer> obs(tensors.size(), activation_observer(observer));
-  for (const std::vector<float>& s : samples) {
-    if (s.size() != in_count)
-      detail::fail("calibrate", "a sample has " + std::to_string(s.size()) +
-                                    " values, the input '" + in.name + "' takes " +
-                                    std::to_string(in_count));
-    std::copy(s.begin(), s.end(), x.begin());
+  for (const std::vector<binding>& in_b : samples) {
+    if (in_b.size() != g.inputs().size())
+      detail::fail("calibrate", "a sample binds " + std::to_string(in_b.size()) +
+                                    " inputs, the graph has " + std::to_string(g.inputs().size()));
+    replay_buffer r = p.record(in_b, out_b);  // checks each binding's size and type
     r.replay();
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      obs[i].observe(slot[i] < 0 ? std::span<const float>(x)
-                                 : std::span<const float>(out[std::size_t(slot[i])]));
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (slot[i] >= 0) {
+        obs[i].observe(std::span<const float>(out[std::size_t(slot[i])]));
+      } else {
+        const binding& b = in_b[std::size_t(input[i])];
+        obs[i].observe(
+            std::span<const float>(static_cast<const float*>(b.data), b.bytes / sizeof(float)));
+      }
+    }
   }
   graph_calibration c;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -92,6 +90,33 @@ graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> ten
     c.observed.push_back(obs[i].count());
   }
   return c;
+}
+
+/// The same for a graph with one f32 input: each sample is that input's data.
+template <class A = arch::native, class B = backend::xsimd>
+graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> tensors,
+                                  std::span<const std::vector<float>> samples,
+                                  observer_options observer = {},
+                                  quant_scheme scheme = quant_scheme::affine,
+                                  compile_options options = {}) {
+  if (g.inputs().size() != 1)
+    detail::fail("calibrate", "calibrate_graph needs a graph with one input, this one has " +
+                                  std::to_string(g.inputs().size()) +
+                                  " (give each sample as one binding per input)");
+  if (samples.empty()) detail::fail("calibrate", "no sample inputs");
+  const tensor_desc& in = g.tensor(g.inputs()[0]);
+  if (in.type != dtype::f32) detail::fail("calibrate", "the graph input must be f32");
+  const auto in_count = std::size_t(shape_numel(in.shape));
+  std::vector<std::vector<binding>> bound;
+  for (const std::vector<float>& s : samples) {
+    if (s.size() != in_count)
+      detail::fail("calibrate", "a sample has " + std::to_string(s.size()) +
+                                    " values, the input '" + in.name + "' takes " +
+                                    std::to_string(in_count));
+    bound.push_back({bind(s)});
+  }
+  return calibrate_graph<A, B>(g, tensors, std::span<const std::vector<binding>>(bound), observer,
+                               scheme, options);
 }
 
 /// Sets the calibrated parameters on the graph (graph::set_quant per observed tensor).
