@@ -378,6 +378,99 @@ TEST_CASE("onnx: opset 18 GroupNormalization, Reduce axes input, Split num_outpu
   }
 }
 
+// Per-channel QuantizeLinear of run-time data (round half to even, saturate) and its
+// DequantizeLinear, uint8 and int8, both layouts, against ONNX's formulas.
+TEST_CASE("onnx: per-channel QuantizeLinear of run-time data, against ONNX's formulas") {
+  const int N = 2, C = 3, H = 2, W = 5;
+  std::vector<float> x(N * C * H * W);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.77f) * 40 + 2.5f;
+  x[4] = 2.5f;  // a tie: rounds to even
+  const std::vector<float> scale = {0.5f, 0.25f, 1.f};
+  for (int elem : {2, 3})
+    for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc}) {
+      kt::model_builder b({N, C, H, W}, 13);
+      b.init("s", {C}, scale);
+      b.init_ints("z", {C}, elem,
+                  elem == 2 ? std::vector<std::int32_t>{128, 0, 250}
+                            : std::vector<std::int32_t>{0, -100, 120});
+      kt::attr_int(b.node("QuantizeLinear", {"x", "s", "z"}, {"q"}), "axis", 1);
+      kt::attr_int(b.node("DequantizeLinear", {"q", "s", "z"}, {"y"}), "axis", 1);
+      b.m.mutable_graph()->add_output()->set_name("q");
+      kfuse::onnx::import_options opt;
+      opt.layout = layout;
+      const kfuse::onnx::model m = b.load(opt);
+      const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+      std::vector<float> y(x.size(), std::nanf(""));
+      std::vector<std::uint8_t> qu(x.size());
+      std::vector<std::int8_t> qi(x.size());
+      auto r = p.record({kfuse::bind(x)},
+                        {kfuse::bind(y), elem == 2 ? kfuse::bind(qu) : kfuse::bind(qi)});
+      r.replay();
+      const int z[2][3] = {{128, 0, 250}, {0, -100, 120}};
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const int c = int(i / (H * W)) % C;
+        const double lo = elem == 2 ? 0 : -128, hi = elem == 2 ? 255 : 127;
+        const double q = std::clamp(
+            std::nearbyint(double(x[i]) / scale[std::size_t(c)]) + z[elem == 2 ? 0 : 1][c], lo, hi);
+        CHECK((elem == 2 ? double(qu[i]) : double(qi[i])) == q);
+        CHECK(y[i] == float((q - z[elem == 2 ? 0 : 1][c]) * scale[std::size_t(c)]));
+      }
+    }
+}
+
+// MaxPool with dilations (strided views of a -inf padded input, a max chain): pads, strides and
+// ceil mode, 2-D and 1-D, both layouts, against a direct loop (PyTorch's rule: windows start
+// inside the input or its left padding; padded taps never win).
+TEST_CASE("onnx: dilated MaxPool against a direct loop") {
+  const int N = 2, C = 3, H = 9, W = 11;
+  std::vector<float> x(N * C * H * W);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.91f) * 4 - 1;
+  struct cfg {
+    int kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+    bool ceil;
+  };
+  for (const cfg& c :
+       {cfg{3, 3, 1, 1, 2, 2, 0, 0, 0, 0, false}, cfg{3, 2, 2, 3, 2, 3, 1, 1, 1, 0, true},
+        cfg{2, 3, 2, 2, 3, 2, 1, 0, 0, 1, false}})
+    for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc}) {
+      kt::model_builder b({N, C, H, W}, 13);
+      auto& mp = b.node("MaxPool", {"x"}, {"y"});
+      kt::attr_ints(mp, "kernel_shape", {c.kh, c.kw});
+      kt::attr_ints(mp, "strides", {c.sh, c.sw});
+      kt::attr_ints(mp, "dilations", {c.dh, c.dw});
+      kt::attr_ints(mp, "pads", {c.pt, c.pl, c.pb, c.pr});
+      kt::attr_int(mp, "ceil_mode", c.ceil);
+      kfuse::onnx::import_options opt;
+      opt.layout = layout;
+      const kfuse::onnx::model m = b.load(opt);
+      auto out_extent = [&](int in, int k, int s, int d, int lo, int hi) {
+        const int span = in + lo + hi - (d * (k - 1) + 1);
+        int o = (c.ceil ? (span + s - 1) / s : span / s) + 1;
+        if (c.ceil && (o - 1) * s >= in + lo) --o;
+        return o;
+      };
+      const int OH = out_extent(H, c.kh, c.sh, c.dh, c.pt, c.pb);
+      const int OW = out_extent(W, c.kw, c.sw, c.dw, c.pl, c.pr);
+      REQUIRE(m.outputs[0].shape == std::vector<kfuse::index_t>{N, C, OH, OW});
+      const kfuse::plan p = kfuse::compile(m.graph, {.threads = 2, .fork_join_ns = 0});
+      std::vector<float> y(std::size_t(N * C * OH * OW), std::nanf(""));
+      auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y)});
+      r.replay();
+      for (int nc = 0; nc < N * C; ++nc)
+        for (int oy = 0; oy < OH; ++oy)
+          for (int ox = 0; ox < OW; ++ox) {
+            float want = -std::numeric_limits<float>::infinity();
+            for (int a = 0; a < c.kh; ++a)
+              for (int bb = 0; bb < c.kw; ++bb) {
+                const int iy = oy * c.sh - c.pt + a * c.dh, ix = ox * c.sw - c.pl + bb * c.dw;
+                if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                  want = std::max(want, x[std::size_t((nc * H + iy) * W + ix)]);
+              }
+            CHECK(y[std::size_t((nc * OH + oy) * OW + ox)] == want);
+          }
+    }
+}
+
 // A zero Pad before a Conv (nn.ZeroPad2d) becomes the Conv's padding (no pad step); a reflect Pad
 // stays a pad step; a MaxPool padded wider than half its window runs on an explicit -inf pad.
 TEST_CASE("onnx: Pad folds into the next Conv, wide pooling pads, against a reference") {

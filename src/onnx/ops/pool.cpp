@@ -8,6 +8,50 @@
 
 namespace kfuse::onnx::detail {
 
+namespace {
+// A dilated MaxPool (the pool2d kernels have no dilation): x padded with -inf (also far enough
+// for ceil mode's last window), one strided view per tap of the window ([N, C, OH, OW], read
+// with the dilation's offset and the stride's steps) and one eltwise chain of max stages. Exact
+// (max is exact) but it writes kh * kw views: a fallback for a rare attribute, not a fast path.
+void dilated_max_pool(context& cx, const node_proto& n, run_value x, const pool2d_params& p, int dh,
+                      int dw, index_t oh, index_t ow, const std::vector<index_t>& in_shape) {
+  if (x.shape.size() == 4) x = cx.to_layout(x, tensor_layout::nchw, n.output(0) + "/nchw");
+  const index_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const index_t need_h = (oh - 1) * p.stride_h + index_t(dh) * (p.kernel_h - 1) + 1;
+  const index_t need_w = (ow - 1) * p.stride_w + index_t(dw) * (p.kernel_w - 1) + 1;
+  const index_t bottom = std::max<index_t>(p.pad_bottom, need_h - H - p.pad_top);
+  const index_t right = std::max<index_t>(p.pad_right, need_w - W - p.pad_left);
+  const index_t Hp = H + p.pad_top + bottom, Wp = W + p.pad_left + right;
+  tensor_id xp = x.id;
+  if (p.pad_top || p.pad_left || bottom || right)
+    xp = cx.g.pad(cx.unique(n.output(0) + "/pad"), x.id,
+                  {0, 0, p.pad_top, p.pad_left, 0, 0, bottom, right}, pad_mode::constant,
+                  -std::numeric_limits<float>::infinity());
+  const std::vector<index_t> shape{N, C, oh, ow};
+  const std::vector<index_t> strides{C * Hp * Wp, Hp * Wp, p.stride_h * Wp, index_t(p.stride_w)};
+  std::vector<tensor_id> taps;
+  for (int a = 0; a < p.kernel_h; ++a)
+    for (int b = 0; b < p.kernel_w; ++b)
+      taps.push_back(cx.g.strided_view(
+          cx.unique(n.output(0) + "/tap" + std::to_string(a) + "_" + std::to_string(b)), xp, shape,
+          index_t(a) * dh * Wp + index_t(b) * dw, strides, tensor_layout::nchw));
+  // Max over the taps, three operands per eltwise node (graph/ops/chain.hpp's
+  // chain_max_operands).
+  tensor_id acc = taps[0];
+  for (std::size_t k = 1; k < taps.size();) {
+    std::vector<eltwise_stage> st;
+    for (; k < taps.size() && st.size() < 3; ++k) st.push_back({stage_kind::max, 0, 0, taps[k]});
+    acc = cx.g.eltwise(cx.unique(n.output(0) + "/max"), acc, std::move(st));
+  }
+  run_value y = x;
+  y.layout = tensor_layout::nchw;
+  y.shape = shape;
+  y.id = acc;
+  if (in_shape.size() == 3) y = cx.reshape(y, {in_shape[0], in_shape[1], ow}, n.output(0));
+  cx.set_run(n, 0, y);
+}
+}  // namespace
+
 void import_pool(context& cx, const node_proto& n) {
   const std::string& t = n.op_type();
   const bool global = t == "GlobalAveragePool" || t == "GlobalMaxPool";
@@ -35,6 +79,7 @@ void import_pool(context& cx, const node_proto& n) {
   p.kind = global ? (is_max ? pool_mode::global_max : pool_mode::global_average)
                   : (is_max ? pool_mode::max : pool_mode::average);
   index_t oh = 1, ow = 1;
+  int dil_h = 1, dil_w = 1;
   if (!global) {
     auto ks = cx.attr_ints(n, "kernel_shape");
     if (ks.size() != std::size_t(sp))
@@ -45,8 +90,15 @@ void import_pool(context& cx, const node_proto& n) {
     if (pads.empty()) pads.assign(std::size_t(2 * sp), 0);
     if (strides.size() != std::size_t(sp) || pads.size() != std::size_t(2 * sp))
       cx.fail(n, "strides / pads do not match the " + std::to_string(sp) + "-D window");
-    for (std::int64_t d : cx.attr_ints(n, "dilations"))
-      if (d != 1) cx.fail(n, "dilations other than 1 are not supported yet");
+    auto dil = cx.attr_ints(n, "dilations");
+    if (dil.empty()) dil.assign(std::size_t(sp), 1);
+    if (dil.size() != std::size_t(sp))
+      cx.fail(n, "dilations must have " + std::to_string(sp) + " values");
+    for (auto v : dil)
+      if (v < 1 || v > (1 << 20)) cx.fail(n, "dilation " + std::to_string(v));
+    const std::vector<std::int64_t> d2 = sp == 2 ? dil : std::vector<std::int64_t>{1, dil[0]};
+    dil_h = int(d2[0]);
+    dil_w = int(d2[1]);
     if (cx.attr_int(n, "storage_order", 0) != 0) cx.fail(n, "storage_order=1 is not supported");
     for (auto v : ks)
       if (v < 1 || v > (1 << 20)) cx.fail(n, "kernel_shape value " + std::to_string(v));
@@ -69,8 +121,8 @@ void import_pool(context& cx, const node_proto& n) {
         index_t b = 0, e = 0;
         if (auto_pad != "VALID") {
           const index_t out = (in + s2[std::size_t(d)] - 1) / s2[std::size_t(d)];
-          const index_t total =
-              std::max<index_t>(0, (out - 1) * s2[std::size_t(d)] + k2[std::size_t(d)] - in);
+          const index_t k_eff = (d == 0 ? dil_h : dil_w) * (k2[std::size_t(d)] - 1) + 1;
+          const index_t total = std::max<index_t>(0, (out - 1) * s2[std::size_t(d)] + k_eff - in);
           b = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
           e = total - b;
         }
@@ -88,10 +140,14 @@ void import_pool(context& cx, const node_proto& n) {
     p.pad_right = int(p4[3]);
     p.ceil_mode = ceil;
     p.count_include_pad = cx.attr_int(n, "count_include_pad", 0) != 0;
-    oh = pool_shape::out_extent(x.shape[2], p.kernel_h, p.stride_h, p.pad_top, p.pad_bottom, ceil);
-    ow = pool_shape::out_extent(x.shape[3], p.kernel_w, p.stride_w, p.pad_left, p.pad_right, ceil);
+    // The window's extent with its dilation (the output size follows it).
+    const index_t keh = index_t(dil_h) * (p.kernel_h - 1) + 1;
+    const index_t kew = index_t(dil_w) * (p.kernel_w - 1) + 1;
+    oh = pool_shape::out_extent(x.shape[2], keh, p.stride_h, p.pad_top, p.pad_bottom, ceil);
+    ow = pool_shape::out_extent(x.shape[3], kew, p.stride_w, p.pad_left, p.pad_right, ceil);
     if (oh < 1 || ow < 1) cx.fail(n, "the window is larger than the padded input");
   }
+  if (dil_h > 1 || dil_w > 1) return dilated_max_pool(cx, n, x, p, dil_h, dil_w, oh, ow, in_shape);
   // Padding wider than half the window (legal ONNX; kfuse's pool kernels take at most half):
   // an explicit pad first, -inf for max, 0 for an average that counts the padding. Without ceil
   // mode only (there the last window may not start in the padding, which an explicit pad allows).

@@ -65,6 +65,36 @@ index_t param_index(const qparams& q, const std::vector<index_t>& shape, index_t
 double qmin(std::int32_t e) { return e == elem_uint8 ? 0 : e == elem_int8 ? -128 : -2147483648.0; }
 double qmax(std::int32_t e) { return e == elem_uint8 ? 255 : e == elem_int8 ? 127 : 2147483647.0; }
 
+// Per-axis QuantizeLinear of run-time data over its channel axis: round(x / scale) + zero,
+// saturated, as one eltwise chain (per-channel div, round, bias, clamp), written as the integers
+// (grid {1, 0}: a per-axis DequantizeLinear reads them back).
+void quantize_per_channel(context& cx, const node_proto& n, run_value x, const qparams& q) {
+  if (x.shape.size() == 4) x = cx.as_image(x, n.output(0));
+  const bool channel_axis = (x.shape.size() == 4 && q.axis == 1) ||
+                            (x.layout == tensor_layout::plain && q.axis == int(x.shape.size()) - 1);
+  if (!channel_axis)
+    cx.fail(n, "per-axis quantization of run-time data over axis " + std::to_string(q.axis) +
+                   " (supported: the channel axis of an image, the last axis)");
+  const_value scale = make_const(elem_float, {q.count}), zero = make_const(elem_float, {q.count});
+  for (index_t k = 0; k < q.count; ++k) {
+    scale.f[std::size_t(k)] = float(q.scale.at(k));
+    zero.f[std::size_t(k)] = float(q.zero.at(k));
+  }
+  const run_value s = cx.graph_constant(scale, cx.unique(n.output(0) + "/scale"));
+  const run_value z = cx.graph_constant(zero, cx.unique(n.output(0) + "/zero"));
+  const tensor_id yf =
+      cx.g.eltwise(cx.unique(n.output(0) + "/levels"), x.id,
+                   {{stage_kind::div, 0, 0, s.id, true},
+                    {stage_kind::round},
+                    {stage_kind::bias, 0, 0, z.id},
+                    {stage_kind::clamp, float(qmin(q.qelem)), float(qmax(q.qelem))}});
+  const dtype to = q.qelem == elem_uint8 ? dtype::u8 : dtype::i8;
+  run_value y = x;
+  y.id = cx.g.quantize(cx.out_name(n), yf, to, {1.f, 0});
+  y.type = to;
+  cx.set_run(n, 0, y);
+}
+
 }  // namespace
 
 void fold_quantize_linear(context& cx, const node_proto& n) {
@@ -97,8 +127,8 @@ void fold_dequantize_linear(context& cx, const node_proto& n) {
 void import_quantize_linear(context& cx, const node_proto& n) {
   const run_value x = cx.float_in(n, 0);
   const qparams q = qparams_of(cx, n, x.shape, elem_uint8);
-  if (q.axis >= 0) cx.fail(n, "per-axis quantization of run-time data is not supported");
   if (q.qelem == elem_int32) cx.fail(n, "an int32 output is not supported (uint8, int8)");
+  if (q.axis >= 0) return quantize_per_channel(cx, n, x, q);
   const tensor_quant tq{float(q.scale.at(0)), std::int32_t(q.zero.at(0))};
   const dtype to = q.qelem == elem_uint8 ? dtype::u8 : dtype::i8;
   cx.g.set_quant(x.id, tq);  // an int8 plan quantizes the producer's output the same way
