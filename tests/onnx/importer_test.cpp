@@ -471,6 +471,58 @@ TEST_CASE("onnx: dilated MaxPool against a direct loop") {
     }
 }
 
+// AveragePool padded wider than half its window (an explicit pad, the pooling, a count
+// correction per output position): with and without count_include_pad, ceil mode on and off,
+// against a direct loop of ONNX's rule (the divisor counts the input, plus its padding with
+// count_include_pad; never what lies past the bottom / right padding).
+TEST_CASE("onnx: AveragePool with wide padding, against a direct loop") {
+  const int N = 1, C = 2, H = 5, W = 6;
+  std::vector<float> x(N * C * H * W);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(float(i) * 0.53f) * 3 + 1;
+  for (int inc : {0, 1})
+    for (int ceil : {0, 1})
+      for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc}) {
+        const int k = 3, s = 2, pt = 2, pl = 1, pb = 2, pr = 2;
+        kt::model_builder b({N, C, H, W}, 13);
+        auto& ap = b.node("AveragePool", {"x"}, {"y"});
+        kt::attr_ints(ap, "kernel_shape", {k, k});
+        kt::attr_ints(ap, "strides", {s, s});
+        kt::attr_ints(ap, "pads", {pt, pl, pb, pr});
+        kt::attr_int(ap, "count_include_pad", inc);
+        kt::attr_int(ap, "ceil_mode", ceil);
+        kfuse::onnx::import_options opt;
+        opt.layout = layout;
+        const kfuse::onnx::model m = b.load(opt);
+        auto out_extent = [&](int in, int lo, int hi) {
+          const int span = in + lo + hi - k;
+          int o = (ceil ? (span + s - 1) / s : span / s) + 1;
+          if (ceil && (o - 1) * s >= in + lo) --o;
+          return o;
+        };
+        const int OH = out_extent(H, pt, pb), OW = out_extent(W, pl, pr);
+        const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+        std::vector<float> y(std::size_t(N * C * OH * OW), std::nanf(""));
+        auto r = p.record({kfuse::bind(x)}, {kfuse::bind(y)});
+        r.replay();
+        for (int c = 0; c < N * C; ++c)
+          for (int oy = 0; oy < OH; ++oy)
+            for (int ox = 0; ox < OW; ++ox) {
+              double sum = 0;
+              int cnt = 0;
+              for (int a = 0; a < k; ++a)
+                for (int bb = 0; bb < k; ++bb) {
+                  const int iy = oy * s - pt + a, ix = ox * s - pl + bb;
+                  const bool in = iy >= 0 && iy < H && ix >= 0 && ix < W;
+                  const bool padded = iy >= -pt && iy < H + pb && ix >= -pl && ix < W + pr;
+                  if (in) sum += x[std::size_t((c * H + iy) * W + ix)];
+                  if (in || (inc && padded)) ++cnt;
+                }
+              INFO("inc " << inc << " ceil " << ceil << " at " << oy << ", " << ox);
+              CHECK(y[std::size_t((c * OH + oy) * OW + ox)] == Approx(sum / cnt).epsilon(1e-5));
+            }
+      }
+}
+
 // A zero Pad before a Conv (nn.ZeroPad2d) becomes the Conv's padding (no pad step); a reflect Pad
 // stays a pad step; a MaxPool padded wider than half its window runs on an explicit -inf pad.
 TEST_CASE("onnx: Pad folds into the next Conv, wide pooling pads, against a reference") {

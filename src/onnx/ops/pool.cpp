@@ -1,6 +1,6 @@
-// MaxPool, AveragePool (1-D and 2-D; pads, ceil_mode, count_include_pad, auto_pad),
+// MaxPool, AveragePool (1-D and 2-D; pads, ceil_mode, count_include_pad, auto_pad, dilations),
 // GlobalAveragePool and GlobalMaxPool -> the graph's pool2d (padding wider than half the window
-// through an explicit pad where that is exact).
+// through an explicit pad; dilated max pooling through strided views).
 #include <limits>
 
 #include "kfuse/kernels/pool_shape.hpp"
@@ -148,23 +148,57 @@ void import_pool(context& cx, const node_proto& n) {
     if (oh < 1 || ow < 1) cx.fail(n, "the window is larger than the padded input");
   }
   if (dil_h > 1 || dil_w > 1) return dilated_max_pool(cx, n, x, p, dil_h, dil_w, oh, ow, in_shape);
-  // Padding wider than half the window (legal ONNX; kfuse's pool kernels take at most half):
-  // an explicit pad first, -inf for max, 0 for an average that counts the padding. Without ceil
-  // mode only (there the last window may not start in the padding, which an explicit pad allows).
+  // Padding wider than half the window (legal ONNX; kfuse's pool kernels take at most half): an
+  // explicit pad first (-inf for max, 0 for average; in ceil mode also far enough for the last
+  // window), the pooling without padding, and for an average whose windows do not all count
+  // kh * kw positions a multiply by kh * kw / (positions that count) per output position.
   const bool wide = p.pad_top > p.kernel_h / 2 || p.pad_bottom > p.kernel_h / 2 ||
                     p.pad_left > p.kernel_w / 2 || p.pad_right > p.kernel_w / 2;
-  if (!global && wide && !p.ceil_mode && (is_max || p.count_include_pad)) {
-    const std::vector<index_t> pads{0, 0, p.pad_top, p.pad_left, 0, 0, p.pad_bottom, p.pad_right};
+  run_value factor;  // the average's correction, when needed
+  if (!global && wide) {
+    const index_t H = x.shape[2], W = x.shape[3];
+    const index_t bottom =
+        std::max<index_t>(p.pad_bottom, (oh - 1) * p.stride_h + p.kernel_h - H - p.pad_top);
+    const index_t right =
+        std::max<index_t>(p.pad_right, (ow - 1) * p.stride_w + p.kernel_w - W - p.pad_left);
+    if (!is_max) {
+      // The positions that count: the input, plus its padding with count_include_pad.
+      const bool inc = p.count_include_pad;
+      const index_t y0 = inc ? -p.pad_top : 0, y1 = inc ? H + p.pad_bottom : H;
+      const index_t x0 = inc ? -p.pad_left : 0, x1 = inc ? W + p.pad_right : W;
+      const_value f = make_const(elem_float, {1, 1, oh, ow});
+      bool needed = false;
+      for (index_t oy = 0; oy < oh; ++oy)
+        for (index_t ox = 0; ox < ow; ++ox) {
+          const index_t ys = oy * p.stride_h - p.pad_top, xs = ox * p.stride_w - p.pad_left;
+          const index_t cy = std::min(ys + p.kernel_h, y1) - std::max(ys, y0);
+          const index_t cxn = std::min(xs + p.kernel_w, x1) - std::max(xs, x0);
+          const index_t cnt = std::max<index_t>(0, cy) * std::max<index_t>(0, cxn);
+          const float v = cnt > 0 ? float(p.kernel_h * p.kernel_w) / float(cnt) : 0.f;
+          f.f[std::size_t(oy * ow + ox)] = v;
+          needed = needed || v != 1.f;
+        }
+      if (needed)
+        factor = cx.broadcast(cx.graph_constant(f, cx.unique(n.output(0) + "/count")),
+                              {x.shape[0], x.shape[1], oh, ow}, x.layout, n.output(0) + "/count_b");
+      p.count_include_pad = true;
+    }
+    const std::vector<index_t> pads{0, 0, p.pad_top, p.pad_left, 0, 0, bottom, right};
     const float fill = is_max ? -std::numeric_limits<float>::infinity() : 0.f;
-    const std::vector<index_t> padded{x.shape[0], x.shape[1], x.shape[2] + p.pad_top + p.pad_bottom,
-                                      x.shape[3] + p.pad_left + p.pad_right};
+    const std::vector<index_t> padded{x.shape[0], x.shape[1], H + p.pad_top + bottom,
+                                      W + p.pad_left + right};
     x.id = cx.g.pad(cx.unique(n.output(0) + "/pad"), x.id, pads, pad_mode::constant, fill);
     x.shape = padded;
     p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = 0;
+    p.ceil_mode = false;  // the pad holds every window now
   }
   run_value y = x;
-  y.id = cx.g.pool2d(sp == 2 ? cx.out_name(n) : cx.unique(n.output(0) + "/pool2d"), x.id, p);
+  const bool last = sp == 2 && factor.id.index < 0;
+  y.id = cx.g.pool2d(last ? cx.out_name(n) : cx.unique(n.output(0) + "/pool2d"), x.id, p);
   y.shape = {x.shape[0], x.shape[1], oh, ow};
+  if (factor.id.index >= 0)
+    y.id = cx.g.eltwise(sp == 2 ? cx.out_name(n) : cx.unique(n.output(0) + "/counted"), y.id,
+                        {{stage_kind::mul, 0, 0, factor.id}});
   if (sp == 1) y = cx.reshape(y, {in_shape[0], in_shape[1], global ? 1 : ow}, n.output(0));
   cx.set_run(n, 0, y);
 }
