@@ -95,6 +95,62 @@ void quantize_per_channel(context& cx, const node_proto& n, run_value x, const q
   cx.set_run(n, 0, y);
 }
 
+// QuantizeLinear with a run-time scale or zero point (one value each: DynamicQuantizeLinear's
+// expanded form): x / scale, round, + zero point, clamp, as eltwise stages on operands
+// broadcast to x's shape, written as the integers (grid {1, 0}).
+void quantize_runtime(context& cx, const node_proto& n, run_value x) {
+  cx.only_attrs(n, {"axis"});
+  x = cx.as_plain(x, n.output(0) + "/plain");
+  auto one_value = [&](int k, const char* what) {
+    const value& v = cx.in(n, k);
+    const index_t count = v.is_const ? v.c.numel() : numel(v.r.shape);
+    if (count != 1)
+      cx.fail(n, std::string(what) + " has " + std::to_string(count) +
+                     " values: a run-time scale or zero point must be one value");
+  };
+  one_value(1, "scale");
+  std::int32_t qelem = elem_uint8;
+  if (cx.has_input(n, 2)) {
+    one_value(2, "zero point");
+    const value& z = cx.in(n, 2);
+    qelem = z.is_const              ? z.c.elem
+            : z.r.type == dtype::i8 ? std::int32_t(elem_int8)
+            : z.r.type == dtype::u8 ? std::int32_t(elem_uint8)
+                                    : std::int32_t(elem_float);
+    if (qelem != elem_uint8 && qelem != elem_int8)
+      cx.fail(n, "zero point is " +
+                     (z.is_const ? elem_name(qelem) : std::string(dtype_name(z.r.type))) +
+                     " (uint8 or int8)");
+  }
+  // A run-time value as f32 [1] (a uint8 / int8 zero point as its integer value).
+  auto as_float = [&](int k) {
+    const value& v = cx.in(n, k);
+    if (v.is_const || v.r.type == dtype::f32) return cx.run_in(n, k);
+    run_value r = v.r;
+    const tensor_desc& td = cx.g.tensor(r.id);
+    if (td.has_quant && (td.quant.scale != 1.f || td.quant.zero_point != 0))
+      cx.fail(n, "zero point '" + n.input(k) + "' is quantized data, not integers");
+    if (!td.has_quant) cx.g.set_quant(r.id, {1.f, 0});
+    r.id = cx.g.dequantize(cx.unique(n.output(0) + "/zero_f"), r.id);
+    r.type = dtype::f32;
+    return r;
+  };
+  auto spread = [&](run_value v, const char* tag) {  // [1] -> x's shape
+    v.shape = {1};
+    return cx.broadcast(v, x.shape, tensor_layout::plain, n.output(0) + "/" + tag).id;
+  };
+  std::vector<eltwise_stage> st = {{stage_kind::div, 0, 0, spread(cx.float_in(n, 1), "scale")},
+                                   {stage_kind::round}};
+  if (cx.has_input(n, 2)) st.push_back({stage_kind::add, 0, 0, spread(as_float(2), "zero")});
+  st.push_back({stage_kind::clamp, float(qmin(qelem)), float(qmax(qelem))});
+  const tensor_id levels = cx.g.eltwise(cx.unique(n.output(0) + "/levels"), x.id, st);
+  const dtype to = qelem == elem_uint8 ? dtype::u8 : dtype::i8;
+  run_value y = x;
+  y.id = cx.g.quantize(cx.out_name(n), levels, to, {1.f, 0});
+  y.type = to;
+  cx.set_run(n, 0, y);
+}
+
 }  // namespace
 
 void fold_quantize_linear(context& cx, const node_proto& n) {
@@ -126,6 +182,8 @@ void fold_dequantize_linear(context& cx, const node_proto& n) {
 
 void import_quantize_linear(context& cx, const node_proto& n) {
   const run_value x = cx.float_in(n, 0);
+  const bool runtime_params = !cx.is_const(n, 1) || (cx.has_input(n, 2) && !cx.is_const(n, 2));
+  if (runtime_params) return quantize_runtime(cx, n, x);
   const qparams q = qparams_of(cx, n, x.shape, elem_uint8);
   if (q.qelem == elem_int32) cx.fail(n, "an int32 output is not supported (uint8, int8)");
   if (q.axis >= 0) return quantize_per_channel(cx, n, x, q);

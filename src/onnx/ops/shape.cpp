@@ -236,6 +236,24 @@ void import_cast(context& cx, const node_proto& n) {
     y.type = dtype::f32;
     return cx.set_run(n, 0, y);
   }
+  if ((to == elem_uint8 || to == elem_int8) && x.type == dtype::f32) {
+    // Toward zero (|x| floored, the sign put back), then saturated into the integer type by a
+    // quantize with the grid {1, 0}, which is exact on integers.
+    run_value t = cx.as_plain(x, n.output(0) + "/plain");
+    eltwise_stage sign, abs, floor, mul;
+    sign.kind = stage_kind::sign;
+    abs.kind = stage_kind::abs;
+    floor.kind = stage_kind::floor;
+    const tensor_id sg = cx.g.eltwise(cx.unique(n.output(0) + "/sign"), t.id, {sign});
+    mul.kind = stage_kind::mul;
+    mul.operand = sg;
+    const tensor_id tr = cx.g.eltwise(cx.unique(n.output(0) + "/trunc"), t.id, {abs, floor, mul});
+    const dtype d = to == elem_uint8 ? dtype::u8 : dtype::i8;
+    t.id = cx.g.quantize(cx.out_name(n), tr, d, {1.f, 0});
+    t.type = d;
+    t.boolean = false;
+    return cx.set_run(n, 0, t);
+  }
   if ((to == elem_int32 || to == elem_int64) && x.type == dtype::f32) {
     // Toward zero, saturated (MatMulInteger's int32 result, a float index).
     run_value y = cx.as_plain(x, n.output(0) + "/plain");
@@ -246,8 +264,8 @@ void import_cast(context& cx, const node_proto& n) {
   }
   cx.fail(n, "cast of run-time " + std::string(dtype_name(x.type)) + " data to " +
                  elem_name(std::int32_t(to)) +
-                 " is not supported (float32 -> float32, bool, int32 or int64; int32 / int64 / "
-                 "uint8 / int8 -> float32; int32 / int64 -> itself)");
+                 " is not supported (float32 -> float32, bool, int32, int64, uint8 or int8; "
+                 "int32 / int64 / uint8 / int8 -> float32; int32 / int64 -> itself)");
 }
 
 // Gather of run-time data or with run-time indices: the graph's gather (an embedding lookup of
