@@ -278,6 +278,17 @@ TEST_CASE("onnx: comparisons, Not, Where and bool inputs and outputs, against a 
   auto ru = pu.record({kfuse::bind(xu)}, {kfuse::bind(yu)});
   ru.replay();
   CHECK(yu == std::vector<std::uint8_t>{1, 0, 0, 0, 1, 0});
+  // Rows gathered from a bool tensor stay bools (a uint8 output of ONNX type bool).
+  kt::model_builder gb({6}, 13, 9);
+  gb.init_ints("i", {3}, 7, {5, 0, 2});
+  gb.node("Gather", {"x", "i"}, {"y"});
+  const kfuse::onnx::model mg = gb.load();
+  CHECK(mg.outputs[0].onnx_type == 9);
+  const kfuse::plan pg = kfuse::compile(mg.graph, {.threads = 1});
+  std::vector<std::uint8_t> yg(3, 9);
+  auto rg = pg.record({kfuse::bind(xu)}, {kfuse::bind(yg)});
+  rg.replay();
+  CHECK(yg == std::vector<std::uint8_t>{1, 1, 1});
 }
 
 // ONNX Runtime's dynamic quantization (quantize_dynamic): DynamicQuantizeLinear of the

@@ -298,7 +298,8 @@ void import_gather(context& cx, const node_proto& n) {
   shape.insert(shape.end(), dshape.begin() + axis + 1, dshape.end());
   run_value y;
   y.type = table.type;
-  if (ishape.empty()) {  // the graph gathers one index as [1], then the axis goes
+  y.boolean = table.boolean;  // rows of a bool table are bools
+  if (ishape.empty()) {       // the graph gathers one index as [1], then the axis goes
     std::vector<index_t> kept(dshape);
     kept[std::size_t(axis)] = 1;
     y.shape = kept;
