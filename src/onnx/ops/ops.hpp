@@ -17,6 +17,10 @@ const_value scalar_vector(index_t count, float v);
 /// Channels of a run-time value as the eltwise stages see them (C of an image, else last axis).
 index_t channels(const run_value& x);
 std::pair<float, float> clip_bounds(const context& cx, const node_proto& n);
+/// The integer values of uint8 / int8 data x (input k of n) as f32: a dequantize with the grid
+/// {1, 0}; data quantized with other params is refused (its values are not its integers).
+run_value integers_as_f32(context& cx, const node_proto& n, int k, const run_value& x,
+                          const std::string& name);
 
 // ---- elementwise.cpp ---------------------------------------------------------------------------
 void import_activation(context& cx, const node_proto& n);

@@ -126,14 +126,7 @@ void quantize_runtime(context& cx, const node_proto& n, run_value x) {
   auto as_float = [&](int k) {
     const value& v = cx.in(n, k);
     if (v.is_const || v.r.type == dtype::f32) return cx.run_in(n, k);
-    run_value r = v.r;
-    const tensor_desc& td = cx.g.tensor(r.id);
-    if (td.has_quant && (td.quant.scale != 1.f || td.quant.zero_point != 0))
-      cx.fail(n, "zero point '" + n.input(k) + "' is quantized data, not integers");
-    if (!td.has_quant) cx.g.set_quant(r.id, {1.f, 0});
-    r.id = cx.g.dequantize(cx.unique(n.output(0) + "/zero_f"), r.id);
-    r.type = dtype::f32;
-    return r;
+    return integers_as_f32(cx, n, k, v.r, cx.unique(n.output(0) + "/zero_f"));
   };
   auto spread = [&](run_value v, const char* tag) {  // [1] -> x's shape
     v.shape = {1};
@@ -152,6 +145,19 @@ void quantize_runtime(context& cx, const node_proto& n, run_value x) {
 }
 
 }  // namespace
+
+run_value integers_as_f32(context& cx, const node_proto& n, int k, const run_value& x,
+                          const std::string& name) {
+  const tensor_desc& td = cx.g.tensor(x.id);
+  if (td.has_quant && (td.quant.scale != 1.f || td.quant.zero_point != 0))
+    cx.fail(n, "input '" + n.input(k) + "' is quantized with scale " +
+                   std::to_string(td.quant.scale) + ": its integers are not available");
+  if (!td.has_quant) cx.g.set_quant(x.id, {1.f, 0});
+  run_value y = x;
+  y.id = cx.g.dequantize(name, x.id);
+  y.type = dtype::f32;
+  return y;
+}
 
 void fold_quantize_linear(context& cx, const node_proto& n) {
   const const_value& x = cx.in(n, 0).c;

@@ -224,17 +224,7 @@ void import_cast(context& cx, const node_proto& n) {
     return cx.set_run(n, 0, y);
   }
   if (to == elem_float && (x.type == dtype::u8 || x.type == dtype::i8)) {
-    // Quantized data's integer values: a dequantize with the grid {1, 0} (a tensor quantized
-    // with other params is refused: its Cast would need the raw integers besides).
-    const tensor_desc& td = cx.g.tensor(x.id);
-    if (td.has_quant && (td.quant.scale != 1.f || td.quant.zero_point != 0))
-      cx.fail(n, "input '" + n.input(0) + "' is quantized with scale " +
-                     std::to_string(td.quant.scale) + ": a cast of its integers is not supported");
-    if (!td.has_quant) cx.g.set_quant(x.id, {1.f, 0});
-    run_value y = x;
-    y.id = cx.g.dequantize(cx.out_name(n), x.id);
-    y.type = dtype::f32;
-    return cx.set_run(n, 0, y);
+    return cx.set_run(n, 0, integers_as_f32(cx, n, 0, x, cx.out_name(n)));  // quantized data
   }
   if ((to == elem_uint8 || to == elem_int8) && x.type == dtype::f32) {
     // Toward zero (|x| floored, the sign put back), then saturated into the integer type by a
