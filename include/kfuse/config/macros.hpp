@@ -10,10 +10,12 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KFUSE_INLINE inline __attribute__((always_inline))
+#define KFUSE_INLINE_LAMBDA __attribute__((always_inline))
 #define KFUSE_NOINLINE __attribute__((noinline))
 #define KFUSE_RESTRICT __restrict__
 #else
 #define KFUSE_INLINE inline
+#define KFUSE_INLINE_LAMBDA
 #define KFUSE_NOINLINE
 #define KFUSE_RESTRICT
 #endif

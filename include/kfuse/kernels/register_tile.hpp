@@ -3,7 +3,9 @@
 // resumed from partial sums, saved as partial sums, or finished by the epilogue and stored once.
 // Shared by the gemm, conv and depthwise tiles.
 #include <algorithm>
+#include <concepts>
 
+#include "kfuse/epilogue/activations.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/simd/vec.hpp"
 
@@ -31,25 +33,16 @@ KFUSE_INLINE void save_tile(const V (&acc)[Rows][NV], float* part) {
     for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * V::lanes, acc[r][j]);
 }
 
-/// Runs the epilogue on a finished Rows x NV tile and stores it once: row r goes to
-/// out + r * ld (its first `valid` columns); lane_ctx gets flat index flat0 + r * flat_ld + col
-/// and channel ch0 + col (PerLane) or ch0 + r * ch_step (rows of channels: 1; rows of one
-/// channel's plane, an NCHW tile's: 0). An out-of-line epilogue (the graph's run-time
-/// chain, epilogue_traits) would be a call per output vector, and each call clobbers every
-/// vector register (GCC saved and restored the tile around each one, and the chain dispatched
-/// its stages once per vector: gemm ran 10-15% slower than with the same compile-time stages).
-/// So the tile is saved to memory and the epilogue runs on it stage by stage.
-template <bool PerLane, class V, int Rows, int NV, class Out, class Ep>
-KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
+/// Stores a finished Rows x NV tile once: row r goes to out + r * ld (its first `valid`
+/// columns), vector (r, j) being value(acc[r][j], r, j, ctx); ctx gets flat index
+/// flat0 + r * flat_ld + col and channel ch0 + col (PerLane) or ch0 + r * ch_step (rows of
+/// channels: 1; rows of one channel's plane, an NCHW tile's: 0). `value` must not capture acc:
+/// a closure holding a reference to the tile made GCC keep every accumulator in memory.
+template <bool PerLane, class V, int Rows, int NV, class Out, class F>
+KFUSE_INLINE void store_each(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
                              index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
-                             const Ep& ep, index_t ch_step = 1) {
+                             index_t ch_step, const F& value) {
   constexpr int L = V::lanes;
-  constexpr bool saved_first = epilogue_traits<Ep>::out_of_line;
-  alignas(64) float saved[saved_first ? Rows * NV * L : 1];
-  if constexpr (saved_first) {
-    save_tile(acc, saved);
-    apply_to_tile<V, PerLane>(ep, saved_tile{saved, Rows, NV, valid, flat0, flat_ld, ch0, ch_step});
-  }
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 8
@@ -57,19 +50,87 @@ KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, 
       const index_t col = j * L;
       if (col >= valid) break;
       const int n = int(std::min<index_t>(L, valid - col));
-      V y;
-      if constexpr (saved_first) {
-        y = simd::load<V>(saved + (r * NV + j) * L);
-      } else {
-        const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col,
-                                       PerLane ? ch0 + col : ch0 + r * ch_step, n};
-        y = apply(ep, acc[r][j], ctx);
-      }
+      const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col,
+                                     PerLane ? ch0 + col : ch0 + r * ch_step, n};
+      const V y = value(acc[r][j], r, j, ctx);
       if (n == L)
         simd::store(out + r * ld + col, y);
       else
         simd::store_partial(out + r * ld + col, y, n);
     }
+  }
+}
+
+/// An epilogue of one stage that can state itself as a common_form (the graph's chain).
+template <class Ep>
+inline constexpr bool has_common_form = false;
+template <class S>
+requires requires(const S& s) {
+  { s.common() } -> std::same_as<common_form>;
+}
+inline constexpr bool has_common_form<epilogue<S>> = true;
+
+/// A common_form's value of an accumulator: act(x + bias + addend).
+template <class Act>
+struct common_value {
+  const common_form& f;
+  Act act;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, int, int, const Ctx& ctx) const {
+    if (f.bias) x = x + ctx.channel_param(f.bias);
+    if (f.addend) x = x + ctx.load(f.addend);
+    return act(x, ctx);
+  }
+};
+
+/// A saved tile stored through a common_form with hardswish (see store_tile).
+template <bool PerLane, class V, int Rows, int NV, class Out>
+KFUSE_NOINLINE void store_saved_common(const float* saved, Out* KFUSE_RESTRICT out, index_t ld,
+                                       index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
+                                       index_t ch_step, const common_form& f) {
+  V acc[Rows][NV];
+  start_tile(acc, saved, false);
+  store_each<PerLane>(acc, out, ld, flat0, flat_ld, ch0, valid, ch_step,
+                      common_value<kfuse::hardswish>{f, {}});
+}
+
+/// Runs the epilogue on a finished Rows x NV tile and stores it once (store_each). An
+/// out-of-line epilogue (the graph's run-time chain, epilogue_traits) would be a call per
+/// output vector, and each call clobbers every vector register (GCC saved and restored the tile
+/// around each one, and the chain dispatched its stages once per vector: gemm ran 10-15% slower
+/// than with the same compile-time stages). So the tile is saved to memory and the epilogue
+/// runs on it stage by stage, unless the epilogue is of the common form, which runs inline.
+template <bool PerLane, class V, int Rows, int NV, class Out, class Ep>
+KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
+                             index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
+                             const Ep& ep, index_t ch_step = 1) {
+  constexpr int L = V::lanes;
+  if constexpr (has_common_form<Ep>) {
+    const common_form f = stage_at<0>(ep.stages).common();
+    if (f.kind == common_form::act::clamp)
+      return store_each<PerLane>(acc, out, ld, flat0, flat_ld, ch0, valid, ch_step,
+                                 common_value<kfuse::clamp>{f, {f.lo, f.hi}});
+    if (f.kind == common_form::act::hardswish) {
+      // Out of line, from a saved copy: inlined, its constants (3, 6, 1/6) were hoisted into
+      // registers for the whole kernel and GCC spilled the accumulators of the K loop instead.
+      alignas(64) float saved[Rows * NV * L];
+      save_tile(acc, saved);
+      return store_saved_common<PerLane, V, Rows, NV>(saved, out, ld, flat0, flat_ld, ch0, valid,
+                                                      ch_step, f);
+    }
+  }
+  if constexpr (epilogue_traits<Ep>::out_of_line) {
+    alignas(64) float saved[Rows * NV * L];
+    save_tile(acc, saved);
+    apply_to_tile<V, PerLane>(ep, saved_tile{saved, Rows, NV, valid, flat0, flat_ld, ch0, ch_step});
+    const float* from = saved;
+    store_each<PerLane>(acc, out, ld, flat0, flat_ld, ch0, valid, ch_step,
+                        [from](V, int r, int j, const auto&)
+                            KFUSE_INLINE_LAMBDA { return simd::load<V>(from + (r * NV + j) * L); });
+  } else {
+    store_each<PerLane>(acc, out, ld, flat0, flat_ld, ch0, valid, ch_step,
+                        [&ep](V x, int, int, const auto& ctx)
+                            KFUSE_INLINE_LAMBDA { return apply(ep, x, ctx); });
   }
 }
 

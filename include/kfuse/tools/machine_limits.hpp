@@ -69,12 +69,6 @@ struct machine_limits {
 
 }  // namespace kfuse
 
-#if defined(__GNUC__) || defined(__clang__)
-#define KFUSE_INLINE_LAMBDA __attribute__((always_inline))
-#else
-#define KFUSE_INLINE_LAMBDA
-#endif
-
 KFUSE_BEGIN_NAMESPACE
 namespace detail {
 

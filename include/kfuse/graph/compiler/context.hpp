@@ -252,7 +252,7 @@ struct compile_context {
         c.in[slot++] = s.operand;
       }
     }
-    return l;
+    return graph_ops::with_shape(l);
   }
   /// "relu, add" for a chain.
   static std::string chain_text(const std::vector<op_stage>& chain) {

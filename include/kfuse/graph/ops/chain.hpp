@@ -8,6 +8,7 @@
 // output vector, on registers, before the single store. A producer whose output the plan
 // quantizes adds one quantize<E> stage after the chain (chain_epilogue).
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "kfuse/epilogue.hpp"
@@ -24,10 +25,48 @@ inline constexpr int chain_max_operands = 3;
 /// One stage of a chain: `operand` indexes the command's operand pointers (-1: none).
 using chain_stage = stage_desc<std::int8_t>;
 
+/// A chain's common_form (epilogue/stage.hpp), found once at plan time: operand slots where
+/// the form has pointers.
+struct chain_shape {
+  common_form::act kind = common_form::act::other;
+  std::int8_t bias = -1, addend = -1;  // operand slots; -1: none
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+};
+
 struct chain_list {
   chain_stage stages[chain_max_stages];
   int count = 0;
+  chain_shape shape;  // set by with_shape()
 };
+
+/// The list with its shape: [bias] [add] [relu | clamp | hardswish], each optional, in this
+/// order (the order of the arithmetic), or common_form::act::other.
+inline chain_list with_shape(chain_list l) {
+  using act = common_form::act;
+  chain_shape& sh = l.shape;
+  sh = {};
+  int s = 0;
+  const auto at = [&](stage_kind k) { return s < l.count && l.stages[s].kind == k; };
+  if ((at(stage_kind::bias) || at(stage_kind::add)) &&
+      (l.stages[s].kind == stage_kind::bias || l.stages[s].per_channel))
+    sh.bias = l.stages[s++].operand;
+  if (at(stage_kind::add) && !l.stages[s].per_channel) sh.addend = l.stages[s++].operand;
+  act kind = act::clamp;
+  if (at(stage_kind::relu)) {
+    sh.lo = 0.f;
+    ++s;
+  } else if (at(stage_kind::clamp)) {
+    sh.lo = l.stages[s].p0;
+    sh.hi = l.stages[s].p1;
+    ++s;
+  } else if (at(stage_kind::hardswish)) {
+    kind = act::hardswish;
+    ++s;
+  }
+  sh.kind = s == l.count ? kind : act::other;
+  return l;
+}
 
 /// The stage: `list` from the plan, `operands` resolved for this command (f32 tensors).
 struct chain {
@@ -37,6 +76,13 @@ struct chain {
   static constexpr bool out_of_line = true;
   const chain_list* list = nullptr;
   const float* operands[chain_max_operands] = {};
+
+  /// The chain as a common_form when it has that shape (kernels then run it inline).
+  KFUSE_INLINE common_form common() const {
+    const chain_shape& sh = list->shape;
+    return {sh.kind, sh.bias >= 0 ? operands[sh.bias] : nullptr,
+            sh.addend >= 0 ? operands[sh.addend] : nullptr, sh.lo, sh.hi};
+  }
 
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
