@@ -115,9 +115,18 @@ KFUSE_INLINE void nhwc_tile(const nhwc_rows<TX>& in, index_t ow0, const conv_sha
   V acc[Rows][NV];
   start_tile(acc, ck.part, ck.first);
   const index_t lda = s.stride_w * in.pix;
+  // A row's S taps over whole channels of one group, without dilation, are one contiguous run
+  // of S * C inputs per pixel and of weights (packed tap by tap): one reduction of S * C instead
+  // of S reductions of C (a 3x3 conv over 3 input channels: 9 per call instead of 3).
+  const bool taps_in_one = ck.c0 == 0 && ck.c1 == cgp && cgp == in.pix && s.dilation_w == 1;
   for (index_t r = 0; r < s.r; ++r) {
     const TX* row = in.rows[r];
     if (!row) continue;
+    if (taps_in_one) {
+      MK::template accumulate<V, Rows, NV, NR>(acc, row + ow0 * s.stride_w * in.pix, lda,
+                                               wblock + r * s.s * cgp * NR, 0, s.s * cgp);
+      continue;
+    }
     for (index_t q = 0; q < s.s; ++q) {
       const TX* a = row + (ow0 * s.stride_w + q * s.dilation_w) * in.pix + ck.c0;
       MK::template accumulate<V, Rows, NV, NR>(
