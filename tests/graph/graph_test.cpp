@@ -388,6 +388,64 @@ TEST_CASE("graph: bicubic resize in both layouts against a double reference", "[
     }
 }
 
+TEST_CASE("graph: tf_crop_and_resize samples a region and extrapolates outside the input",
+          "[graph]") {
+  const index_t H = 4, W = 6, OH = 5, OW = 4;
+  const auto xv = gt::random_vec(2 * 3 * H * W, 23, -1, 1);
+  for (resize_mode mode : {resize_mode::linear, resize_mode::nearest})
+    for (tensor_layout l : {tensor_layout::nchw, tensor_layout::nhwc}) {
+      INFO("linear " << (mode == resize_mode::linear) << " layout " << layout_name(l));
+      resize_params rp;
+      rp.mode = mode;
+      rp.coords = resize_coords::tf_crop_and_resize;
+      rp.rounding = resize_rounding::floor;
+      rp.out_h = OH;
+      rp.out_w = OW;
+      rp.roi_h0 = -0.2;  // the first output row lies above the input
+      rp.roi_h1 = 0.9;
+      rp.roi_w0 = 0.4;  // the last columns lie right of the input
+      rp.roi_w1 = 1.7;
+      rp.extrapolation = 10.f;
+      graph g;
+      tensor_id x = g.convert_layout("img", g.input("x", {2, 3, H, W}), l);
+      tensor_id y = g.resize("rs", x, rp);
+      if (l == tensor_layout::nhwc) y = g.convert_layout("back", y, tensor_layout::nchw);
+      g.output(y);
+      const plan p = compile(g, {.threads = 2, .fork_join_ns = 0});
+      std::vector<float> out(2 * 3 * OH * OW, std::nanf(""));
+      auto r = p.record({bind(xv)}, {bind(out)});
+      r.replay();
+      auto coord = [](index_t o, index_t out_n, index_t in, double a, double b) {
+        return a * double(in - 1) + double(o) * (b - a) * double(in - 1) / double(out_n - 1);
+      };
+      int outside = 0;
+      for (index_t plane = 0; plane < 6; ++plane)
+        for (index_t oh = 0; oh < OH; ++oh)
+          for (index_t ow = 0; ow < OW; ++ow) {
+            const double yh = coord(oh, OH, H, rp.roi_h0, rp.roi_h1);
+            const double yw = coord(ow, OW, W, rp.roi_w0, rp.roi_w1);
+            double want = 10.0;
+            if (yh < 0 || yh > H - 1 || yw < 0 || yw > W - 1) {
+              ++outside;
+            } else if (mode == resize_mode::nearest) {
+              want = xv[std::size_t((plane * H + index_t(yh)) * W + index_t(yw))];
+            } else {
+              const index_t h0 = index_t(yh), w0 = index_t(yw);
+              const index_t h1 = std::min(h0 + 1, H - 1), w1 = std::min(w0 + 1, W - 1);
+              const double fh = yh - double(h0), fw = yw - double(w0);
+              auto at = [&](index_t h, index_t w) {
+                return double(xv[std::size_t((plane * H + h) * W + w)]);
+              };
+              want = (1 - fh) * ((1 - fw) * at(h0, w0) + fw * at(h0, w1)) +
+                     fh * ((1 - fw) * at(h1, w0) + fw * at(h1, w1));
+            }
+            INFO("plane " << plane << " oh " << oh << " ow " << ow);
+            REQUIRE(std::fabs(out[std::size_t((plane * OH + oh) * OW + ow)] - want) <= 1e-5);
+          }
+      CHECK(outside > 0);
+    }
+}
+
 TEST_CASE("graph: repeated replays are stable, 1 and 2 threads are bitwise identical",
           "[graph][threads]") {
   const gt::mlp net(64);

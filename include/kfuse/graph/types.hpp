@@ -146,6 +146,10 @@ struct resize_params {
   resize_rounding rounding = resize_rounding::round_prefer_floor;
   float cubic_a = -0.75f;        // cubic: the kernel's coefficient (ONNX cubic_coeff_a)
   bool exclude_outside = false;  // cubic: taps outside the input get weight 0 (renormalized)
+  // tf_crop_and_resize: the region of interest (fractions of the input's H and W) and the value
+  // of outputs that sample outside the input
+  double roi_h0 = 0, roi_h1 = 1, roi_w0 = 0, roi_w1 = 1;
+  float extrapolation = 0.f;
 };
 
 /// attention: the scale of Q.K^T (0: 1 / sqrt(head_dim)) and a causal mask.

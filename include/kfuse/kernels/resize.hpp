@@ -5,6 +5,7 @@
 // or a 4 x 4 tap sum (cubic).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,14 @@
 KFUSE_BEGIN_NAMESPACE
 
 /// One output axis: taps i0 / i1 and the weight of i1 per output index; cubic: four taps and
-/// weights per output index in `taps` / `weights` (4 * out each).
+/// weights per output index in `taps` / `weights` (4 * out each); `outside`: per output index,
+/// whether it samples outside the input (tf_crop_and_resize; empty when none does).
 struct resize_axis {
   std::vector<index_t> i0, i1;
   std::vector<float> w1;
   std::vector<index_t> taps;
   std::vector<float> weights;
+  std::vector<std::uint8_t> outside;
 
   /// Keys' cubic convolution kernel at distance d (a: -0.75 in ONNX, -0.5 in some libraries).
   static double cubic_weight(double d, double a) {
@@ -32,7 +35,7 @@ struct resize_axis {
 
   static resize_axis make(index_t in, index_t out, double scale, resize_mode mode,
                           resize_coords coords, resize_rounding rounding, double cubic_a = -0.75,
-                          bool exclude_outside = false) {
+                          bool exclude_outside = false, double roi0 = 0, double roi1 = 1) {
     resize_axis a;
     a.i0.resize(std::size_t(out));
     a.i1.resize(std::size_t(out));
@@ -59,6 +62,15 @@ struct resize_axis {
           break;
         case resize_coords::tf_half_pixel_for_nn:
           x = (double(o) + 0.5) / scale;
+          break;
+        case resize_coords::tf_crop_and_resize:
+          x = out > 1 ? roi0 * double(in - 1) +
+                            double(o) * (roi1 - roi0) * double(in - 1) / double(out - 1)
+                      : 0.5 * (roi0 + roi1) * double(in - 1);
+          if (x < 0 || x > double(in - 1)) {
+            a.outside.resize(std::size_t(out), 0);
+            a.outside[std::size_t(o)] = 1;
+          }
           break;
       }
       if (mode == resize_mode::nearest) {
@@ -108,10 +120,28 @@ struct resize_axis {
 struct resize_shape {
   index_t n = 1, c = 1, h = 1, w = 1, out_h = 1, out_w = 1;
   bool nhwc = false;
-  bool linear = false;  // else nearest: a pure gather (no blend, so inf stays inf)
-  bool cubic = false;   // 4 x 4 taps (rows.taps / cols.taps)
+  bool linear = false;        // else nearest: a pure gather (no blend, so inf stays inf)
+  bool cubic = false;         // 4 x 4 taps (rows.taps / cols.taps)
+  float extrapolation = 0.f;  // the value of outputs outside the input (resize_axis::outside)
   resize_axis rows, cols;
 };
+
+/// Sets the outputs of rows [r0, r1) that sample outside the input to the extrapolation value.
+inline void resize_fill_outside(float* out, const resize_shape& s, index_t r0, index_t r1) {
+  if (s.rows.outside.empty() && s.cols.outside.empty()) return;
+  const index_t C = s.nhwc ? s.c : 1;
+  for (index_t row = r0; row < r1; ++row) {
+    float* o = out + row * s.out_w * C;
+    const index_t oh = row % s.out_h;
+    if (!s.rows.outside.empty() && s.rows.outside[std::size_t(oh)]) {
+      std::fill(o, o + s.out_w * C, s.extrapolation);
+      continue;
+    }
+    for (std::size_t ow = 0; ow < s.cols.outside.size(); ++ow)
+      if (s.cols.outside[ow])
+        std::fill(o + index_t(ow) * C, o + index_t(ow + 1) * C, s.extrapolation);
+  }
+}
 
 /// Cubic rows: each output value is the 4 x 4 weighted sum of its taps (double accumulation: the
 /// weights alternate in sign, and the 16 products must not cancel in float).
@@ -143,9 +173,8 @@ inline void resize_rows_cubic(const float* in, float* out, const resize_shape& s
 }
 
 /// Output rows [r0, r1) of (n, [c,] oh) rows: NCHW rows are (n, c, oh), NHWC rows (n, oh).
-inline void resize_rows(const float* in, float* out, const resize_shape& s, index_t r0,
-                        index_t r1) {
-  if (s.cubic) return resize_rows_cubic(in, out, s, r0, r1);
+inline void resize_rows_taps(const float* in, float* out, const resize_shape& s, index_t r0,
+                             index_t r1) {
   const index_t ow_n = s.out_w;
   for (index_t row = r0; row < r1; ++row) {
     const index_t oh = row % s.out_h;
@@ -188,6 +217,17 @@ inline void resize_rows(const float* in, float* out, const resize_shape& s, inde
       }
     }
   }
+}
+
+/// Output rows [r0, r1) of (n, [c,] oh) rows (see resize_rows_taps), with the outputs outside the
+/// input (tf_crop_and_resize) set to the extrapolation value.
+inline void resize_rows(const float* in, float* out, const resize_shape& s, index_t r0,
+                        index_t r1) {
+  if (s.cubic)
+    resize_rows_cubic(in, out, s, r0, r1);
+  else
+    resize_rows_taps(in, out, s, r0, r1);
+  resize_fill_outside(out, s, r0, r1);
 }
 
 /// Rows of the output as resize_rows counts them.

@@ -11,11 +11,14 @@ enum class resize_mode : std::uint8_t { nearest, linear, cubic };
 
 /// Where output index o samples the input (ONNX's coordinate_transformation_mode).
 enum class resize_coords : std::uint8_t {
-  half_pixel,           // (o + 0.5) / scale - 0.5
-  pytorch_half_pixel,   // as half_pixel, 0 when the output extent is 1
-  align_corners,        // o * (in - 1) / (in * scale - 1)
-  asymmetric,           // o / scale
-  tf_half_pixel_for_nn  // (o + 0.5) / scale
+  half_pixel,            // (o + 0.5) / scale - 0.5
+  pytorch_half_pixel,    // as half_pixel, 0 when the output extent is 1
+  align_corners,         // o * (in - 1) / (in * scale - 1)
+  asymmetric,            // o / scale
+  tf_half_pixel_for_nn,  // (o + 0.5) / scale
+  // start * (in - 1) + o * (end - start) * (in - 1) / (out - 1) for a region of interest
+  // [start, end] (fractions of the input); outside [0, in - 1] the output is a fixed value
+  tf_crop_and_resize
 };
 
 /// How nearest mode rounds the source coordinate (ONNX's nearest_mode).

@@ -1,6 +1,6 @@
 // Resize (opset 10 to 17) and Upsample: nearest, bilinear and bicubic resampling of H and W of
-// an image -> the graph's resize (nearest, linear, cubic). N / C scaling and tf_crop_and_resize
-// are refused.
+// an image -> the graph's resize (nearest, linear, cubic), every coordinate mode including
+// tf_crop_and_resize (a region of interest on H and W). N / C scaling is refused.
 #include <cmath>
 
 #include "ops.hpp"
@@ -15,6 +15,7 @@ resize_coords coords_of(const context& cx, const node_proto& n, const std::strin
   if (m == "align_corners") return resize_coords::align_corners;
   if (m == "asymmetric") return resize_coords::asymmetric;
   if (m == "tf_half_pixel_for_nn") return resize_coords::tf_half_pixel_for_nn;
+  if (m == "tf_crop_and_resize") return resize_coords::tf_crop_and_resize;
   cx.fail(n, "coordinate_transformation_mode='" + m + "' is not supported");
 }
 
@@ -51,6 +52,9 @@ void import_resize(context& cx, const node_proto& n) {
   // Scales or sizes: an attribute (Upsample-7), input 1 (Upsample-9, Resize-10) or inputs 2 / 3.
   std::vector<double> scales;
   std::vector<index_t> sizes;
+  resize_params p;
+  const bool crop = !upsample && cx.opset >= 11 &&
+                    cx.attr_string(n, "coordinate_transformation_mode", "") == "tf_crop_and_resize";
   auto float_list = [&](int k, const char* what) {
     const const_value& c = cx.const_in(n, k, what);
     std::vector<double> v;
@@ -63,11 +67,20 @@ void import_resize(context& cx, const node_proto& n) {
   } else if (upsample || cx.opset < 11) {
     scales = float_list(1, "scales");
   } else {
-    if (cx.has_input(n, 1)) {
+    if (crop) {
+      // roi: the starts of every axis, then their ends (fractions of the input).
+      if (!cx.has_input(n, 1)) cx.fail(n, "tf_crop_and_resize needs the roi input");
       const const_value& roi = cx.const_in(n, 1, "roi");
-      if (roi.numel() != 0 &&
-          cx.attr_string(n, "coordinate_transformation_mode", "") == "tf_crop_and_resize")
-        cx.fail(n, "tf_crop_and_resize is not supported");
+      if (roi.numel() != 8) cx.fail(n, "roi must have 8 values (4 starts, 4 ends)");
+      for (int a = 0; a < 2; ++a)
+        if (roi.at(a) != 0 || roi.at(a + 4) != 1)
+          cx.fail(n, "a region of interest on N or C is not supported");
+      for (index_t i = 0; i < 8; ++i)
+        if (!std::isfinite(roi.at(i))) cx.fail(n, "roi values must be finite");
+      p.roi_h0 = roi.at(2);
+      p.roi_w0 = roi.at(3);
+      p.roi_h1 = roi.at(6);
+      p.roi_w1 = roi.at(7);
     }
     if (cx.has_input(n, 2) && cx.in(n, 2).is_const && cx.in(n, 2).c.numel() > 0)
       scales = float_list(2, "scales");
@@ -76,7 +89,6 @@ void import_resize(context& cx, const node_proto& n) {
     else
       cx.fail(n, "needs scales or sizes");
   }
-  resize_params p;
   if (!sizes.empty()) {
     if (sizes.size() != 4) cx.fail(n, "sizes must have 4 values");
     if (sizes[0] != x.shape[0] || sizes[1] != x.shape[1])
@@ -92,8 +104,9 @@ void import_resize(context& cx, const node_proto& n) {
       cx.fail(n, "scales must be positive");
     p.scale_h = scales[2];
     p.scale_w = scales[3];
-    p.out_h = index_t(std::floor(double(x.shape[2]) * scales[2]));
-    p.out_w = index_t(std::floor(double(x.shape[3]) * scales[3]));
+    // A cropped axis: floor(in * (roi end - roi start) * scale).
+    p.out_h = index_t(std::floor(double(x.shape[2]) * (p.roi_h1 - p.roi_h0) * scales[2]));
+    p.out_w = index_t(std::floor(double(x.shape[3]) * (p.roi_w1 - p.roi_w0) * scales[3]));
   }
   if (p.out_h < 1 || p.out_w < 1) cx.fail(n, "the output would be empty");
   p.mode = mode == "nearest" ? resize_mode::nearest
@@ -108,6 +121,7 @@ void import_resize(context& cx, const node_proto& n) {
   } else {
     p.coords = coords_of(cx, n, cx.attr_string(n, "coordinate_transformation_mode", "half_pixel"));
     p.rounding = rounding_of(cx, n, cx.attr_string(n, "nearest_mode", "round_prefer_floor"));
+    p.extrapolation = cx.attr_float(n, "extrapolation_value", 0.f);
   }
   x = cx.as_image(x, n.output(0));
   run_value y = x;

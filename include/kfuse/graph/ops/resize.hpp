@@ -37,6 +37,12 @@ struct resize_rule : op_rule {
       cx.fail_node(n, "scales must be positive and finite");
     if (int(p.mode) > int(resize_mode::cubic))
       cx.fail_node(n, "unknown resize_mode " + std::to_string(int(p.mode)));
+    if (int(p.coords) > int(resize_coords::tf_crop_and_resize))
+      cx.fail_node(n, "unknown resize_coords " + std::to_string(int(p.coords)));
+    if (p.coords == resize_coords::tf_crop_and_resize &&
+        !(std::isfinite(p.roi_h0) && std::isfinite(p.roi_h1) && std::isfinite(p.roi_w0) &&
+          std::isfinite(p.roi_w1)))
+      cx.fail_node(n, "the region of interest must be finite");
     if (p.mode == resize_mode::cubic && !std::isfinite(p.cubic_a))
       cx.fail_node(n, "the cubic coefficient must be finite");
     cx.set_out(n, {x.shape[0], x.shape[1], p.out_h, p.out_w}, dtype::f32, x.layout);
@@ -57,10 +63,11 @@ struct resize_rule : op_rule {
     s->nhwc = x.layout == tensor_layout::nhwc;
     s->linear = p.mode == resize_mode::linear;
     s->cubic = p.mode == resize_mode::cubic;
+    s->extrapolation = p.extrapolation;
     s->rows = resize_axis::make(s->h, p.out_h, p.scale_h, p.mode, p.coords, p.rounding, p.cubic_a,
-                                p.exclude_outside);
+                                p.exclude_outside, p.roi_h0, p.roi_h1);
     s->cols = resize_axis::make(s->w, p.out_w, p.scale_w, p.mode, p.coords, p.rounding, p.cubic_a,
-                                p.exclude_outside);
+                                p.exclude_outside, p.roi_w0, p.roi_w1);
     detail::plan_command c;
     c.fn = &resize_cmd;
     c.in[0] = st.x;
