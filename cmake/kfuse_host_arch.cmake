@@ -5,7 +5,10 @@
 #
 #   kfuse_probe_host_arch(<out-var>)   the arch name, or "" when it cannot be told (cross builds,
 #                                      other OSes, other families)
-#   cmake -P cmake/kfuse_host_arch.cmake   prints it (scripts/test.sh names its targets by it)
+#   kfuse_probe_runnable_archs(<out-var>)  every x86 arch of the table this machine runs (generic
+#                                      first), or "" when it cannot be told
+#   cmake -P cmake/kfuse_host_arch.cmake   prints the first (scripts/test.sh names its targets by it)
+#   cmake -DKFUSE_PRINT=runnable -P cmake/kfuse_host_arch.cmake   prints the list (';'-separated)
 
 cmake_policy(PUSH)
 cmake_policy(SET CMP0057 NEW)  # if(IN_LIST), also in script mode
@@ -51,9 +54,43 @@ function(kfuse_probe_host_arch out)
   endif()
   set(${out} ${arch} PARENT_SCOPE)
 endfunction()
+
+function(kfuse_probe_runnable_archs out)
+  set(${out} "" PARENT_SCOPE)
+  kfuse_probe_host_arch(best)
+  if(NOT best)
+    return()
+  endif()
+  file(STRINGS /proc/cpuinfo lines REGEX "^flags" LIMIT_COUNT 1)
+  string(REGEX REPLACE "^flags[ \t]*:[ \t]*" "" flags "${lines}")
+  string(REPLACE " " ";" flags "${flags}")
+  # Tiers up to the best, in table order; avx2_vnni only with avx_vnni (AVX-512 CPUs before
+  # Sapphire Rapids and Zen 4 lack it), the AVX-512 ones only up to the best.
+  set(run generic)
+  set(order sse4 avx2 avx512 avx512_vnni avx512_bf16)
+  list(FIND order ${best} best_at)
+  if(best STREQUAL "avx2_vnni")
+    set(best_at 1)
+  endif()
+  foreach(i RANGE 0 4)
+    if(i GREATER best_at)
+      break()
+    endif()
+    list(GET order ${i} a)
+    list(APPEND run ${a})
+    if(a STREQUAL "avx2" AND "avx_vnni" IN_LIST flags)
+      list(APPEND run avx2_vnni)
+    endif()
+  endforeach()
+  set(${out} "${run}" PARENT_SCOPE)
+endfunction()
 cmake_policy(POP)
 
-if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
+if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE AND KFUSE_PRINT STREQUAL "runnable")
+  set(CMAKE_SYSTEM_PROCESSOR "")
+  kfuse_probe_runnable_archs(archs)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E echo "${archs}")
+elseif(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
   set(CMAKE_SYSTEM_PROCESSOR "")
   kfuse_probe_host_arch(arch)
   if(NOT arch)
