@@ -446,6 +446,67 @@ TEST_CASE("graph: tf_crop_and_resize samples a region and extrapolates outside t
     }
 }
 
+TEST_CASE("graph: max_pool_indices gives each window's argmax as a flat input index", "[graph]") {
+  const index_t N = 2, C = 3, H = 7, W = 7;
+  auto xv = gt::random_vec(N * C * H * W, 29, -1, 1);
+  xv[5] = xv[6] = 2.f;     // a tie: the first position wins
+  xv[50] = std::nanf("");  // a NaN wins its windows
+  for (bool ceil : {false, true})
+    for (bool col : {false, true}) {
+      INFO("ceil_mode " << ceil << " column_major " << col);
+      pool2d_params pp;
+      pp.kind = pool_mode::max;
+      pp.kernel_h = 3;
+      pp.kernel_w = 2;
+      pp.stride_h = 2;
+      pp.stride_w = 2;
+      pp.pad_top = 1;
+      pp.pad_left = 1;
+      pp.ceil_mode = ceil;
+      graph g;
+      const tensor_id x = g.input("x", {N, C, H, W});
+      g.output(g.max_pool_indices("ind", x, pp, col));
+      const plan p = compile(g, {.threads = 2, .fork_join_ns = 0});
+      const auto& os = p.output(0).shape;
+      REQUIRE(os.size() == 4);
+      const index_t OH = os[2], OW = os[3];
+      CHECK(OH == (ceil ? 4 : 3));
+      std::vector<std::int64_t> out(std::size_t(N * C * OH * OW), -7);
+      auto r = p.record({bind(xv)}, {bind(out)});
+      r.replay();
+      for (index_t pl = 0; pl < N * C; ++pl)
+        for (index_t oh = 0; oh < OH; ++oh)
+          for (index_t ow = 0; ow < OW; ++ow) {
+            index_t bh = -1, bw = -1;
+            float best = 0;
+            for (index_t h = oh * 2 - 1; h < oh * 2 - 1 + 3; ++h)
+              for (index_t w = ow * 2 - 1; w < ow * 2 - 1 + 2; ++w) {
+                if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                const float v = xv[std::size_t((pl * H + h) * W + w)];
+                const bool better = bh < 0 || (best == best && (v != v || v > best));
+                if (better) {
+                  best = v;
+                  bh = h;
+                  bw = w;
+                }
+              }
+            const index_t want = pl * H * W + (col ? bw * H + bh : bh * W + bw);
+            INFO("plane " << pl << " oh " << oh << " ow " << ow);
+            REQUIRE(out[std::size_t((pl * OH + oh) * OW + ow)] == want);
+          }
+    }
+  graph g;
+  const tensor_id x = g.convert_layout("img", g.input("x", {N, C, H, W}), tensor_layout::nhwc);
+  g.output(g.max_pool_indices("ind", x, pool2d_params{}));
+  CHECK_THROWS_WITH(compile(g), Catch::Matchers::Contains("node 'ind' (max_pool_indices)") &&
+                                    Catch::Matchers::Contains("nhwc"));
+  graph g2;
+  pool2d_params avg;
+  avg.kind = pool_mode::average;
+  g2.output(g2.max_pool_indices("ind", g2.input("x", {N, C, H, W}), avg));
+  CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("windowed max pooling only"));
+}
+
 TEST_CASE("graph: repeated replays are stable, 1 and 2 threads are bitwise identical",
           "[graph][threads]") {
   const gt::mlp net(64);

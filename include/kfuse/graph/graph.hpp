@@ -97,6 +97,7 @@ struct node_desc {
   float value = 0.f;                               // pad: the constant
   arg_kind arg = arg_kind::max;                    // arg_reduce
   bool select_last = false;                        // arg_reduce: ties go to the last index
+  bool column_major = false;                       // max_pool_indices: w * H + h in a plane
   float eps = 1e-5f;                               // norms
   std::vector<index_t> shape;                      // reshape (one -1 allowed) / broadcast target
   std::vector<index_t> strides;                    // strided_view: x's stride per output dim
@@ -240,6 +241,16 @@ class graph {
   tensor_id pool2d(std::string name, tensor_id x, pool2d_params p) {
     node_desc n = make(std::move(name), op_kind::pool2d, {x});
     n.pool = p;
+    return add_node(std::move(n));
+  }
+  /// The int64 flat input index of each window's maximum of pool2d(x, p) (p: max pooling; x
+  /// an NCHW image): (n * C + c) * H * W + h * W + w, or w * H + h in its plane when
+  /// column_major (ONNX MaxPool's Indices with storage_order 1).
+  tensor_id max_pool_indices(std::string name, tensor_id x, pool2d_params p,
+                             bool column_major = false) {
+    node_desc n = make(std::move(name), op_kind::max_pool_indices, {x});
+    n.pool = p;
+    n.column_major = column_major;
     return add_node(std::move(n));
   }
   tensor_id softmax(std::string name, tensor_id x, int axis = -1) {

@@ -68,7 +68,8 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(attention)        /* fused softmax(Q.K^T * scale + bias) . V over heads, [B, S, H, d] */      \
   X(reduce)           /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp over any axes */   \
   X(pad)              /* constant / reflect / edge padding (negative pads crop) on any axes */    \
-  X(arg_reduce)       /* int64 index of the max / min along one axis (ArgMax / ArgMin) */
+  X(arg_reduce)       /* int64 index of the max / min along one axis (ArgMax / ArgMin) */         \
+  X(max_pool_indices) /* int64 input index of each max-pooling window's maximum */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {

@@ -1,4 +1,5 @@
-// MaxPool, AveragePool (1-D and 2-D; pads, ceil_mode, count_include_pad, auto_pad, dilations),
+// MaxPool (with its Indices output: max_pool_indices), AveragePool (1-D and 2-D; pads, ceil_mode,
+// count_include_pad, auto_pad, dilations),
 // GlobalAveragePool and GlobalMaxPool -> the graph's pool2d (padding wider than half the window
 // through an explicit pad; dilated max pooling through strided views).
 #include <limits>
@@ -64,7 +65,7 @@ void import_pool(context& cx, const node_proto& n) {
   else
     cx.only_attrs(
         n, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
-  if (cx.output_used(n, 1)) cx.fail(n, "the Indices output is not supported");
+  const bool indices = is_max && !global && cx.output_used(n, 1);
   run_value x = cx.float_in(n, 0);
   const int rank = int(x.shape.size());
   if (rank != 3 && rank != 4)
@@ -99,7 +100,8 @@ void import_pool(context& cx, const node_proto& n) {
     const std::vector<std::int64_t> d2 = sp == 2 ? dil : std::vector<std::int64_t>{1, dil[0]};
     dil_h = int(d2[0]);
     dil_w = int(d2[1]);
-    if (cx.attr_int(n, "storage_order", 0) != 0) cx.fail(n, "storage_order=1 is not supported");
+    const std::int64_t order = cx.attr_int(n, "storage_order", 0);
+    if (order != 0 && order != 1) cx.fail(n, "storage_order " + std::to_string(order));
     for (auto v : ks)
       if (v < 1 || v > (1 << 20)) cx.fail(n, "kernel_shape value " + std::to_string(v));
     for (auto v : strides)
@@ -147,13 +149,31 @@ void import_pool(context& cx, const node_proto& n) {
     ow = pool_shape::out_extent(x.shape[3], kew, p.stride_w, p.pad_left, p.pad_right, ceil);
     if (oh < 1 || ow < 1) cx.fail(n, "the window is larger than the padded input");
   }
+  const bool wide = p.pad_top > p.kernel_h / 2 || p.pad_bottom > p.kernel_h / 2 ||
+                    p.pad_left > p.kernel_w / 2 || p.pad_right > p.kernel_w / 2;
+  if (indices) {
+    // The Indices output: the flat NCHW index of each window's maximum (max_pool_indices).
+    if (dil_h > 1 || dil_w > 1 || wide)
+      cx.fail(n,
+              "the Indices output of a dilated pooling or of padding wider than half the "
+              "window is not supported");
+    const run_value xc = x.layout == tensor_layout::nhwc
+                             ? cx.to_layout(x, tensor_layout::nchw, n.output(1) + "/nchw")
+                             : x;
+    run_value ind = xc;
+    ind.id = cx.g.max_pool_indices(sp == 2 ? cx.out_name(n, 1) : cx.unique(n.output(1) + "/2d"),
+                                   xc.id, p, cx.attr_int(n, "storage_order", 0) == 1);
+    ind.shape = {x.shape[0], x.shape[1], oh, ow};
+    ind.type = dtype::i64;
+    ind.layout = tensor_layout::plain;
+    if (sp == 1) ind = cx.reshape(ind, {in_shape[0], in_shape[1], ow}, n.output(1));
+    cx.set_run(n, 1, ind);
+  }
   if (dil_h > 1 || dil_w > 1) return dilated_max_pool(cx, n, x, p, dil_h, dil_w, oh, ow, in_shape);
   // Padding wider than half the window (legal ONNX; kfuse's pool kernels take at most half): an
   // explicit pad first (-inf for max, 0 for average; in ceil mode also far enough for the last
   // window), the pooling without padding, and for an average whose windows do not all count
   // kh * kw positions a multiply by kh * kw / (positions that count) per output position.
-  const bool wide = p.pad_top > p.kernel_h / 2 || p.pad_bottom > p.kernel_h / 2 ||
-                    p.pad_left > p.kernel_w / 2 || p.pad_right > p.kernel_w / 2;
   run_value factor;  // the average's correction, when needed
   if (!global && wide) {
     const index_t H = x.shape[2], W = x.shape[3];

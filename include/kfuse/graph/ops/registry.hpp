@@ -16,6 +16,7 @@
 #include "kfuse/graph/ops/gather.hpp"
 #include "kfuse/graph/ops/linear.hpp"
 #include "kfuse/graph/ops/matmul.hpp"
+#include "kfuse/graph/ops/max_pool_indices.hpp"
 #include "kfuse/graph/ops/norm.hpp"
 #include "kfuse/graph/ops/pad.hpp"
 #include "kfuse/graph/ops/pool2d.hpp"
