@@ -6,7 +6,8 @@
 # bench/ort/ort_run.js, intraOpNumThreads = the same count) in fp32 on the same inputs. Prints the
 # CPU, ONNX Runtime's per-call overhead from node, and a markdown table of medians with the
 # ratios next to the targets (fp32 <= 0.9x ONNX Runtime's time, bf16 <= 0.5x).
-#   scripts/bench_transformers.sh [model ...]        (default: minilm_l6 bert_base)
+#   scripts/bench_transformers.sh [model ...]        (default: bert_layer minilm_l6 bert_base)
+# bert_layer is one BERT-base encoder layer (issue 15's one-layer row).
 # BERT-base runs sequence 128 only (a batch-8 sequence-384 call takes seconds on one core).
 # Needs the peers (scripts/setup.sh --peers). Serialized with flock on /tmp/kfuse_bench.lock.
 set -euo pipefail
@@ -16,7 +17,7 @@ kfuse_bench_configure -DKFUSE_ONNX=ON
 cmake --build "$build" --target kfuse_run -j "${KFUSE_JOBS:-1}"
 run=$build/src/tools/kfuse-run
 models=("$@")
-[[ ${#models[@]} -gt 0 ]] || models=(minilm_l6 bert_base)
+[[ ${#models[@]} -gt 0 ]] || models=(bert_layer minilm_l6 bert_base)
 md=$build/models
 /usr/bin/python3 scripts/make_transformer_models.py "$md" "${models[@]}" >/dev/null 2>&1
 /usr/bin/python3 scripts/make_models.py "$md" >/dev/null 2>&1  # tiny.onnx

@@ -6,6 +6,8 @@ weights, fixed seed; nothing downloaded), with dynamic "batch" and "sequence" di
 
   minilm_l6.onnx   MiniLM-L6-shaped BERT: hidden 384, 12 heads, FFN 1536, 6 layers
   bert_base.onnx   BERT-base-shaped: hidden 768, 12 heads, FFN 3072, 12 layers
+  bert_layer.onnx  one BERT-base encoder layer (with the embeddings and the pooler, which are
+                   ~1% of its time): the "one encoder layer" row of the benchmark
 Inputs input_ids and attention_mask (int64), outputs hidden and pooled. Each model also gets
 MODEL.s<S>.b<B>.input_ids.npy / .attention_mask.npy for S in 128, 384 and B in 1, 8 (ids from a
 fixed seed, the last eighth of every second sequence padded) and MODEL.s128.b1.hidden.npy /
@@ -24,6 +26,7 @@ os.makedirs(out_dir, exist_ok=True)
 SHAPES = {
     "minilm_l6": dict(hidden=384, heads=12, ffn=1536, layers=6),
     "bert_base": dict(hidden=768, heads=12, ffn=3072, layers=12),
+    "bert_layer": dict(hidden=768, heads=12, ffn=3072, layers=1),
 }
 
 
