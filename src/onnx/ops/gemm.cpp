@@ -32,10 +32,15 @@ run_value linear(context& cx, const node_proto& n, const run_value& x, const con
 
 void import_gemm(context& cx, const node_proto& n) {
   cx.only_attrs(n, {"alpha", "beta", "transA", "transB", "broadcast"});
-  if (cx.attr_int(n, "transA", 0) != 0)
-    cx.fail(n, "transA=1 on run-time data is not supported (transpose the producer)");
   run_value a = cx.as_plain(cx.float_in(n, 0), n.output(0));
   if (a.shape.size() != 2) cx.fail(n, "A must be 2-D, not " + shape_str(a.shape));
+  if (cx.attr_int(n, "transA", 0) != 0) {  // the GEMM reads A row-major: one strided copy of A^T
+    run_value t = a;
+    t.id = cx.g.strided_view(cx.unique(n.output(0) + "/a_t"), a.id, {a.shape[1], a.shape[0]}, 0,
+                             {1, a.shape[1]});
+    t.shape = {a.shape[1], a.shape[0]};
+    a = t;
+  }
   const const_value& b = cx.const_in(n, 1, "B");
   if (!b.is_float() || b.shape.size() != 2) cx.fail(n, "B must be a 2-D float constant");
   const bool tb = cx.attr_int(n, "transB", 0) != 0;
