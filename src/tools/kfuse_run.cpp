@@ -192,9 +192,8 @@ void print_plan(const kfuse::plan& p, kfuse::precision prec, double compile_ms) 
 /// Input data from a .npy file: its shape must be the model's; f64 / f16 files feed float inputs
 /// (converted), i64 files i32 inputs (range-checked), bool files bool (u8) inputs; anything else
 /// is an error.
-host_tensor input_from_file(const kfuse::onnx::value_info& vi, const std::string& path,
-                            std::string& note) {
-  const kfuse::npy_array a = kfuse::read_npy(path);
+host_tensor input_from_array(const kfuse::onnx::value_info& vi, const kfuse::npy_array& a,
+                             const std::string& path, std::string& note) {
   if (a.shape != vi.shape)
     fail("input '" + vi.name + "': " + path + " has shape " + shape_text(a.shape) +
          ", the model takes " + shape_text(vi.shape));
@@ -238,6 +237,10 @@ host_tensor input_from_file(const kfuse::onnx::value_info& vi, const std::string
     std::memcpy(h.data.data(), a.data.data(), h.data.size());
   }
   return h;
+}
+host_tensor input_from_file(const kfuse::onnx::value_info& vi, const std::string& path,
+                            std::string& note) {
+  return input_from_array(vi, kfuse::read_npy(path), path, note);
 }
 
 /// Random data: uniform [-1, 1] for float inputs (fixed seed); ones for integer ones (a valid
@@ -329,10 +332,10 @@ std::vector<kfuse::tensor_id> calibration_targets(const kfuse::graph& g) {
   return t;
 }
 
-/// Calibration batches from DIR/<input>.npy: samples stacked along axis 0, split into batches of
-/// the model's batch size (a remainder is dropped).
-std::vector<std::vector<float>> samples_from_dir(const run_args& a,
-                                                 const kfuse::onnx::value_info& vi) {
+/// Calibration batches of one input from DIR/<input>.npy: samples stacked along axis 0, split
+/// into batches of the model's batch size (a remainder is dropped), each converted as an --input
+/// file would be (token ids and masks too).
+std::vector<host_tensor> samples_from_dir(const run_args& a, const kfuse::onnx::value_info& vi) {
   if (!fs::is_directory(a.calib_dir)) fail("--calib " + a.calib_dir + ": not a folder");
   const fs::path file = fs::path(a.calib_dir) / kfuse_run::file_name_for(vi.name);
   if (!fs::exists(file))
@@ -350,15 +353,19 @@ std::vector<std::vector<float>> samples_from_dir(const run_args& a,
          vi.name + "' " + shape_text(want) + " stacked along axis 0 are " + stacked +
          "] with N >= " + std::to_string(want[0]));
   }
-  const std::vector<float> all = kfuse::npy_to_f32(arr);
-  const auto per = std::size_t(count_of(want));
-  const std::size_t batches = all.size() / per;
-  std::vector<std::vector<float>> s;
-  for (std::size_t b = 0; b < batches; ++b)
-    s.emplace_back(all.begin() + std::ptrdiff_t(b * per),
-                   all.begin() + std::ptrdiff_t((b + 1) * per));
-  std::printf("calibration data: %s, %lld samples -> %zu batch%s of %lld", file.string().c_str(),
-              (long long)arr.shape[0], batches, batches == 1 ? "" : "es", (long long)want[0]);
+  const std::size_t bytes = std::size_t(count_of(want)) * kfuse::npy_dtype_size(arr.dtype);
+  const std::size_t batches = std::size_t(arr.shape[0] / want[0]);
+  std::vector<host_tensor> s;
+  std::string note;
+  for (std::size_t b = 0; b < batches; ++b) {
+    kfuse::npy_array one{arr.dtype, want, false, {}};
+    one.data.assign(arr.data.begin() + std::ptrdiff_t(b * bytes),
+                    arr.data.begin() + std::ptrdiff_t((b + 1) * bytes));
+    s.push_back(input_from_array(vi, one, file.string(), note));
+  }
+  std::printf("calibration data: %s, %lld samples -> %zu batch%s of %lld%s", file.string().c_str(),
+              (long long)arr.shape[0], batches, batches == 1 ? "" : "es", (long long)want[0],
+              note.c_str());
   if (const index_t rest = arr.shape[0] % want[0])
     std::printf(" (%lld samples dropped)", (long long)rest);
   std::printf("\n");
@@ -381,16 +388,21 @@ quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
     std::printf("calibration: no linear / conv node, nothing to quantize\n");
     return {};
   }
-  const bool one_float = m.inputs.size() == 1 && m.inputs[0].type == kfuse::dtype::f32;
   std::vector<std::vector<kfuse::binding>> samples;
-  std::vector<std::vector<float>> data;  // --calib batches
+  std::vector<std::vector<host_tensor>> data;  // --calib batches, per input
   if (!a.calib_dir.empty()) {
-    if (!one_float)
-      fail("--calib reads the samples of a single f32 input; this model has " +
-           std::to_string(m.inputs.size()) + " inputs (" + names_of(m.inputs) +
-           "): omit --calib to calibrate on this run's inputs");
-    data = samples_from_dir(a, m.inputs[0]);
-    for (const auto& d : data) samples.push_back({kfuse::bind(d)});
+    for (const kfuse::onnx::value_info& vi : m.inputs) {
+      data.push_back(samples_from_dir(a, vi));
+      if (data.back().size() != data.front().size())
+        fail("--calib: '" + vi.name + "' has " + std::to_string(data.back().size()) +
+             " batches of samples, '" + m.inputs[0].name + "' " +
+             std::to_string(data.front().size()) + ": every input needs the same number");
+    }
+    for (std::size_t b = 0; b < data.front().size(); ++b) {
+      std::vector<kfuse::binding> one;
+      for (auto& per_input : data) one.push_back(per_input[b].binding());
+      samples.push_back(std::move(one));
+    }
   } else {
     std::printf(
         "calibration: no --calib DIR, calibrating on this run's input%s (one batch: the "

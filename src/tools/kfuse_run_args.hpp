@@ -70,10 +70,10 @@ Data:
 
 Plan:
   --prec f32|bf16|int8   arithmetic of linear / conv nodes (default f32)
-  --calib DIR            int8 calibration data: DIR/<input>.npy, samples stacked along axis 0
-                         (split into batches of the model's batch size); needs --prec int8 and a
-                         model with one f32 input. Without it an int8 run calibrates on its own
-                         inputs (any number and types: token ids and masks too)
+  --calib DIR            int8 calibration data: DIR/<input>.npy for every input, samples
+                         stacked along axis 0 (split into batches of the model's batch size; the
+                         same number for every input; token ids and masks too); needs --prec
+                         int8. Without it an int8 run calibrates on its own inputs
   --threads N            threads a node may use (default 0: the default pool's size)
 
 Timing and reports:

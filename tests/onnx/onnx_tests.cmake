@@ -47,6 +47,17 @@ if(TARGET kfuse_run)
                    --input attention_mask=${b}.attention_mask.npy --reps 2 --warmup 1 --threads 1)
   set_tests_properties(onnx:kfuse_run_shapes_from_files PROPERTIES LABELS "ci;cli"
                        PASS_REGULAR_EXPRESSION "latency: median")
+  # int8 calibration data for every input, token ids and a mask included (DIR/<input>.npy).
+  foreach(in input_ids attention_mask)
+    configure_file(${b}.${in}.npy ${CMAKE_CURRENT_BINARY_DIR}/kfuse_run_calib/${in}.npy COPYONLY)
+  endforeach()
+  add_test(NAME onnx:kfuse_run_calib_inputs
+           COMMAND kfuse_run ${b}.onnx --input input_ids=${b}.input_ids.npy
+                   --input attention_mask=${b}.attention_mask.npy --prec int8
+                   --calib ${CMAKE_CURRENT_BINARY_DIR}/kfuse_run_calib --reps 2 --warmup 1
+                   --threads 1)
+  set_tests_properties(onnx:kfuse_run_calib_inputs PROPERTIES LABELS "ci;cli"
+                       PASS_REGULAR_EXPRESSION "calibration: [0-9]+ tensors over 1 batch .*latency: median")
   add_test(NAME onnx:kfuse_run_bad_argument COMMAND kfuse_run ${m}.onnx --reps nope)
   set_tests_properties(onnx:kfuse_run_bad_argument PROPERTIES LABELS "ci;cli" WILL_FAIL TRUE)
   add_test(NAME onnx:kfuse_run_bad_argument_text COMMAND kfuse_run ${m}.onnx --reps nope)
