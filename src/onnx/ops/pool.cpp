@@ -81,6 +81,7 @@ void import_pool(context& cx, const node_proto& n) {
                   : (is_max ? pool_mode::max : pool_mode::average);
   index_t oh = 1, ow = 1;
   int dil_h = 1, dil_w = 1;
+  bool column_major = false;  // storage_order 1: the Indices output counts W before H
   if (!global) {
     auto ks = cx.attr_ints(n, "kernel_shape");
     if (ks.size() != std::size_t(sp))
@@ -102,6 +103,7 @@ void import_pool(context& cx, const node_proto& n) {
     dil_w = int(d2[1]);
     const std::int64_t order = cx.attr_int(n, "storage_order", 0);
     if (order != 0 && order != 1) cx.fail(n, "storage_order " + std::to_string(order));
+    column_major = order == 1;
     for (auto v : ks)
       if (v < 1 || v > (1 << 20)) cx.fail(n, "kernel_shape value " + std::to_string(v));
     for (auto v : strides)
@@ -162,7 +164,7 @@ void import_pool(context& cx, const node_proto& n) {
                              : x;
     run_value ind = xc;
     ind.id = cx.g.max_pool_indices(sp == 2 ? cx.out_name(n, 1) : cx.unique(n.output(1) + "/2d"),
-                                   xc.id, p, cx.attr_int(n, "storage_order", 0) == 1);
+                                   xc.id, p, column_major);
     ind.shape = {x.shape[0], x.shape[1], oh, ow};
     ind.type = dtype::i64;
     ind.layout = tensor_layout::plain;

@@ -26,8 +26,6 @@ struct max_pool_indices_rule : op_rule {
     cx.need_float(n, x);
     if (x.layout == tensor_layout::nhwc)
       cx.fail_node(n, "input '" + x.name + "' is nhwc: convert it to nchw first");
-    if (n.pool.kind != pool_mode::max)
-      cx.fail_node(n, "indices exist for a windowed max pooling only");
     const max_pool_indices_kernel::problem pr = problem_of(x, n);
     const kernel_status st = max_pool_indices_kernel::can_implement(pr);
     if (!st.ok()) cx.fail_node(n, st.reason);
