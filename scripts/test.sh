@@ -86,8 +86,10 @@ phase "asan+ubsan build + tests"
 # here); so does the allocation-counting replay test (no_asan: it
 # replaces operator new). -O0: the sanitized TUs compile about twice as fast and the tests still
 # run in seconds. CI sanitizes one TU per kernel family and the executor; --full adds the rest.
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKFUSE_SANITIZE=address \
-  -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
+# -g1 (line tables: reports still name file and line): the sanitized compiler instance builds
+# ~12% faster than with -g here, ~40% under TSan below (-O1 instead of -O0 would triple it).
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+  -DKFUSE_SANITIZE=address -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 asan_targets=(kernels_eltwise_$host kernels_gemm_$host types_convert_$host
   simd_vec_$host epilogue_stages_$host kernels_layout_convert_$host threading_thread_pool
@@ -118,7 +120,8 @@ ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|example
 phase "tsan build + threading tests"
 # The thread pool and the executor (graph_exec runs plans on 1 and 2 threads; graph_threading
 # pinned to one core, against a busy loop, and one replay buffer on two threads).
-cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKFUSE_SANITIZE=thread \
+cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DKFUSE_SANITIZE=thread \
   -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/tsan -j "$jobs" \
   --target $(existing_targets build/tsan threading_thread_pool threading_cpu_budget \
