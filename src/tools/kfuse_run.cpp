@@ -416,7 +416,7 @@ quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
   const kfuse::graph_calibration cal = kfuse::calibrate_graph(
       m.graph, targets, std::span<const std::vector<kfuse::binding>>(samples),
       {kfuse::observer_method::percentile, 99.99}, kfuse::quant_scheme::affine,
-      {.threads = a.threads});
+      {.threads = a.threads, .choose_layout = false});
   std::printf(
       "calibration: %zu tensors over %zu batch%s (99.99th percentile, affine u8) in %.1f ms\n",
       cal.tensors.size(), samples.size(), samples.size() == 1 ? "" : "es", ms_since(t0));
@@ -497,7 +497,7 @@ void compare_with_fp32(const run_args& a, const kfuse::onnx::model& m, std::vect
     std::printf("compare-fp32: the plan is f32 already, nothing to compare\n");
     return;
   }
-  const kfuse::plan p32 = kfuse::compile(m.graph, {.threads = a.threads});
+  const kfuse::plan p32 = kfuse::compile(m.graph, {.threads = a.threads, .choose_layout = false});
   std::vector<host_tensor> ref = make_outputs(m, p32);
   kfuse::replay_buffer r = record(p32, in, ref);
   r.replay();
@@ -563,7 +563,8 @@ void sweep_batches(const run_args& a, const kfuse::onnx::model& m, const quant_b
     try {
       kfuse::onnx::model mb = kfuse::onnx::load(a.model, at_batch(a, m, b, all));
       apply_quant(mb.graph, quant);
-      const kfuse::plan p = kfuse::compile(mb.graph, {.threads = a.threads, .prec = a.prec});
+      const kfuse::plan p =
+          kfuse::compile(mb.graph, {.threads = a.threads, .prec = a.prec, .choose_layout = false});
       std::vector<host_tensor> in = make_inputs({}, mb, false);
       std::vector<host_tensor> out = make_outputs(mb, p);
       kfuse::replay_buffer r = record(p, in, out);
@@ -598,8 +599,8 @@ kfuse::tensor_layout choose_layout(const run_args& a) {
   t.layout = kfuse::tensor_layout::nchw;
   const kfuse::onnx::model mc = kfuse::onnx::load(a.model, import_options_of(t));
   std::vector<host_tensor> in = make_inputs(a.inputs, mc, false);
-  const kfuse::plan pc = kfuse::compile(mc.graph, {.threads = a.threads});
-  const kfuse::plan ph = kfuse::compile(mh.graph, {.threads = a.threads});
+  const kfuse::plan pc = kfuse::compile(mc.graph, {.threads = a.threads, .choose_layout = false});
+  const kfuse::plan ph = kfuse::compile(mh.graph, {.threads = a.threads, .choose_layout = false});
   std::vector<host_tensor> oc = make_outputs(mc, pc), oh = make_outputs(mh, ph);
   kfuse::replay_buffer rc = record(pc, in, oc), rh = record(ph, in, oh);
   rc.replay();
@@ -636,7 +637,8 @@ int run(run_args a) {
     apply_quant(g, quant);
   }
   t0 = steady::now();
-  const kfuse::plan p = kfuse::compile(g, {.threads = a.threads, .prec = a.prec});
+  const kfuse::plan p =
+      kfuse::compile(g, {.threads = a.threads, .prec = a.prec, .choose_layout = false});
   print_plan(p, a.prec, ms_since(t0));
 
   std::vector<host_tensor> out = make_outputs(m, p);

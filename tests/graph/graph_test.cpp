@@ -824,7 +824,8 @@ TEST_CASE("graph: depthwise conv with batch norm folded, relu and residual fused
         g.constant("gamma", {C}, gamma.data()), g.constant("beta", {C}, beta.data()));
     auto y = g.relu("relu", g.add("res", bn, x));
     g.output(y);
-    const plan p = compile(g, {.threads = 1});
+    // The declared layout: this checks the nchw kernels too (the layout choice is tested below).
+    const plan p = compile(g, {.threads = 1, .choose_layout = false});
     INFO(p.report().text());
     CHECK(p.steps().size() == 1);
     CHECK(p.report().text().find("folded bn (batch_norm) into dw (conv2d)") != std::string::npos);
@@ -960,7 +961,7 @@ TEST_CASE("graph: ResNet basic block (conv-BN-ReLU x2, residual, pool, linear)",
   for (tensor_layout L : {tensor_layout::nchw, tensor_layout::nhwc}) {
     INFO("layout " << layout_name(L));
     const graph g = b.build(L);
-    const plan p = compile(g, {.threads = 1});
+    const plan p = compile(g, {.threads = 1, .choose_layout = false});
     const std::string rep = p.report().text();
     INFO(rep);
     CHECK(rep.find("folded bn1 (batch_norm) into conv1 (conv2d)") != std::string::npos);
@@ -979,18 +980,18 @@ TEST_CASE("graph: ResNet basic block (conv-BN-ReLU x2, residual, pool, linear)",
     for (std::size_t i = 0; i < y.size(); ++i)
       REQUIRE(std::fabs(y[i] - ref[i]) <= 1e-4 * (1 + max_ref));
     // Unfused (BN as its own pass) and 2 threads agree; bf16 within bf16 accuracy.
-    const plan q = compile(g, {.threads = 1, .fuse = false});
+    const plan q = compile(g, {.threads = 1, .fuse = false, .choose_layout = false});
     std::vector<float> yq(y.size());
     auto rq = q.record({bind(x)}, {bind(yq)});
     rq.replay();
     for (std::size_t i = 0; i < y.size(); ++i)
       REQUIRE(std::fabs(yq[i] - ref[i]) <= 1e-4 * (1 + max_ref));
-    const plan p2 = compile(g, {.threads = 2, .fork_join_ns = 0});
+    const plan p2 = compile(g, {.threads = 2, .fork_join_ns = 0, .choose_layout = false});
     std::vector<float> y2(y.size());
     auto r2 = p2.record({bind(x)}, {bind(y2)});
     r2.replay();
     CHECK(gt::bitwise_equal(y2, y));
-    const plan pb = compile(g, {.threads = 1, .prec = precision::bf16});
+    const plan pb = compile(g, {.threads = 1, .prec = precision::bf16, .choose_layout = false});
     std::vector<float> yb(y.size());
     auto rb = pb.record({bind(x)}, {bind(yb)});
     rb.replay();
@@ -1353,4 +1354,75 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
         REQUIRE(std::fabs(got[i] - want[i]) <= 1e-5f * (1 + std::fabs(want[i])));
     }
   }
+}
+
+TEST_CASE("graph: an nchw CNN runs its image ops in nhwc, the caller's layouts and names kept",
+          "[graph]") {
+  // conv -> relu -> max pool -> conv + residual -> global pool -> SE gate broadcast at batch 2 ->
+  // gated map (returned, nchw) and a flatten -> linear head (not an image op: the map goes back
+  // to nchw before it). Every value against the plan in the declared layouts.
+  const index_t N = 2, C = 3, H = 13, W = 11, K = 8;
+  const auto w1 = gt::random_vec(std::size_t(K * C * 9), 61, -0.5f, 0.5f);
+  const auto w2 = gt::random_vec(std::size_t(K * K * 9), 62, -0.3f, 0.3f);
+  const auto wg = gt::random_vec(std::size_t(K * K), 63, -0.5f, 0.5f);
+  const auto wl = gt::random_vec(std::size_t(5 * K * 6 * 5), 64, -0.2f, 0.2f);
+  const auto b1 = gt::random_vec(std::size_t(K), 65, -0.1f, 0.1f);
+  graph g;
+  auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nchw);
+  conv2d_params cp;
+  cp.pad_top = cp.pad_left = cp.pad_bottom = cp.pad_right = 1;
+  auto c1 = g.relu("r1", g.conv2d("c1", x, g.constant("w1", {K, C, 3, 3}, w1.data()),
+                                  g.constant("b1", {K}, b1.data()), cp));
+  pool2d_params mp;
+  mp.kind = pool_mode::max;
+  mp.kernel_h = mp.kernel_w = mp.stride_h = mp.stride_w = 2;
+  auto p1 = g.pool2d("p1", c1, mp);  // [2, 8, 6, 5]
+  auto s = g.add("s", g.conv2d("c2", p1, g.constant("w2", {K, K, 3, 3}, w2.data()), {}, cp), p1);
+  pool2d_params gp;
+  gp.kind = pool_mode::global_average;
+  auto gate = g.sigmoid(
+      "gate", g.conv2d("fc", g.pool2d("gap", s, gp), g.constant("wg", {K, K, 1, 1}, wg.data())));
+  auto full = g.broadcast("expand", gate, {N, K, 6, 5}, tensor_layout::nchw);
+  auto gated = g.mul("gated", s, full);
+  auto head =
+      g.linear("head", g.flatten("f", gated, 1), g.constant("wl", {5, K * 6 * 5}, wl.data()));
+  g.output(head);
+  g.output(gated);
+  const auto xv = gt::random_vec(std::size_t(N * C * H * W), 66, -1, 1);
+  for (int threads : {1, 2}) {
+    const plan declared = compile(g, {.threads = threads, .choose_layout = false});
+    const plan chosen = compile(g, {.threads = threads});
+    const std::string rep = chosen.report().text();
+    INFO(rep);
+    CHECK(rep.find("layout: 10 image nodes of the nchw graph run in nhwc") != std::string::npos);
+    CHECK(declared.report().text().find("layout:") == std::string::npos);
+    // The caller's view: the same inputs and outputs, by name and layout.
+    REQUIRE(chosen.output_count() == 2);
+    CHECK(chosen.output(0).name == "head");
+    CHECK(chosen.output(1).name == "gated");
+    CHECK(chosen.output(1).layout == tensor_layout::nchw);
+    bool nhwc_conv = false;
+    for (const auto& st : chosen.steps()) nhwc_conv |= st.kernel.find("nhwc") != std::string::npos;
+    CHECK(nhwc_conv);
+    std::vector<float> hd(std::size_t(N * 5), std::nanf("")),
+        gd(std::size_t(N * K * 30), std::nanf(""));
+    std::vector<float> hc = hd, gc = gd;
+    declared.run({bind(xv)}, {bind(hd), bind(gd)});
+    chosen.run({bind(xv)}, {bind(hc), bind(gc)});
+    // Same arithmetic in another order (the nhwc kernels sum the taps differently).
+    for (std::size_t i = 0; i < hd.size(); ++i)
+      REQUIRE(std::fabs(hc[i] - hd[i]) <= 1e-4f * (1 + std::fabs(hd[i])));
+    for (std::size_t i = 0; i < gd.size(); ++i)
+      REQUIRE(std::fabs(gc[i] - gd[i]) <= 1e-4f * (1 + std::fabs(gd[i])));
+  }
+  // Without a conv2d the graph stays as declared; a bad graph reports its own nodes' errors.
+  graph pool_only;
+  pool_only.output(pool_only.pool2d(
+      "mp", pool_only.input("x", {1, 2, 4, 4}, dtype::f32, tensor_layout::nchw), mp));
+  CHECK(compile(pool_only, {.threads = 1}).report().text().find("layout:") == std::string::npos);
+  graph bad;
+  auto bx = bad.input("x", {1, 3, 8, 8}, dtype::f32, tensor_layout::nchw);
+  bad.output(bad.conv2d("conv", bx, bad.constant("w", {4, 2, 3, 3}, w1.data()), {}, cp));
+  CHECK_THROWS_WITH(compile(bad, {.threads = 1}),
+                    Catch::Matchers::Contains("node 'conv' (conv2d)"));
 }

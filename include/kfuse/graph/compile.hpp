@@ -3,6 +3,7 @@
 // graph/passes/, each op's inference, fusion hooks and lowering in graph/ops/<op>.hpp
 // (docs/executor.md, "Inside compile()").
 //
+//   layout_choice  an nchw graph's image region rewritten to run in nhwc (on a copy)
 //   graph_checks   tensors copied (the plan owns its constants), names, quant params, ids,
 //                  topological order, inputs and outputs
 //   build_steps    each node validated and inferred by its op's rule, then one step per node
@@ -26,6 +27,7 @@
 #include "kfuse/graph/passes/channel_gate.hpp"
 #include "kfuse/graph/passes/fusion.hpp"
 #include "kfuse/graph/passes/graph_checks.hpp"
+#include "kfuse/graph/passes/layout_choice.hpp"
 #include "kfuse/graph/passes/lower.hpp"
 #include "kfuse/graph/passes/memory_plan.hpp"
 #include "kfuse/graph/passes/quantize_absorption.hpp"
@@ -72,10 +74,13 @@ inline void analyze(compile_context& cx) {
 
 }  // namespace detail
 
-/// Compiles a graph into a plan for arch A and backend B (declared in compile_fwd.hpp).
+namespace detail {
+
+/// compile() of the graph as given (the layout choice is made by compile() below).
 template <class A, class B>
-plan compile(const graph& g, const compile_options& options) {
+plan compile_as_given(const graph& g, const compile_options& options, std::string layout_note) {
   detail::compile_context cx(g, options);
+  if (!layout_note.empty()) cx.d->report.notes.push_back(std::move(layout_note));
   cx.int8_gemm = graph_ops::gemm_available<i8, A, B>();
   if (cx.opt.prec == precision::int8 && !cx.int8_gemm) {
     // An int8 plan asked of an arch without an int8 dot product: the nodes that inherit the
@@ -91,6 +96,28 @@ plan compile(const graph& g, const compile_options& options) {
   detail::set_target(*cx.d, make_target_info<A>(simd::impl_name<A, B>()));
   detail::plan_memory(*cx.d, cx.views);
   return plan(std::shared_ptr<const detail::plan_data>(cx.d));
+}
+
+}  // namespace detail
+
+/// Compiles a graph into a plan for arch A and backend B (declared in compile_fwd.hpp).
+template <class A, class B>
+plan compile(const graph& g, const compile_options& options) {
+  detail::layout_rewrite r;
+  std::string kept;
+  if (options.choose_layout && detail::choose_layout(g, r)) {
+    try {
+      return detail::compile_as_given<A, B>(
+          r.g, options,
+          "layout: " + std::to_string(r.region_nodes) + " image nodes of the nchw graph run in " +
+              "nhwc (" + std::to_string(r.conversions) + " layout conversions at the edges; " +
+              "compile_options::choose_layout = false keeps the declared layouts)");
+    } catch (const error& e) {
+      // The graph as declared reports its own errors, naming the user's nodes.
+      kept = std::string("layout: declared layouts kept (in nhwc: ") + e.what() + ")";
+    }
+  }
+  return detail::compile_as_given<A, B>(g, options, std::move(kept));
 }
 
 KFUSE_END_NAMESPACE

@@ -109,7 +109,13 @@ struct node_desc {
   custom_op custom{};                              // custom
 };
 
+namespace detail {
+class layout_chooser;  // graph/passes/layout_choice.hpp: rewrites a copy of a graph
+}
+
 class graph {
+  friend class detail::layout_chooser;
+
  public:
   // ---- tensors -------------------------------------------------------------------------------
   /// A graph input, bound by the caller at record time (in declaration order).

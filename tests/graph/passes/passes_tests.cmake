@@ -2,5 +2,5 @@
 # fast to build). Under ASan too (scripts/test.sh).
 kfuse_add_test(graph_passes SOURCES graph/passes/fusion_test.cpp
                graph/passes/quantize_absorption_test.cpp graph/passes/memory_plan_test.cpp
-               graph/passes/channel_gate_test.cpp
+               graph/passes/channel_gate_test.cpp graph/passes/layout_choice_test.cpp
                LABELS "ci")
