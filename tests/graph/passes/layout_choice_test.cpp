@@ -103,3 +103,70 @@ TEST_CASE("layout choice: operands decide whether an eltwise joins, broadcasts f
   const analyzed a(h);
   CHECK(a.tensor(a.step_of("mixed").x).layout == tensor_layout::nchw);
 }
+
+TEST_CASE("layout choice: a squeeze-excite gate from the region multiplies per channel") {
+  // Batch 1: pool -> 1x1 conv -> sigmoid gives C values, the same in either layout.
+  graph g;
+  static const std::vector<float> w = filled(4 * 3 * 9), wg = filled(4 * 4);
+  auto x = g.input("x", {1, 3, 6, 6}, dtype::f32, tensor_layout::nchw);
+  conv2d_params cp;
+  cp.pad_top = cp.pad_left = cp.pad_bottom = cp.pad_right = 1;
+  auto c = g.conv2d("c", x, g.constant("w", {4, 3, 3, 3}, w.data()), {}, cp);
+  pool2d_params gp;
+  gp.kind = pool_mode::global_average;
+  auto gate = g.sigmoid(
+      "gate", g.conv2d("fc", g.pool2d("gap", c, gp), g.constant("wg", {4, 4, 1, 1}, wg.data())));
+  eltwise_stage m{stage_kind::mul, 0, 0, gate};
+  m.per_channel = true;
+  g.output(g.eltwise("se", c, {m}));
+  detail::layout_rewrite r;
+  REQUIRE(detail::choose_layout(g, r));
+  CHECK(r.region_nodes == 5);  // c, gap, fc, gate, se
+  CHECK(r.conversions == 2);
+  const analyzed a(r.g);
+  CHECK(a.tensor(a.step_of("c").x).layout == tensor_layout::nhwc);
+}
+
+TEST_CASE("layout choice: conversions the graph has are kept, nhwc-only ops stay in the region") {
+  static const std::vector<float> w = filled(4 * 3 * 9), w8 = filled(4 * 8 * 9),
+                                  wt = filled(4 * 4 * 4);
+  conv2d_params cp;
+  cp.pad_top = cp.pad_left = cp.pad_bottom = cp.pad_right = 1;
+  {
+    // A graph converting by itself: nothing to add, and its own exit stays nchw.
+    graph g;
+    auto x = g.input("x", {1, 3, 6, 6}, dtype::f32, tensor_layout::nchw);
+    auto xc = g.convert_layout("xc", x, tensor_layout::nhwc);
+    auto c = g.conv2d("c", xc, g.constant("w", {4, 3, 3, 3}, w.data()), {}, cp);
+    g.output(g.convert_layout("out", c, tensor_layout::nchw));
+    detail::layout_rewrite r;
+    REQUIRE(detail::choose_layout(g, r));
+    CHECK(r.conversions == 0);
+    CHECK(node_named(r.g, "out")->to_layout == tensor_layout::nchw);
+    CHECK(node_named(r.g, "xc")->inputs[0].index == x.index);
+  }
+  {
+    // The importer's shape of a ConvTranspose in an nchw graph (convert, deconv, convert back)
+    // between convs and a concat: one region, converted at the input and the output only.
+    graph g;
+    auto x = g.input("x", {1, 3, 6, 6}, dtype::f32, tensor_layout::nchw);
+    auto c = g.conv2d("c", x, g.constant("w", {4, 3, 3, 3}, w.data()), {}, cp);
+    pool2d_params mp;
+    mp.kind = pool_mode::max;
+    mp.kernel_h = mp.kernel_w = mp.stride_h = mp.stride_w = 2;
+    auto down = g.pool2d("down", c, mp);
+    conv2d_params tp;
+    tp.stride_h = tp.stride_w = 2;
+    auto up = g.conv_transpose2d("up", g.convert_layout("to_nhwc", down, tensor_layout::nhwc),
+                                 g.constant("wt", {4, 4, 2, 2}, wt.data()), {}, tp, 6, 6);
+    auto cat = g.concat("cat", {g.convert_layout("to_nchw", up, tensor_layout::nchw), c}, 1);
+    g.output(g.conv2d("head", cat, g.constant("w8", {4, 8, 3, 3}, w8.data()), {}, cp));
+    detail::layout_rewrite r;
+    REQUIRE(detail::choose_layout(g, r));
+    CHECK(r.region_nodes == 7);  // c, down, to_nhwc, up, to_nchw, cat, head
+    CHECK(r.conversions == 2);
+    CHECK(node_named(r.g, "to_nchw")->to_layout == tensor_layout::nhwc);  // now a copy
+    const analyzed a(r.g);
+    CHECK(a.tensor(a.step_of("cat").x).layout == tensor_layout::nhwc);
+  }
+}

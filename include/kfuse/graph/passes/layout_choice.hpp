@@ -8,10 +8,11 @@
 // one does not compile (errors then name the user's nodes, as without the pass).
 //
 // The region: the 4-D f32 NCHW graph inputs, and the outputs of the ops whose NHWC form computes
-// the same logical (N, C, H, W) result from region inputs: conv2d, pool2d, batch_norm, resize,
-// concat, broadcast into an nchw target (a squeeze-excite gate at batch > 1) and eltwise (a
-// same-shape operand must be in the region too; a per-channel one must not). Nothing changes
-// unless the region holds a conv2d.
+// the same logical (N, C, H, W) result from region inputs: conv2d, conv_transpose2d, pool2d,
+// batch_norm, resize, concat, convert_layout (a copy in NHWC: the importer's conversions around
+// an NHWC-only op keep the region whole), broadcast into an nchw target (a squeeze-excite gate at
+// batch > 1) and eltwise (a same-shape operand must be in the region too; a per-channel one may
+// come from anywhere). Nothing changes unless the region holds a conv2d.
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -30,6 +31,12 @@ inline bool nhwc_capable(const node_desc& n, int& data_slots) {
     case op_kind::pool2d:
     case op_kind::batch_norm:
     case op_kind::resize:
+      data_slots = 1;
+      return true;
+    case op_kind::conv_transpose2d:  // nhwc only: the importer converts around it
+      data_slots = 1;
+      return true;
+    case op_kind::convert_layout:  // of a region tensor: becomes a copy in nhwc
       data_slots = 1;
       return true;
     case op_kind::broadcast:  // into an nchw target: its output layout becomes nhwc
@@ -51,7 +58,8 @@ struct layout_rewrite {
 
 class layout_chooser {
  public:
-  explicit layout_chooser(const graph& g) : g_(g), in_(g.tensors().size(), false) {}
+  explicit layout_chooser(const graph& g)
+      : g_(g), in_(g.tensors().size(), false), was_nhwc_(g.tensors().size(), false) {}
 
   /// The rewritten graph, or false when the declared one stays (no conv2d in an NCHW region).
   bool run(layout_rewrite& r) {
@@ -69,13 +77,31 @@ class layout_chooser {
       grew = false;
       for (std::size_t i = 0; i < nodes.size(); ++i)
         if (!member[i] && joins(nodes[i])) {
+          const node_desc& n = nodes[i];
           member[i] = true;
-          in_[std::size_t(nodes[i].output.index)] = true;
+          in_[std::size_t(n.output.index)] = true;
+          // Its output's layout in the declared graph: nhwc stays nhwc, needing no exit.
+          was_nhwc_[std::size_t(n.output.index)] =
+              n.op == op_kind::conv_transpose2d || is_conversion_to(n, tensor_layout::nhwc) ||
+              (n.op != op_kind::convert_layout && n.op != op_kind::broadcast &&
+               was_nhwc_[std::size_t(n.inputs[0].index)]);
           conv = conv || nodes[i].op == op_kind::conv2d;
           grew = true;
         }
     }
     if (!conv) return false;
+    // A user's own conversion to nchw that only leaves the region (read outside, or returned)
+    // stays what it is: the exit, reading the nhwc tensor directly.
+    std::vector<bool> read_by_member(g_.tensors().size(), false);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (member[i])
+        for (tensor_id t : nodes[i].inputs) read_by_member[std::size_t(t.index)] = true;
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (member[i] && is_conversion_to(nodes[i], tensor_layout::nchw) &&
+          !read_by_member[std::size_t(nodes[i].output.index)]) {
+        member[i] = false;
+        in_[std::size_t(nodes[i].output.index)] = false;
+      }
     rewrite(member, r);
     return true;
   }
@@ -97,6 +123,9 @@ class layout_chooser {
     return true;
   }
   bool in(tensor_id t) const { return in_[std::size_t(t.index)]; }
+  static bool is_conversion_to(const node_desc& n, tensor_layout l) {
+    return n.op == op_kind::convert_layout && n.to_layout == l;
+  }
 
   /// Whether node n computes the same result in NHWC from the region (see the file comment).
   bool joins(const node_desc& n) const {
@@ -107,14 +136,23 @@ class layout_chooser {
       for (const eltwise_stage& s : n.stages) {
         if (!stage_reads_operand(s.kind)) continue;
         if (slot >= n.inputs.size()) return false;
+        // A per-channel operand holds C values whatever its layout (an SE gate [N=1, C, 1, 1]
+        // from the region reads the same in both); a same-shape one must be in the region.
         const bool per_channel = s.kind == stage_kind::bias || s.per_channel;
-        if (in(n.inputs[slot++]) == per_channel) return false;
+        if (!per_channel && !same_region_layout(n.inputs[0], n.inputs[slot])) return false;
+        ++slot;
       }
       return true;
     }
     for (std::size_t i = 1; i < n.inputs.size(); ++i)  // concat: all; the others: weights only
-      if (in(n.inputs[i]) != (data_slots < 0)) return false;
+      if (data_slots < 0 ? !same_region_layout(n.inputs[0], n.inputs[i]) : in(n.inputs[i]))
+        return false;
     return true;
+  }
+  /// b is in the region and was in a's layout in the declared graph (a mismatch stays the
+  /// declared graph's error).
+  bool same_region_layout(tensor_id a, tensor_id b) const {
+    return in(b) && was_nhwc_[std::size_t(a.index)] == was_nhwc_[std::size_t(b.index)];
   }
 
   std::string unique(std::string name) {
@@ -129,19 +167,24 @@ class layout_chooser {
     const std::size_t declared = h.nodes_.size();
     std::vector<bool> is_output(h.tensors_.size(), false);
     for (tensor_id t : h.outputs_) is_output[std::size_t(t.index)] = true;
-    // Readers of each region tensor outside the region (or in a non-data slot: none by joins).
+    // Readers of each region tensor outside the region that need it in nchw (a conversion
+    // reads either layout).
     std::vector<bool> read_outside(h.tensors_.size(), false);
     for (std::size_t i = 0; i < declared; ++i)
-      if (!member[i])
+      if (!member[i] && h.nodes_[i].op != op_kind::convert_layout)
         for (tensor_id t : h.nodes_[i].inputs) read_outside[std::size_t(t.index)] = true;
+    const auto converts_input = [&](const node_desc& n) {
+      return n.op == op_kind::convert_layout && g_.tensor(n.inputs[0]).is_input;
+    };
 
-    // Entry: each region graph input read by the region gets one conversion to NHWC.
+    // Entry: each region graph input read by the region gets one conversion to NHWC (a
+    // conversion in the region reading it is one already).
     std::vector<tensor_id> entry(h.tensors_.size());
     for (tensor_id x : h.inputs_)
       if (in(x)) {
         bool read = false;
         for (std::size_t i = 0; i < declared; ++i)
-          if (member[i])
+          if (member[i] && !converts_input(h.nodes_[i]))
             for (tensor_id t : h.nodes_[i].inputs) read = read || t.index == x.index;
         if (!read) continue;
         entry[std::size_t(x.index)] = h.convert_layout(
@@ -150,9 +193,12 @@ class layout_chooser {
       }
     for (std::size_t i = 0; i < declared; ++i)
       if (member[i]) {
+        node_desc& n = h.nodes_[i];
         ++r.region_nodes;
-        if (h.nodes_[i].op == op_kind::broadcast) h.nodes_[i].to_layout = tensor_layout::nhwc;
-        for (tensor_id& t : h.nodes_[i].inputs)
+        if (n.op == op_kind::broadcast || n.op == op_kind::convert_layout)
+          n.to_layout = tensor_layout::nhwc;
+        if (converts_input(n)) continue;
+        for (tensor_id& t : n.inputs)
           if (entry[std::size_t(t.index)].index >= 0) t = entry[std::size_t(t.index)];
       }
 
@@ -163,7 +209,7 @@ class layout_chooser {
       if (!member[i]) continue;
       const tensor_id t = h.nodes_[i].output;
       const std::size_t ti = std::size_t(t.index);
-      if (!is_output[ti] && !read_outside[ti]) continue;
+      if (was_nhwc_[ti] || (!is_output[ti] && !read_outside[ti])) continue;
       std::string back_name;
       if (is_output[ti]) {
         back_name = h.tensors_[ti].name;
@@ -178,7 +224,7 @@ class layout_chooser {
         h.tensors_[std::size_t(back.index)].quant = h.tensors_[ti].quant;
       }
       for (std::size_t j = 0; j < declared; ++j)
-        if (!member[j])
+        if (!member[j] && h.nodes_[j].op != op_kind::convert_layout)
           for (tensor_id& u : h.nodes_[j].inputs)
             if (u.index == t.index) u = back;
       for (tensor_id& o : h.outputs_)
@@ -187,7 +233,8 @@ class layout_chooser {
   }
 
   const graph& g_;
-  std::vector<bool> in_;  // tensors of the region (NHWC after the rewrite)
+  std::vector<bool> in_;        // tensors of the region (NHWC after the rewrite)
+  std::vector<bool> was_nhwc_;  // region tensors that were NHWC in the declared graph too
   std::unordered_set<std::string> names_;
 };
 
