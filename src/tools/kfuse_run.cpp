@@ -136,6 +136,14 @@ std::vector<float> load_floats(const host_tensor& h) {
 
 // ---- model and plan summary --------------------------------------------------------------------
 
+/// The compile options of the flags: the plan keeps the layout --layout imported (compile()
+/// would move an nchw import's image ops to nhwc itself; the nchw rows measure the nchw kernels,
+/// and --layout auto times both imports).
+kfuse::compile_options plan_options(const run_args& a,
+                                    kfuse::precision prec = kfuse::precision::f32) {
+  return {.threads = a.threads, .prec = prec, .choose_layout = false};
+}
+
 /// The import options of the flags. An input given as a file and not by --shape takes the
 /// file's shape: its symbolic dimensions need no --dim (a static one that differs is an error
 /// naming the input and the dimension).
@@ -415,8 +423,7 @@ quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
   const auto t0 = steady::now();
   const kfuse::graph_calibration cal = kfuse::calibrate_graph(
       m.graph, targets, std::span<const std::vector<kfuse::binding>>(samples),
-      {kfuse::observer_method::percentile, 99.99}, kfuse::quant_scheme::affine,
-      {.threads = a.threads, .choose_layout = false});
+      {kfuse::observer_method::percentile, 99.99}, kfuse::quant_scheme::affine, plan_options(a));
   std::printf(
       "calibration: %zu tensors over %zu batch%s (99.99th percentile, affine u8) in %.1f ms\n",
       cal.tensors.size(), samples.size(), samples.size() == 1 ? "" : "es", ms_since(t0));
@@ -497,7 +504,7 @@ void compare_with_fp32(const run_args& a, const kfuse::onnx::model& m, std::vect
     std::printf("compare-fp32: the plan is f32 already, nothing to compare\n");
     return;
   }
-  const kfuse::plan p32 = kfuse::compile(m.graph, {.threads = a.threads, .choose_layout = false});
+  const kfuse::plan p32 = kfuse::compile(m.graph, plan_options(a));
   std::vector<host_tensor> ref = make_outputs(m, p32);
   kfuse::replay_buffer r = record(p32, in, ref);
   r.replay();
@@ -563,8 +570,7 @@ void sweep_batches(const run_args& a, const kfuse::onnx::model& m, const quant_b
     try {
       kfuse::onnx::model mb = kfuse::onnx::load(a.model, at_batch(a, m, b, all));
       apply_quant(mb.graph, quant);
-      const kfuse::plan p =
-          kfuse::compile(mb.graph, {.threads = a.threads, .prec = a.prec, .choose_layout = false});
+      const kfuse::plan p = kfuse::compile(mb.graph, plan_options(a, a.prec));
       std::vector<host_tensor> in = make_inputs({}, mb, false);
       std::vector<host_tensor> out = make_outputs(mb, p);
       kfuse::replay_buffer r = record(p, in, out);
@@ -599,8 +605,8 @@ kfuse::tensor_layout choose_layout(const run_args& a) {
   t.layout = kfuse::tensor_layout::nchw;
   const kfuse::onnx::model mc = kfuse::onnx::load(a.model, import_options_of(t));
   std::vector<host_tensor> in = make_inputs(a.inputs, mc, false);
-  const kfuse::plan pc = kfuse::compile(mc.graph, {.threads = a.threads, .choose_layout = false});
-  const kfuse::plan ph = kfuse::compile(mh.graph, {.threads = a.threads, .choose_layout = false});
+  const kfuse::plan pc = kfuse::compile(mc.graph, plan_options(a));
+  const kfuse::plan ph = kfuse::compile(mh.graph, plan_options(a));
   std::vector<host_tensor> oc = make_outputs(mc, pc), oh = make_outputs(mh, ph);
   kfuse::replay_buffer rc = record(pc, in, oc), rh = record(ph, in, oh);
   rc.replay();
@@ -637,8 +643,7 @@ int run(run_args a) {
     apply_quant(g, quant);
   }
   t0 = steady::now();
-  const kfuse::plan p =
-      kfuse::compile(g, {.threads = a.threads, .prec = a.prec, .choose_layout = false});
+  const kfuse::plan p = kfuse::compile(g, plan_options(a, a.prec));
   print_plan(p, a.prec, ms_since(t0));
 
   std::vector<host_tensor> out = make_outputs(m, p);

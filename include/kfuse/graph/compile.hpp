@@ -72,14 +72,10 @@ inline void analyze(compile_context& cx) {
   }
 }
 
-}  // namespace detail
-
-namespace detail {
-
 /// compile() of the graph as given (the layout choice is made by compile() below).
 template <class A, class B>
 plan compile_as_given(const graph& g, const compile_options& options, std::string layout_note) {
-  detail::compile_context cx(g, options);
+  compile_context cx(g, options);
   if (!layout_note.empty()) cx.d->report.notes.push_back(std::move(layout_note));
   cx.int8_gemm = graph_ops::gemm_available<i8, A, B>();
   if (cx.opt.prec == precision::int8 && !cx.int8_gemm) {
@@ -91,11 +87,11 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
                                  " has no int8 dot product (vpdpbusd: avx512_vnni or avx2_vnni); "
                                  "linear and conv nodes of the plan's precision run in f32");
   }
-  detail::analyze(cx);
-  detail::lower_steps<A, B>(cx);
-  detail::set_target(*cx.d, make_target_info<A>(simd::impl_name<A, B>()));
-  detail::plan_memory(*cx.d, cx.views);
-  return plan(std::shared_ptr<const detail::plan_data>(cx.d));
+  analyze(cx);
+  lower_steps<A, B>(cx);
+  set_target(*cx.d, make_target_info<A>(simd::impl_name<A, B>()));
+  plan_memory(*cx.d, cx.views);
+  return plan(std::shared_ptr<const plan_data>(cx.d));
 }
 
 }  // namespace detail

@@ -219,9 +219,9 @@ struct compile_options {
   double fork_join_ns = -1;
   /// Run parallel work on this executor instead of kfuse's pool (must outlive the plan).
   const executor* exec = nullptr;
-  /// Let the plan run an NCHW graph's image ops (conv2d, pool2d, batch_norm, resize, concat,
-  /// eltwise) in NHWC, with one conversion at the region's edges (graph/passes/layout_choice.hpp;
-  /// the report says so). false: every tensor in its declared layout.
+  /// Let the plan run an NCHW graph's image ops in NHWC, with one conversion at the region's
+  /// edges (graph/passes/layout_choice.hpp lists the ops; the report says so). false: every
+  /// tensor in its declared layout.
   bool choose_layout = true;
 };
 

@@ -13,6 +13,7 @@
 // an NHWC-only op keep the region whole), broadcast into an nchw target (a squeeze-excite gate at
 // batch > 1) and eltwise (a same-shape operand must be in the region too; a per-channel one may
 // come from anywhere). Nothing changes unless the region holds a conv2d.
+#include <algorithm>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -23,29 +24,22 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 
-/// Which input slots of node n carry image data (in the region or not): -1 for "every slot".
-/// Returns false for the ops that stay in the declared layout.
-inline bool nhwc_capable(const node_desc& n, int& data_slots) {
+/// Whether node n has an NHWC form computing the same logical result; every_slot: all its inputs
+/// are image data (concat, eltwise), else only the first (the rest are weights).
+inline bool nhwc_capable(const node_desc& n, bool& every_slot) {
+  every_slot = n.op == op_kind::concat || n.op == op_kind::eltwise;
   switch (n.op) {
     case op_kind::conv2d:
     case op_kind::pool2d:
     case op_kind::batch_norm:
     case op_kind::resize:
-      data_slots = 1;
-      return true;
     case op_kind::conv_transpose2d:  // nhwc only: the importer converts around it
-      data_slots = 1;
-      return true;
-    case op_kind::convert_layout:  // of a region tensor: becomes a copy in nhwc
-      data_slots = 1;
-      return true;
-    case op_kind::broadcast:  // into an nchw target: its output layout becomes nhwc
-      data_slots = 1;
-      return n.to_layout == tensor_layout::nchw && n.shape.size() == 4;
+    case op_kind::convert_layout:    // of a region tensor: becomes a copy in nhwc
     case op_kind::concat:
     case op_kind::eltwise:
-      data_slots = -1;
       return true;
+    case op_kind::broadcast:  // into an nchw target: its output layout becomes nhwc
+      return n.to_layout == tensor_layout::nchw && n.shape.size() == 4;
     default:
       return false;
   }
@@ -129,8 +123,8 @@ class layout_chooser {
 
   /// Whether node n computes the same result in NHWC from the region (see the file comment).
   bool joins(const node_desc& n) const {
-    int data_slots = 0;
-    if (n.inputs.empty() || !nhwc_capable(n, data_slots) || !in(n.inputs[0])) return false;
+    bool every_slot = false;
+    if (n.inputs.empty() || !nhwc_capable(n, every_slot) || !in(n.inputs[0])) return false;
     if (n.op == op_kind::eltwise) {
       std::size_t slot = 1;
       for (const eltwise_stage& s : n.stages) {
@@ -145,7 +139,7 @@ class layout_chooser {
       return true;
     }
     for (std::size_t i = 1; i < n.inputs.size(); ++i)  // concat: all; the others: weights only
-      if (data_slots < 0 ? !same_region_layout(n.inputs[0], n.inputs[i]) : in(n.inputs[i]))
+      if (every_slot ? !same_region_layout(n.inputs[0], n.inputs[i]) : in(n.inputs[i]))
         return false;
     return true;
   }
@@ -164,72 +158,63 @@ class layout_chooser {
     r.g = g_;
     graph& h = r.g;
     for (const tensor_desc& t : h.tensors_) names_.insert(t.name);
-    const std::size_t declared = h.nodes_.size();
-    std::vector<bool> is_output(h.tensors_.size(), false);
-    for (tensor_id t : h.outputs_) is_output[std::size_t(t.index)] = true;
-    // Readers of each region tensor outside the region that need it in nchw (a conversion
-    // reads either layout).
-    std::vector<bool> read_outside(h.tensors_.size(), false);
-    for (std::size_t i = 0; i < declared; ++i)
-      if (!member[i] && h.nodes_[i].op != op_kind::convert_layout)
-        for (tensor_id t : h.nodes_[i].inputs) read_outside[std::size_t(t.index)] = true;
+    const std::size_t declared = h.nodes_.size(), tensors = h.tensors_.size();
+    // A conversion reads either layout: a graph input read by a member conversion, or a region
+    // tensor read by an outside one, needs no conversion of its own.
     const auto converts_input = [&](const node_desc& n) {
       return n.op == op_kind::convert_layout && g_.tensor(n.inputs[0]).is_input;
     };
+    std::vector<bool> read_inside(tensors, false), read_outside(tensors, false);
+    for (std::size_t i = 0; i < declared; ++i) {
+      const node_desc& n = h.nodes_[i];
+      if (member[i] ? converts_input(n) : n.op == op_kind::convert_layout) continue;
+      for (tensor_id t : n.inputs)
+        (member[i] ? read_inside : read_outside)[std::size_t(t.index)] = true;
+    }
+    for (tensor_id t : h.outputs_) read_outside[std::size_t(t.index)] = true;
 
-    // Entry: each region graph input read by the region gets one conversion to NHWC (a
-    // conversion in the region reading it is one already).
-    std::vector<tensor_id> entry(h.tensors_.size());
+    // Entry: each region graph input read by the region gets one conversion to NHWC.
+    std::vector<tensor_id> entry(tensors), exit(tensors);
     for (tensor_id x : h.inputs_)
-      if (in(x)) {
-        bool read = false;
-        for (std::size_t i = 0; i < declared; ++i)
-          if (member[i] && !converts_input(h.nodes_[i]))
-            for (tensor_id t : h.nodes_[i].inputs) read = read || t.index == x.index;
-        if (!read) continue;
+      if (in(x) && read_inside[std::size_t(x.index)]) {
         entry[std::size_t(x.index)] = h.convert_layout(
             unique(h.tensors_[std::size_t(x.index)].name + "/nhwc"), x, tensor_layout::nhwc);
         ++r.conversions;
       }
-    for (std::size_t i = 0; i < declared; ++i)
-      if (member[i]) {
-        node_desc& n = h.nodes_[i];
-        ++r.region_nodes;
-        if (n.op == op_kind::broadcast || n.op == op_kind::convert_layout)
-          n.to_layout = tensor_layout::nhwc;
-        if (converts_input(n)) continue;
-        for (tensor_id& t : n.inputs)
-          if (entry[std::size_t(t.index)].index >= 0) t = entry[std::size_t(t.index)];
-      }
-
-    // Exit: a region node's output read outside the region or returned goes back to NCHW. A
-    // returned tensor keeps its name on the conversion (the caller binds it); the node producing
-    // it is renamed.
+    // Exit: a region tensor that was nchw and is read outside the region or returned goes back
+    // to NCHW. A returned tensor keeps its name on the conversion (the caller binds it); the
+    // node producing it is renamed.
     for (std::size_t i = 0; i < declared; ++i) {
       if (!member[i]) continue;
-      const tensor_id t = h.nodes_[i].output;
-      const std::size_t ti = std::size_t(t.index);
-      if (was_nhwc_[ti] || (!is_output[ti] && !read_outside[ti])) continue;
-      std::string back_name;
-      if (is_output[ti]) {
+      node_desc& n = h.nodes_[i];
+      ++r.region_nodes;
+      if (n.op == op_kind::broadcast || n.op == op_kind::convert_layout)
+        n.to_layout = tensor_layout::nhwc;
+      const std::size_t ti = std::size_t(n.output.index);
+      if (was_nhwc_[ti] || !read_outside[ti]) continue;
+      std::string back_name = h.tensors_[ti].name + "/nchw";
+      if (std::any_of(h.outputs_.begin(), h.outputs_.end(),
+                      [&](tensor_id o) { return o.index == n.output.index; })) {
         back_name = h.tensors_[ti].name;
-        h.nodes_[i].name = h.tensors_[ti].name = unique(back_name + "/nhwc");
+        n.name = h.tensors_[ti].name = unique(back_name + "/nhwc");
       } else {
-        back_name = unique(h.tensors_[ti].name + "/nchw");
+        back_name = unique(back_name);
       }
-      const tensor_id back = h.convert_layout(back_name, t, tensor_layout::nchw);
+      exit[ti] = h.convert_layout(back_name, n.output, tensor_layout::nchw);
       ++r.conversions;
-      if (h.tensors_[ti].has_quant) {
-        h.tensors_[std::size_t(back.index)].has_quant = true;
-        h.tensors_[std::size_t(back.index)].quant = h.tensors_[ti].quant;
-      }
-      for (std::size_t j = 0; j < declared; ++j)
-        if (!member[j] && h.nodes_[j].op != op_kind::convert_layout)
-          for (tensor_id& u : h.nodes_[j].inputs)
-            if (u.index == t.index) u = back;
-      for (tensor_id& o : h.outputs_)
-        if (o.index == t.index) o = back;
     }
+    // Readers take the converted tensors: members the entries, the rest (and the caller) the
+    // exits. The conversions just added (from `declared` on) keep their inputs.
+    for (std::size_t i = 0; i < declared; ++i) {
+      node_desc& n = h.nodes_[i];
+      if (member[i] ? converts_input(n) : n.op == op_kind::convert_layout) continue;
+      for (tensor_id& t : n.inputs) {
+        const tensor_id to = (member[i] ? entry : exit)[std::size_t(t.index)];
+        if (to.index >= 0) t = to;
+      }
+    }
+    for (tensor_id& o : h.outputs_)
+      if (exit[std::size_t(o.index)].index >= 0) o = exit[std::size_t(o.index)];
   }
 
   const graph& g_;
