@@ -73,6 +73,10 @@ inline std::vector<kfuse::pool_shape> pool_windows(kfuse::pool_kind kind, bool i
     v.push_back(pool_case(kind, 64, 6, 6, 2, 2, 1, 1, 1, 1, 1, 1, ceil, include_pad));
     v.push_back(pool_case(kind, 20, 33, 1, 3, 1, 2, 1, 1, 0, 0, 0, ceil, include_pad));
   }
+  // Stride-2 rows around the vector widths (4, 8, 16 lanes): whole vectors, a last vector
+  // ending at the row's end (even or odd load), rows shorter than a vector.
+  for (index_t w : {9, 16, 17, 31, 34, 65})
+    v.push_back(pool_case(kind, 3, 5, w, 3, 3, 2, 2, 1, w % 2, 1, 0, false, include_pad));
   v.push_back(pool_case(kind, 3, 33, 33, 3, 3, 1, 1, 1, 1, 1, 1, false, include_pad));
   v.push_back(pool_case(kind, 40, 7, 7, 7, 7, 1, 1, 0, 0, 0, 0, false, include_pad));
   v.push_back(pool_case(kind, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, include_pad));

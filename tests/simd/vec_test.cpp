@@ -242,6 +242,23 @@ TEST_CASE("vec: partial load / store never touch memory past n", "[simd][memory]
   });
 }
 
+TEST_CASE("vec: load_even / load_odd deinterleave exactly 2 x lanes floats", "[simd][memory]") {
+  if (!cpu_can_run()) return;
+  each_backend([&](auto b) {
+    using V = simd::vec_for<test_arch, decltype(b)>;
+    constexpr int L = V::lanes;
+    fenced_pages fence;
+    // The 2L floats end at the fence: a read past them would fault.
+    float* p = fence.ending_at_fence<float>(2 * L);
+    for (int i = 0; i < 2 * L; ++i) p[i] = float(3 * i + 1);
+    const auto even = lanes_of(simd::load_even<V>(p)), odd = lanes_of(simd::load_odd<V>(p));
+    for (int i = 0; i < L; ++i) {
+      REQUIRE(even[std::size_t(i)] == float(3 * (2 * i) + 1));
+      REQUIRE(odd[std::size_t(i)] == float(3 * (2 * i + 1) + 1));
+    }
+  });
+}
+
 TEST_CASE("vec: round_even ties, select, min, max, arithmetic", "[simd][ops]") {
   if (!cpu_can_run()) return;
   each_backend([&](auto b) {

@@ -79,6 +79,13 @@ struct hwy_impl {
   static KFUSE_INLINE reg load_bits(const void* p) {
     return hn::LoadU(D(), static_cast<const float*>(p));
   }
+  // Stride-2 loads (pooling's stride-2 rows): lane i = p[2i] / p[2i + 1], from 2 * lanes floats.
+  static KFUSE_INLINE reg load_even(const float* p) {
+    return hn::ConcatEven(D(), hn::LoadU(D(), p + lanes), hn::LoadU(D(), p));
+  }
+  static KFUSE_INLINE reg load_odd(const float* p) {
+    return hn::ConcatOdd(D(), hn::LoadU(D(), p + lanes), hn::LoadU(D(), p));
+  }
   static KFUSE_INLINE reg bf16_even(reg pairs) {
     const hn::Rebind<std::uint32_t, D> du;
     return hn::BitCast(D(), hn::ShiftLeft<16>(hn::BitCast(du, pairs)));

@@ -53,6 +53,10 @@ struct scalar_impl {
     return std::bit_cast<float>(std::bit_cast<std::uint32_t>(pairs) & 0xffff0000u);
   }
 
+  // Stride-2 loads (pooling's stride-2 rows): lane i = p[2i] / p[2i + 1].
+  static KFUSE_INLINE reg load_even(const float* p) { return p[0]; }
+  static KFUSE_INLINE reg load_odd(const float* p) { return p[1]; }
+
   template <class T>
   static KFUSE_INLINE reg load(const T* p) {
     return to_float(*p);

@@ -137,6 +137,17 @@ KFUSE_INLINE V load(const T* p) {
   return V::wrap(V::impl::template load<T>(p));
 }
 
+/// Every second float of the 2 * lanes from p: lane i = p[2i] (load_even) or p[2i + 1]
+/// (load_odd). Reads exactly p[0 .. 2 * lanes).
+template <class V>
+KFUSE_INLINE V load_even(const float* p) {
+  return V::wrap(V::impl::load_even(p));
+}
+template <class V>
+KFUSE_INLINE V load_odd(const float* p) {
+  return V::wrap(V::impl::load_odd(p));
+}
+
 /// Loads the first n (< lanes) values; the other lanes are zero. Never reads past p + n.
 template <class V, class T>
 KFUSE_INLINE V load_partial(const T* p, int n) {

@@ -71,6 +71,37 @@ struct xsimd_impl {
     return xsimd::bitwise_cast<reg>(xsimd::bitwise_cast<ureg>(pairs) & ureg(0xffff0000u));
   }
 
+  // Stride-2 loads (pooling's stride-2 rows): lane i = p[2i] / p[2i + 1], from 2 * lanes floats.
+  static KFUSE_INLINE reg load_even(const float* p) { return deinterleave<0>(p); }
+  static KFUSE_INLINE reg load_odd(const float* p) { return deinterleave<1>(p); }
+  template <int Odd>
+  static KFUSE_INLINE reg deinterleave(const float* p) {
+#if KFUSE_X86
+    if constexpr (lanes == 16) {
+      const __m512i idx =
+          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      return _mm512_permutex2var_ps(_mm512_loadu_ps(p),
+                                    _mm512_add_epi32(idx, _mm512_set1_epi32(Odd)),
+                                    _mm512_loadu_ps(p + 16));
+    } else if constexpr (lanes == 8) {
+      // Within 128-bit halves: a0 a2 b0 b2 | a4 a6 b4 b6; then the 64-bit pairs into order.
+      const __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8),
+                                         Odd ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0));
+      return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+    } else {
+      return _mm_shuffle_ps(_mm_loadu_ps(p), _mm_loadu_ps(p + 4),
+                            Odd ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0));
+    }
+#elif KFUSE_ARM
+    const float32x4x2_t t = vld2q_f32(p);
+    return t.val[Odd];
+#else
+    alignas(64) float tmp[lanes];
+    for (int i = 0; i < lanes; ++i) tmp[i] = p[2 * i + Odd];
+    return reg::load_aligned(tmp);
+#endif
+  }
+
   template <class T>
   static KFUSE_INLINE reg load(const T* p) {
     if constexpr (std::is_same_v<T, float>) {
