@@ -1089,6 +1089,85 @@ TEST_CASE("graph: broadcast expands by NumPy's rules into any layout", "[graph][
 
 // matmul of two run-time tensors: broadcast batch dims, a fused scale and a residual add read by
 // flat index across the batch (attention's scores + an additive mask), 1-D operands, errors.
+TEST_CASE("graph: a matmul reads a strided_view operand in place (transpose, slice, 1-D)",
+          "[graph]") {
+  // x [2, 7, 5] transposed to a [2, 5, 7]; y [3, 9, 4] sliced to b rows 1..7 of each batch,
+  // broadcast over a's batch of 1 ... : out = a . b for each case, fused and not.
+  std::vector<float> x(2 * 7 * 5), y(3 * 9 * 4), z(14);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.37f);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::cos(float(i) * 0.11f);
+  for (std::size_t i = 0; i < z.size(); ++i) z[i] = float(i % 5) - 2.f;
+  // a[n][m][k] = x[n][k][m]; b[h][k][j] = y[h][k + 1][j]; the 1-D v[k] = z[2k].
+  auto a_at = [&](index_t n, index_t m, index_t k) {
+    return double(x[std::size_t((n * 7 + k) * 5 + m)]);
+  };
+  auto b_at = [&](index_t h, index_t k, index_t j) {
+    return double(y[std::size_t((h * 9 + k + 1) * 4 + j)]);
+  };
+  for (bool fuse : {true, false}) {
+    INFO("fuse " << fuse);
+    {  // transposed a [2, 5, 7] . sliced b [1 ... of 3 batches]: a's batch 2 vs b's 3 do not
+       // broadcast, so b is the slice of batch 0 only: [7, 4].
+      graph g;
+      const tensor_id tx = g.input("x", {2, 7, 5}), ty = g.input("y", {3, 9, 4});
+      const tensor_id a = g.strided_view("xt", tx, {2, 5, 7}, 0, {35, 1, 5});
+      const tensor_id b = g.strided_view("ys", ty, {7, 4}, 4, {4, 1});
+      g.output(g.matmul("mm", a, b));
+      plan p = compile(g, {.threads = 1, .fuse = fuse});
+      CHECK(p.steps().size() == (fuse ? 1u : 3u));
+      if (fuse)
+        CHECK(p.report().text().find("fused xt (strided_view) into mm (matmul): operand a") !=
+              std::string::npos);
+      std::vector<float> out(2 * 5 * 4, std::nanf(""));
+      replay_buffer r = p.record({bind(x), bind(y)}, {bind(out)});
+      r.replay();
+      for (index_t n = 0; n < 2; ++n)
+        for (index_t m = 0; m < 5; ++m)
+          for (index_t j = 0; j < 4; ++j) {
+            double acc = 0;
+            for (index_t k = 0; k < 7; ++k) acc += a_at(n, m, k) * b_at(0, k, j);
+            REQUIRE(std::fabs(out[std::size_t((n * 5 + m) * 4 + j)] - acc) <= 1e-5);
+          }
+    }
+    {  // a [5, 7] (x's batch 1 transposed) broadcast over the sliced b [3, 7, 4] -> [3, 5, 4].
+      graph g;
+      const tensor_id tx = g.input("x", {2, 7, 5}), ty = g.input("y", {3, 9, 4});
+      const tensor_id a = g.strided_view("xt", tx, {5, 7}, 35, {1, 5});
+      const tensor_id b = g.strided_view("ys", ty, {3, 7, 4}, 4, {36, 4, 1});
+      g.output(g.matmul("mm", a, b));
+      plan p = compile(g, {.threads = 2, .fuse = fuse, .fork_join_ns = 0});
+      CHECK(p.steps().size() == (fuse ? 1u : 3u));
+      std::vector<float> out(3 * 5 * 4, std::nanf(""));
+      replay_buffer r = p.record({bind(x), bind(y)}, {bind(out)});
+      r.replay();
+      for (index_t h = 0; h < 3; ++h)
+        for (index_t m = 0; m < 5; ++m)
+          for (index_t j = 0; j < 4; ++j) {
+            double acc = 0;
+            for (index_t k = 0; k < 7; ++k) acc += a_at(1, m, k) * b_at(h, k, j);
+            REQUIRE(std::fabs(out[std::size_t((h * 5 + m) * 4 + j)] - acc) <= 1e-5);
+          }
+    }
+    {  // A 1-D view (every second element of z) as the row: [7] . b [7, 4] -> [4].
+      graph g;
+      const tensor_id tz = g.input("z", {14}), ty = g.input("y", {3, 9, 4});
+      const tensor_id v = g.strided_view("zs", tz, {7}, 0, {2});
+      const tensor_id b = g.strided_view("ys", ty, {7, 4}, 4 + 36, {4, 1});
+      g.output(g.matmul("vm", v, b));
+      plan p = compile(g, {.threads = 1, .fuse = fuse});
+      CHECK(p.output(0).shape == std::vector<index_t>{4});
+      std::vector<float> out(4, std::nanf(""));
+      replay_buffer r = p.record({bind(z), bind(y)}, {bind(out)});
+      r.replay();
+      for (index_t j = 0; j < 4; ++j) {
+        double acc = 0;
+        for (index_t k = 0; k < 7; ++k) acc += double(z[std::size_t(2 * k)]) * b_at(1, k, j);
+        REQUIRE(std::fabs(out[std::size_t(j)] - acc) <= 1e-5);
+      }
+    }
+  }
+}
+
 TEST_CASE("graph: matmul of two run-time tensors with a fused chain", "[graph][threads]") {
   const std::vector<index_t> as = {2, 3, 5, 7}, bs = {3, 7, 4}, os = {2, 3, 5, 4};
   std::vector<float> a(2 * 3 * 5 * 7), b(3 * 7 * 4), mask(2 * 3 * 5 * 4);

@@ -10,6 +10,7 @@
 //   fusion         eltwise chains into producers' epilogues, batch norms folded into convs
 //   quantize       f32 -> int8 quantization absorbed into producers' epilogues
 //   channel_gate   squeeze-excite multiplies into the weights of the pointwise conv after them
+//   views          a strided_view read by a matmul in place (its strides become the operand's)
 //   lower          each live step -> replay commands (weights packed; kernels instantiated for
 //                  arch A and backend B: the only part that is a template)
 //   memory_plan    caller buffers, views, in-place steps, one liveness-planned arena
@@ -31,6 +32,7 @@
 #include "kfuse/graph/passes/lower.hpp"
 #include "kfuse/graph/passes/memory_plan.hpp"
 #include "kfuse/graph/passes/quantize_absorption.hpp"
+#include "kfuse/graph/passes/view_absorption.hpp"
 #include "kfuse/graph/replay.hpp"
 #include "kfuse/threading/thread_pool.hpp"
 
@@ -69,6 +71,7 @@ inline void analyze(compile_context& cx) {
     fuse_chains(cx);
     absorb_quantize(cx);
     fuse_channel_gates(cx);
+    absorb_views(cx);
   }
 }
 

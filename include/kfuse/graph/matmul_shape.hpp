@@ -1,6 +1,7 @@
 #pragma once
 // The shapes of a matmul node (NumPy matmul rules) as a batched GEMM problem: plain code shared
 // by the plan compiler (graph/ops/matmul.hpp) and the ONNX importer.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,37 @@ inline matmul_geometry matmul_geometry_of(const std::vector<index_t>& as,
   g.out_shape.assign(p.batch.begin(), p.batch.begin() + p.batch_rank);
   if (!a_vec) g.out_shape.push_back(p.m);
   if (!b_vec) g.out_shape.push_back(p.n);
+  return g;
+}
+
+/// The same product with the operands read through strides: one stride (elements) per
+/// dimension of `as` / `bs` (a view of other data; empty: dense row-major).
+inline matmul_geometry matmul_geometry_of(const std::vector<index_t>& as,
+                                          const std::vector<index_t>& bs,
+                                          const std::vector<index_t>& a_strides,
+                                          const std::vector<index_t>& b_strides) {
+  matmul_geometry g = matmul_geometry_of(as, bs);
+  if (!g.error.empty()) return g;
+  batched_gemm_problem& p = g.problem;
+  const int r = p.batch_rank;
+  // A 1-D a gains a leading row, a 1-D b a trailing column: their strides do not matter.
+  auto place = [&](std::vector<index_t> dims, std::vector<index_t> st, bool lead,
+                   std::array<index_t, batched_gemm_problem::max_batch_rank>& batch, index_t& row,
+                   index_t& col) {
+    if (dims.size() == 1) {
+      dims.insert(lead ? dims.begin() : dims.end(), 1);
+      st.insert(lead ? st.begin() : st.end(), 0);
+    }
+    const int own = int(dims.size()) - 2;
+    row = st[std::size_t(own)];
+    col = st[std::size_t(own) + 1];
+    for (int i = 0; i < r; ++i) {
+      const int d = i + own - r;
+      batch[std::size_t(i)] = d >= 0 && dims[std::size_t(d)] != 1 ? st[std::size_t(d)] : 0;
+    }
+  };
+  if (!a_strides.empty()) place(as, a_strides, true, p.a_batch, p.a_row, p.a_col);
+  if (!b_strides.empty()) place(bs, b_strides, false, p.b_batch, p.b_row, p.b_col);
   return g;
 }
 

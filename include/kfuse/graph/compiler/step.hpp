@@ -2,6 +2,7 @@
 // A step of the plan compiler: one node, or a producer with the eltwise nodes fused into it, with
 // its stage chain and typed provenance. Passes rewrite steps; lowering turns each live one into
 // replay commands.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct step {
   bool bn_after_bias = false;  // the folded batch norm came after a bias (the chain's first)
   tensor_quant out_quant{};    // an int8 output (quantize absorbed): its scale and zero point
   std::int32_t gate = -1;      // conv2d: a channel gate scaling its weights (passes/channel_gate)
+  // matmul: the strided_view node operand a / b is read through (passes/view_absorption), -1
+  // when the operand is read as it is.
+  std::array<int, 2> views{-1, -1};
 };
 
 /// Tensor operands of a chain (a scale stage has none).

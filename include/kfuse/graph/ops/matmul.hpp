@@ -19,6 +19,7 @@ template <class K>
 struct matmul_params {
   typename K::packed packed;
   chain_list stages;
+  index_t a_offset = 0, b_offset = 0;  // operands read through an absorbed view
 };
 
 /// out = chain(a . b): a, b in c.in[0..1], the chain's operands in c.in[2..3].
@@ -27,9 +28,9 @@ void matmul_cmd(const command& c) {
   const auto& p = *static_cast<const matmul_params<K>*>(c.params);
   const chain ch{&p.stages,
                  {static_cast<const float*>(c.in[2]), static_cast<const float*>(c.in[3]), nullptr}};
-  K::run(static_cast<const float*>(c.in[0]), static_cast<const float*>(c.in[1]), p.packed,
-         static_cast<float*>(c.out), epilogue<chain>{ch}, command_workspace(c),
-         run_options{c.threads});
+  K::run(static_cast<const float*>(c.in[0]) + p.a_offset,
+         static_cast<const float*>(c.in[1]) + p.b_offset, p.packed, static_cast<float*>(c.out),
+         epilogue<chain>{ch}, command_workspace(c), run_options{c.threads});
 }
 
 struct matmul_rule : op_rule {
@@ -72,11 +73,21 @@ struct matmul_rule : op_rule {
   static void lower_recipe(detail::compile_context& cx, const detail::step& s, step_info& info,
                            std::vector<detail::plan_command>& cmds, std::string_view recipe) {
     using K = batched_gemm<Recipe, A, epilogue<chain>, B>;
-    const plan_tensor& a = cx.T(s.x);
-    const plan_tensor& b = cx.T(s.others[0]);
-    const kfuse::matmul_geometry g = kfuse::matmul_geometry_of(a.shape, b.shape);
+    // An operand with an absorbed view (passes/view_absorption) is the view's shape read
+    // through its strides from the view's input.
+    const node_desc* views[2] = {nullptr, nullptr};
+    for (int i = 0; i < 2; ++i)
+      if (s.views[std::size_t(i)] >= 0)
+        views[i] = &cx.g.nodes()[std::size_t(s.views[std::size_t(i)])];
+    const std::vector<index_t>& as = views[0] ? views[0]->shape : cx.T(s.x).shape;
+    const std::vector<index_t>& bs = views[1] ? views[1]->shape : cx.T(s.others[0]).shape;
+    const kfuse::matmul_geometry g =
+        kfuse::matmul_geometry_of(as, bs, views[0] ? views[0]->strides : std::vector<index_t>{},
+                                  views[1] ? views[1]->strides : std::vector<index_t>{});
     auto p = std::make_shared<matmul_params<K>>();
     p->packed = K::initialize(g.problem);
+    p->a_offset = views[0] ? views[0]->offset : 0;
+    p->b_offset = views[1] ? views[1]->offset : 0;
     detail::plan_command c;
     c.in[0] = s.x;
     c.in[1] = s.others[0];
@@ -84,7 +95,7 @@ struct matmul_rule : op_rule {
     p->stages = cx.make_chain(s.chain, c, 2);
     const double batches = double(g.problem.batches());
     info.flops = 2.0 * batches * double(g.problem.m) * double(g.problem.n) * double(g.problem.k);
-    info.bytes = double(a.bytes) + double(b.bytes) + double(cx.T(s.out).bytes);
+    info.bytes = 4.0 * double(shape_numel(as) + shape_numel(bs)) + double(cx.T(s.out).bytes);
     info.kernel = "batched_gemm " + std::string(recipe) + " " + K::base::micro_kernel() +
                   cx.chain_suffix(s, s.chain);
     c.fn = &matmul_cmd<K>;
