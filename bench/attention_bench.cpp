@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.hpp"
@@ -170,18 +171,21 @@ void BM_onednn(benchmark::State& s) {
 }
 #endif
 
-// One new token against a cache of `ctx` positions (causal: it sees all of them).
+// One new token against a cache of `ctx` positions (causal: it sees all of them); T = the
+// cache's element type (a bf16 cache is half the bytes to stream).
+template <class T>
 void BM_kv_step(benchmark::State& s) {
   const index_t ctx = s.range(0);
   const int threads = int(s.range(1));
   using K = kfuse::attention_kernel<>;
   auto p = kfuse::attention_problem::bshd(1, H, 1, ctx, D);
   p.causal = true;
-  std::vector<float> q(std::size_t(H * D), 0.5f), kv(std::size_t(ctx * H * D), 0.25f), o(q.size());
+  const T half = kfuse::from_float<T>(0.5f), quarter = kfuse::from_float<T>(0.25f);
+  std::vector<T> q(std::size_t(H * D), half), kv(std::size_t(ctx * H * D), quarter), o(q.size());
   const kfuse::workspace_buffer ws(K::workspace_size(p, threads));
   const auto packed = K::initialize(p);
   for (auto _ : s) K::run(q.data(), kv.data(), kv.data(), nullptr, packed, o.data(), ws, {threads});
-  const double cache_bytes = 2.0 * double(kv.size()) * 4;
+  const double cache_bytes = 2.0 * double(kv.size()) * sizeof(T);
   const double bw = kfuse::cached_machine_limits().bandwidth(1);
   s.counters["tokens/s"] = benchmark::Counter(double(s.iterations()), benchmark::Counter::kIsRate);
   s.counters["floor_us"] = cache_bytes / (bw * 1e9) * 1e6;
@@ -210,10 +214,10 @@ int main(int argc, char** argv) {
     }
   for (int t : {1, 2})
     for (index_t ctx : {128, 512, 1024, 2048})
-      benchmark::RegisterBenchmark("kv_step/kfuse", BM_kv_step)
-          ->Args({ctx, t})
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
+      for (auto [name, fn] : {std::pair{"kv_step/kfuse", &BM_kv_step<float>},
+                              std::pair{"kv_step/kfuse_bf16_cache", &BM_kv_step<kfuse::bf16_t>}})
+        benchmark::RegisterBenchmark(name, fn)->Args({ctx, t})->UseRealTime()->Unit(
+            benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   const auto& lim = kfuse::cached_machine_limits();

@@ -1322,6 +1322,40 @@ TEST_CASE("graph: fused attention equals the unfused chain of graph ops", "[grap
       REQUIRE(std::fabs(got[i] - want[i]) <= 2e-5);
     }
   }
+  {  // bf16 Q, K, V and output, f32 arithmetic: the f32 plan on the rounded inputs, within
+     // the output's rounding (half a bf16 ulp, 2^-8 relative).
+    std::vector<bf16_t> qb(q.size()), kb(k.size()), vb(v.size());
+    std::vector<float> qr(q.size()), kr(k.size()), vr(v.size());
+    auto round = [](const std::vector<float>& x, std::vector<bf16_t>& b, std::vector<float>& r) {
+      for (std::size_t i = 0; i < x.size(); ++i) r[i] = to_float(b[i] = from_float<bf16_t>(x[i]));
+    };
+    round(q, qb, qr);
+    round(k, kb, kr);
+    round(v, vb, vr);
+    std::vector<float> want_r(q.size());
+    pu.run({bind(qr), bind(kr), bind(vr), bind(mask)}, {bind(want_r)});
+    graph g;
+    const tensor_id gq = g.input("q", {B, S, H, d}, dtype::bf16),
+                    gk = g.input("k", {B, S, Hkv, d}, dtype::bf16),
+                    gv = g.input("v", {B, S, Hkv, d}, dtype::bf16),
+                    gm = g.input("mask", {B, 1, 1, S});
+    g.output(g.attention("att", gq, gk, gv, gm, {.scale = 0.25f}));
+    plan p = compile(g, {.threads = 2, .fork_join_ns = 0});
+    CHECK(p.output(0).type == dtype::bf16);
+    CHECK(p.steps()[0].kernel.find("attention bf16 in / f32") != std::string::npos);
+    std::vector<bf16_t> got(q.size(), from_float<bf16_t>(std::nanf("")));
+    p.run({bind(qb), bind(kb), bind(vb), bind(mask)}, {bind(got)});
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("bf16 element " << i);
+      REQUIRE(std::fabs(to_float(got[i]) - want_r[i]) <= 2e-5 + std::fabs(want_r[i]) * 0x1p-8);
+    }
+    graph mixed;  // one f32 operand among bf16 ones
+    const tensor_id mq = mixed.input("q", {B, S, H, d}, dtype::bf16),
+                    mk = mixed.input("k", {B, S, Hkv, d});
+    mixed.output(mixed.attention("att", mq, mk, mk));
+    CHECK_THROWS_WITH(compile(mixed), Catch::Matchers::Contains("node 'att' (attention)") &&
+                                          Catch::Matchers::Contains("all f32 or all bf16"));
+  }
   graph g;
   const tensor_id gq = g.input("q", {B, S, 3, d}), gk = g.input("k", {B, S, Hkv, d});
   g.output(g.attention("att", gq, gk, gk));

@@ -2,7 +2,7 @@
 // random problems: head dims 32, 64, 80, 128 and odd ones, sequences shorter and longer than a
 // key block, grouped-query heads, a key-padding bias with -inf and -30 entries, causal masks,
 // one query against a KV cache, 1 and 2 threads (bitwise equal), a fully masked row (zeros), NaN
-// propagation and the errors.
+// propagation and the errors; every problem again with bf16 Q, K, V and output.
 //
 // Tolerance: the output is a convex combination of V's rows (|v| <= 1): the f32 dot products
 // of d terms, the exp approximation (3e-7 relative) and the f32 sums over the keys keep the
@@ -98,6 +98,36 @@ void check(const att_case& c, const char* what) {
   }
 }
 
+/// The same problem with Q, K, V and the output in bf16: against the reference of the rounded
+/// inputs, the f32 tolerance plus the output's rounding (half a bf16 ulp: 2^-8 relative).
+void check_bf16(att_case c, const char* what) {
+  using K = kfuse::attention_kernel<test_arch>;
+  using kfuse::bf16_t;
+  auto to_bf16 = [](std::vector<float>& x) {
+    std::vector<bf16_t> r(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      r[i] = kfuse::from_float<bf16_t>(x[i]);
+      x[i] = kfuse::to_float(r[i]);  // the reference sees the rounded values
+    }
+    return r;
+  };
+  const std::vector<bf16_t> q = to_bf16(c.q), k = to_bf16(c.k), v = to_bf16(c.v);
+  const std::size_t n = c.q.size();
+  std::vector<bf16_t> o1(n, kfuse::from_float<bf16_t>(std::nanf(""))), o2 = o1;
+  const float* bias = c.bias.empty() ? nullptr : c.bias.data();
+  const auto info = K::run(q.data(), k.data(), v.data(), bias, o1.data(), c.p, {.threads = 1});
+  CHECK(std::string(info.micro_kernel) == "bf16 in, f32 arithmetic");
+  K::run(q.data(), k.data(), v.data(), bias, o2.data(), c.p, {.threads = 2});
+  const std::vector<double> want = reference(c);
+  const double tol = 1e-5 + 2e-7 * double(c.p.head_dim + c.p.kv_len);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float got = kfuse::to_float(o1[i]);
+    INFO(what << " (bf16) element " << i << " got " << got << " want " << want[i]);
+    REQUIRE(std::fabs(got - want[i]) <= tol + std::fabs(want[i]) * 0x1p-8);
+    REQUIRE(kfuse::to_float(o1[i]) == kfuse::to_float(o2[i]));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("attention: random problems against a double reference", "[attention]") {
@@ -113,10 +143,12 @@ TEST_CASE("attention: random problems against a double reference", "[attention]"
     for (int variant = 0; variant < 4; ++variant) {
       const bool bias = variant & 1, causal = variant & 2;
       const att_case c = make(rng, s.B, s.H, s.Hkv, s.Sq, s.Sk, s.d, bias, causal);
-      check(c, (std::string("B") + std::to_string(s.B) + " H" + std::to_string(s.H) + " Sq" +
-                std::to_string(s.Sq) + " Sk" + std::to_string(s.Sk) + " d" + std::to_string(s.d) +
-                (bias ? " bias" : "") + (causal ? " causal" : ""))
-                   .c_str());
+      const std::string what = std::string("B") + std::to_string(s.B) + " H" + std::to_string(s.H) +
+                               " Sq" + std::to_string(s.Sq) + " Sk" + std::to_string(s.Sk) + " d" +
+                               std::to_string(s.d) + (bias ? " bias" : "") +
+                               (causal ? " causal" : "");
+      check(c, what.c_str());
+      check_bf16(c, what.c_str());
     }
 }
 

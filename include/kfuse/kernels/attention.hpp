@@ -19,13 +19,17 @@
 // L1, an online softmax rescales the running row maxima and sums (FlashAttention's update), and
 // the micro-kernel multiplies the tile's probabilities by the block's rows of V into the row
 // accumulators. Memory traffic is Q, K, V, the bias and the output: O(S d), not O(S^2).
-// f32 inputs and arithmetic. A row whose keys are all masked with -inf gives zeros (PyTorch's
-// SDPA has given NaN or zeros depending on the version); NaN in Q, K or V propagates.
+// Q, K, V and the output are f32, or all bf16 (half the bytes: a decoder step streaming a bf16
+// KV cache reads half as much); the arithmetic is f32 either way (bf16 values converted as they
+// are packed or loaded, the output rounded once). A row whose keys are all masked with -inf
+// gives zeros (PyTorch's SDPA has given NaN or zeros depending on the version); NaN in Q, K or
+// V propagates.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "kfuse/kernels/gemm/batched_gemm.hpp"
 #include "kfuse/kernels/softmax.hpp"
@@ -119,12 +123,17 @@ struct attention_kernel {
     return {p, true};
   }
 
-  /// out = attention(q, k, v [+ bias]); bias may be null.
-  static run_info run(const float* q, const float* k, const float* v, const float* bias,
-                      const packed& pk, float* out, workspace ws, const run_options& opt = {}) {
+  /// out = attention(q, k, v [+ bias]); bias may be null. T: float or bf16_t (one type for
+  /// Q, K, V and the output; the bias is f32).
+  template <class T>
+  static run_info run(const T* q, const T* k, const T* v, const float* bias, const packed& pk,
+                      T* out, workspace ws, const run_options& opt = {}) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16_t>,
+                  "kfuse::attention_kernel: Q, K, V and the output are float or bf16_t");
     if (pk.empty()) detail::fail(name, "not initialized (initialize(problem))");
     const problem& p = pk.p;
     run_info info{name, A::name, simd::impl_name<A, B>(), base::micro_kernel(), 1};
+    if constexpr (std::is_same_v<T, bf16_t>) info.micro_kernel = "bf16 in, f32 arithmetic";
     const index_t d = p.head_dim;
     auto extent = [&](const std::array<index_t, 3>& s, index_t heads, index_t len) {
       if (p.batch == 0 || len == 0) return index_t(0);
@@ -170,7 +179,8 @@ struct attention_kernel {
   }
 
   /// Convenience form: allocates the workspace for this call.
-  static run_info run(const float* q, const float* k, const float* v, const float* bias, float* out,
+  template <class T>
+  static run_info run(const T* q, const T* k, const T* v, const float* bias, T* out,
                       const problem& p, const run_options& opt = {}) {
     const workspace_buffer ws(workspace_size(p, pool_threads(opt.threads)));
     return run(q, k, v, bias, initialize(p), out, ws, opt);
@@ -184,6 +194,7 @@ struct attention_kernel {
     float* acc = nullptr;     // MR x head_dim running output
     float* part = nullptr;    // MR x head_dim product of one block
     float* stats = nullptr;   // running max and sum per row (2 x MR)
+    float* qrows = nullptr;   // bf16 Q: the tile's query rows in f32 (MR x head_dim)
   };
   static index_t panels(index_t n) { return (n + NR - 1) / NR; }
   static slot_arrays carve(const problem& p, detail::slot_cursor& c) {
@@ -195,16 +206,18 @@ struct attention_kernel {
     s.acc = c.take<float>(std::size_t(MR * panels(d) * NR));
     s.part = c.take<float>(std::size_t(MR * panels(d) * NR));
     s.stats = c.take<float>(std::size_t(2 * MR));
+    s.qrows = c.take<float>(std::size_t(MR * d));
     return s;
   }
 
   /// One (batch, query head): pack its K / V head, then every tile of query rows.
-  static void head(const problem& p, const float* q, const float* k, const float* v,
-                   const float* bias, float* out, index_t item, const slot_arrays& s) {
+  template <class T>
+  static void head(const problem& p, const T* q, const T* k, const T* v, const float* bias, T* out,
+                   index_t item, const slot_arrays& s) {
     const index_t b = item / p.heads, h = item % p.heads, kvh = h / (p.heads / p.kv_heads);
     const index_t d = p.head_dim, S = p.kv_len;
-    const float* kb = k + b * p.k_strides[0] + kvh * p.k_strides[1];
-    const float* vb = v + b * p.v_strides[0] + kvh * p.v_strides[1];
+    const T* kb = k + b * p.k_strides[0] + kvh * p.k_strides[1];
+    const T* vb = v + b * p.v_strides[0] + kvh * p.v_strides[1];
     if (p.q_len == 1) {  // a decoder step: K and V streamed once in place, nothing packed
       const float* bb = bias ? bias + b * p.bias_strides[0] + h * p.bias_strides[1] : nullptr;
       return one_query(p, q + b * p.q_strides[0] + h * p.q_strides[1], kb, vb, bb,
@@ -215,8 +228,8 @@ struct attention_kernel {
       detail::pack_b_panel(kb, index_t(1), p.k_strides[2], d, S, pn, NR, 1, s.kt + pn * d * NR);
     for (index_t pn = 0; pn < panels(d); ++pn)
       detail::pack_b_panel(vb, p.v_strides[2], index_t(1), S, d, pn, NR, 1, s.vp + pn * S * NR);
-    const float* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
-    float* ob = out + b * p.out_strides[0] + h * p.out_strides[1];
+    const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
+    T* ob = out + b * p.out_strides[0] + h * p.out_strides[1];
     const float* bb = bias ? bias + b * p.bias_strides[0] + h * p.bias_strides[1] : nullptr;
     for (index_t r0 = 0; r0 < p.q_len; r0 += MR)
       rows(p, qb + r0 * p.q_strides[2], bb ? bb + r0 * p.bias_strides[2] : nullptr,
@@ -226,8 +239,9 @@ struct attention_kernel {
   /// One query row (a decoder step against a KV cache): per block of keys the dot products
   /// read K's rows where they are, the online softmax updates the running max and sum, and the
   /// accumulator adds p_j * V_j read in place: K and V cross memory once, the floor of a step.
-  static void one_query(const problem& p, const float* qr, const float* kb, const float* vb,
-                        const float* br, float* outr, const slot_arrays& s) {
+  template <class T>
+  static void one_query(const problem& p, const T* qr, const T* kb, const T* vb, const float* br,
+                        T* outr, const slot_arrays& s) {
     using V = vec;
     constexpr int L = V::lanes;
     const index_t d = p.head_dim, S = p.kv_len, dv = d / L * L;
@@ -241,7 +255,7 @@ struct attention_kernel {
       const index_t nk = std::min(block, S - k0);
       float* sc = s.scores;
       for (index_t j = 0; j < nk; ++j) {
-        const float* kr = kb + (k0 + j) * p.k_strides[2];
+        const T* kr = kb + (k0 + j) * p.k_strides[2];
         V a0(0.f), a1(0.f);
         index_t x = 0;
         for (; x + 2 * L <= dv; x += 2 * L) {
@@ -250,7 +264,7 @@ struct attention_kernel {
         }
         for (; x < dv; x += L) a0 = simd::fma(simd::load<V>(qr + x), simd::load<V>(kr + x), a0);
         float dot = detail::lane_sum(a0 + a1);
-        for (; x < d; ++x) dot += qr[x] * kr[x];
+        for (; x < d; ++x) dot += to_float(qr[x]) * to_float(kr[x]);
         sc[j] = dot * scale + (br ? br[(k0 + j) * p.bias_strides[3]] : 0.f);
       }
       const float m_new = std::max(m, detail::row_max<V>(sc, nk));
@@ -260,26 +274,38 @@ struct attention_kernel {
       m = m_new;
       for (index_t x = 0; x < d; ++x) acc[x] *= alpha;
       for (index_t j = 0; j < nk; ++j) {
-        const float* vr = vb + (k0 + j) * p.v_strides[2];
+        const T* vr = vb + (k0 + j) * p.v_strides[2];
         const V pj(sc[j]);
         index_t x = 0;
         for (; x < dv; x += L)
           simd::store(acc + x, simd::fma(pj, simd::load<V>(vr + x), simd::load<V>(acc + x)));
-        for (; x < d; ++x) acc[x] += sc[j] * vr[x];
+        for (; x < d; ++x) acc[x] += sc[j] * to_float(vr[x]);
       }
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    for (index_t x = 0; x < d; ++x) outr[x] = acc[x] * inv;
+    for (index_t x = 0; x < d; ++x) outr[x] = from_float<T>(acc[x] * inv);
   }
 
   /// Query rows r0 .. r0 + nr of one head against every key block.
-  static void rows(const problem& p, const float* qr, const float* br, float* outr, index_t r0,
-                   int nr, const slot_arrays& s) {
+  template <class T>
+  static void rows(const problem& p, const T* qt, const float* br, T* outr, index_t r0, int nr,
+                   const slot_arrays& s) {
     using V = vec;
     constexpr int L = V::lanes;
     const index_t d = p.head_dim, S = p.kv_len, dp = panels(d) * NR;
     const float scale = p.scale_or_default();
     const float ninf = -std::numeric_limits<float>::infinity();
+    // The micro-kernel reads f32 rows: bf16 queries are converted once per tile.
+    const float* qr = nullptr;
+    index_t q_stride = p.q_strides[2];
+    if constexpr (std::is_same_v<T, float>) {
+      qr = qt;
+    } else {
+      for (int r = 0; r < nr; ++r)
+        for (index_t x = 0; x < d; ++x) s.qrows[r * d + x] = to_float(qt[r * p.q_strides[2] + x]);
+      qr = s.qrows;
+      q_stride = d;
+    }
     float* m = s.stats;
     float* l = s.stats + MR;
     for (int r = 0; r < nr; ++r) {
@@ -298,7 +324,7 @@ struct attention_kernel {
       for (index_t pn = k0 / NR; pn * NR < k0 + nk; ++pn) {
         const index_t c0 = pn * NR - k0;
         detail::gemm_panel_rows<microkernel, V, MR, NV, MR>(
-            nr, qr, p.q_strides[2], s.kt + pn * d * NR, d, s.scores + c0, block, 0, 0,
+            nr, qr, q_stride, s.kt + pn * d * NR, d, s.scores + c0, block, 0, 0,
             std::min<index_t>(NR, nk - c0), none, ia);
       }
       for (int r = 0; r < nr; ++r) {
@@ -344,9 +370,9 @@ struct attention_kernel {
     }
     for (int r = 0; r < nr; ++r) {
       const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a fully masked row gives zeros
-      float* o = outr + r * p.out_strides[2];
+      T* o = outr + r * p.out_strides[2];
       const float* a = s.acc + r * dp;
-      for (index_t j = 0; j < d; ++j) o[j] = a[j] * inv;
+      for (index_t j = 0; j < d; ++j) o[j] = from_float<T>(a[j] * inv);
     }
   }
 };

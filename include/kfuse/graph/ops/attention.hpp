@@ -3,7 +3,8 @@
 // output as [batch, sequence, heads, head_dim] (4-D plain, or the nchw label a reshape gives: the
 // same memory order) so that a linear's output is read with no transpose. The ONNX importer
 // fuses PyTorch's unfused export (Transpose, MatMul, Div, Add mask, Softmax, MatMul, Transpose)
-// into it; the bias (optional) broadcasts to [batch, heads, queries, keys].
+// into it; the bias (optional) broadcasts to [batch, heads, queries, keys]. Q, K, V and the
+// output are f32, or all bf16 (f32 arithmetic; half the bytes of a bf16 KV cache).
 #include <string>
 
 #include "kfuse/graph/ops/kernel_command.hpp"
@@ -19,12 +20,12 @@ struct attention_step_params {
   typename K::packed packed;
 };
 
-template <class K>
+template <class K, class T>
 void attention_cmd(const command& c) {
   const auto& p = *static_cast<const attention_step_params<K>*>(c.params);
-  K::run(static_cast<const float*>(c.in[0]), static_cast<const float*>(c.in[1]),
-         static_cast<const float*>(c.in[2]), static_cast<const float*>(c.in[3]), p.packed,
-         static_cast<float*>(c.out), command_workspace(c), run_options{c.threads});
+  K::run(static_cast<const T*>(c.in[0]), static_cast<const T*>(c.in[1]),
+         static_cast<const T*>(c.in[2]), static_cast<const float*>(c.in[3]), p.packed,
+         static_cast<T*>(c.out), command_workspace(c), run_options{c.threads});
 }
 
 struct attention_rule : op_rule {
@@ -36,9 +37,9 @@ struct attention_rule : op_rule {
     const plan_tensor& k = cx.T(n.inputs[1]);
     const plan_tensor& v = cx.T(n.inputs[2]);
     for (const plan_tensor* t : {&q, &k, &v}) {
-      if (t->type != dtype::f32)
+      if ((t->type != dtype::f32 && t->type != dtype::bf16) || t->type != q.type)
         cx.fail_node(n, "'" + t->name + "' is " + std::string(dtype_name(t->type)) +
-                            "; attention reads f32");
+                            "; attention reads Q, K and V all f32 or all bf16");
       if (t->shape.size() != 4 || t->layout == tensor_layout::nhwc)
         cx.fail_node(n, "'" + t->name + "' " + cx.shape_str(t->shape) +
                             " must be [batch, sequence, heads, head_dim]");
@@ -63,7 +64,7 @@ struct attention_rule : op_rule {
                             std::string(dtype_name(b.type)) + ") does not broadcast to " +
                             cx.shape_str(full) + " [batch, heads, queries, keys] in f32");
     }
-    cx.set_out(n, q.shape, dtype::f32, tensor_layout::plain);
+    cx.set_out(n, q.shape, q.type, tensor_layout::plain);
   }
 
   static bool broadcasts_to(const std::vector<index_t>& s, const std::vector<index_t>& full) {
@@ -106,10 +107,12 @@ struct attention_rule : op_rule {
     const double sq = double(pr.q_len), sk = double(pr.kv_len);
     info.flops = 4.0 * double(pr.batch * pr.heads) * sq * sk * double(pr.head_dim);
     info.bytes = double(q.bytes) + 2.0 * double(k.bytes) + bias_bytes + double(cx.T(s.out).bytes);
-    info.kernel = "attention f32 " + std::string(K::base::micro_kernel()) +
-                  (pr.causal ? " causal" : "") + (bias_bytes > 0 ? " + bias" : "");
+    const bool bf16_io = q.type == dtype::bf16;
+    info.kernel = std::string(bf16_io ? "attention bf16 in / f32 " : "attention f32 ") +
+                  std::string(K::base::micro_kernel()) + (pr.causal ? " causal" : "") +
+                  (bias_bytes > 0 ? " + bias" : "");
     c.out = s.out;
-    c.fn = &attention_cmd<K>;
+    c.fn = bf16_io ? &attention_cmd<K, bf16_t> : &attention_cmd<K, float>;
     c.begin = 0;
     c.end = 1;
     c.threads = cx.threads_for(info.bytes, info.flops);
