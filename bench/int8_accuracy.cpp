@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
-#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,25 +37,13 @@ struct buffer {
   kfuse::binding bind() { return {data.data(), data.size(), true, type}; }
 };
 
-/// The linear / conv inputs: what an int8 plan quantizes (kfuse-run's choice).
-std::vector<kfuse::tensor_id> targets_of(const kfuse::graph& g) {
-  std::vector<kfuse::tensor_id> t;
-  std::set<std::int32_t> seen;
-  for (const kfuse::node_desc& n : g.nodes())
-    if ((n.op == kfuse::op_kind::linear || n.op == kfuse::op_kind::conv2d) && !n.inputs.empty() &&
-        seen.insert(n.inputs[0].index).second)
-      t.push_back(n.inputs[0]);
-  return t;
-}
-
 std::vector<buffer> outputs_of(const kfuse::plan& p) {
   std::vector<buffer> out;
   for (std::size_t i = 0; i < p.output_count(); ++i) {
     const auto& t = p.output(i);
     if (t.type != kfuse::dtype::f32) throw kfuse::error("int8_accuracy: a non-f32 output");
-    index_t n = 1;
-    for (index_t d : t.shape) n *= d;
-    out.push_back({t.shape, t.type, std::vector<std::byte>(std::size_t(n) * 4)});
+    out.push_back(
+        {t.shape, t.type, std::vector<std::byte>(std::size_t(kfuse::shape_numel(t.shape)) * 4)});
   }
   return out;
 }
@@ -105,7 +93,7 @@ int main(int argc, char** argv) try {
   // Calibrate on the same inputs, then the int8 plan on the scalar generic arch.
   std::vector<std::vector<kfuse::binding>> samples(1);
   for (buffer& b : in) samples[0].push_back(b.bind());
-  const std::vector<kfuse::tensor_id> targets = targets_of(m.graph);
+  const std::vector<kfuse::tensor_id> targets = kfuse::calibration_targets(m.graph);
   const kfuse::graph_calibration cal = kfuse::calibrate_graph(
       m.graph, targets, std::span<const std::vector<kfuse::binding>>(samples),
       {kfuse::observer_method::percentile, 99.99}, kfuse::quant_scheme::affine);
@@ -126,12 +114,11 @@ int main(int argc, char** argv) try {
         s.kernel.find("i8") != std::string::npos || s.kernel.find("int8") != std::string::npos;
   std::printf("int8 plan: %zu steps, %d with an int8 kernel\n", p8.steps().size(), int8_steps);
   for (std::size_t i = 0; i < ref.size(); ++i) {
-    const auto* w = reinterpret_cast<const float*>(ref[i].data.data());
-    const auto* x = reinterpret_cast<const float*>(got[i].data.data());
     const std::size_t n = ref[i].data.size() / 4;
+    const std::span<const float> w(reinterpret_cast<const float*>(ref[i].data.data()), n),
+        x(reinterpret_cast<const float*>(got[i].data.data()), n);
     const index_t rows = ref[i].shape.size() == 2 ? ref[i].shape[0] : 0;
-    const kfuse::accuracy_report r =
-        kfuse::compare_outputs(std::vector<float>(w, w + n), std::vector<float>(x, x + n), rows);
+    const kfuse::accuracy_report r = kfuse::compare_outputs(w, x, rows);
     std::string dims;
     for (index_t d : ref[i].shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
     std::printf("  %s [%s]: %s\n", m.outputs[i].name.c_str(), dims.c_str(),

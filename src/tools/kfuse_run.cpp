@@ -329,17 +329,6 @@ kfuse::replay_buffer record(const kfuse::plan& p, std::vector<host_tensor>& in,
 
 // ---- int8 calibration --------------------------------------------------------------------------
 
-/// The tensors an int8 plan needs quant params for: the data input of every linear and conv2d.
-std::vector<kfuse::tensor_id> calibration_targets(const kfuse::graph& g) {
-  std::vector<kfuse::tensor_id> t;
-  std::set<std::int32_t> seen;
-  for (const kfuse::node_desc& n : g.nodes())
-    if ((n.op == kfuse::op_kind::linear || n.op == kfuse::op_kind::conv2d) && !n.inputs.empty() &&
-        seen.insert(n.inputs[0].index).second)
-      t.push_back(n.inputs[0]);
-  return t;
-}
-
 /// Calibration batches of one input from DIR/<input>.npy: samples stacked along axis 0, split
 /// into batches of the model's batch size (a remainder is dropped), each converted as an --input
 /// file would be (token ids and masks too).
@@ -391,7 +380,7 @@ void apply_quant(kfuse::graph& g, const quant_by_name& q) {
 /// input; returns the parameters by tensor name.
 quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
                              std::vector<host_tensor>& inputs) {
-  const std::vector<kfuse::tensor_id> targets = calibration_targets(m.graph);
+  const std::vector<kfuse::tensor_id> targets = kfuse::calibration_targets(m.graph);
   if (targets.empty()) {
     std::printf("calibration: no linear / conv node, nothing to quantize\n");
     return {};

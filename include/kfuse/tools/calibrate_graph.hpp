@@ -6,6 +6,7 @@
 //   auto cal = kfuse::calibrate_graph(g, {x, h1, h2}, samples, {observer_method::percentile});
 //   kfuse::apply_calibration(g, cal);
 //   auto int8_plan = kfuse::compile(g, {.prec = kfuse::precision::int8});
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -117,6 +118,18 @@ graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> ten
   }
   return calibrate_graph<A, B>(g, tensors, std::span<const std::vector<binding>>(bound), observer,
                                scheme, options);
+}
+
+/// The tensors an int8 plan needs quant params for: the data input of every linear and conv2d
+/// (each once), what calibrate_graph should observe.
+inline std::vector<tensor_id> calibration_targets(const graph& g) {
+  std::vector<tensor_id> t;
+  std::set<std::int32_t> seen;
+  for (const node_desc& n : g.nodes())
+    if ((n.op == op_kind::linear || n.op == op_kind::conv2d) && !n.inputs.empty() &&
+        seen.insert(n.inputs[0].index).second)
+      t.push_back(n.inputs[0]);
+  return t;
 }
 
 /// Sets the calibrated parameters on the graph (graph::set_quant per observed tensor).
