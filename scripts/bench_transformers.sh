@@ -2,10 +2,11 @@
 # Transformer encoders, kfuse-run against ONNX Runtime in the same run (issue 15): the
 # MiniLM-L6- and BERT-base-shaped encoders of scripts/make_transformer_models.py (random weights,
 # fixed seed), int64 token ids and a padding mask from .npy files, sequence 128 and 384, batch 1
-# and 8, 1 and 2 threads; kfuse in fp32 and bf16, ONNX Runtime (npm onnxruntime-node via
+# and 8, 1 and 2 threads; kfuse in fp32, bf16 and int8 (calibrated on the run's own input: the
+# linears in int8, attention in f32), ONNX Runtime (npm onnxruntime-node via
 # bench/ort/ort_run.js, intraOpNumThreads = the same count) in fp32 on the same inputs. Prints the
 # CPU, ONNX Runtime's per-call overhead from node, and a markdown table of medians with the
-# ratios next to the targets (fp32 <= 0.9x ONNX Runtime's time, bf16 <= 0.5x).
+# ratios next to the targets (fp32 <= 0.9x ONNX Runtime's time, bf16 <= 0.5x, int8 <= 0.4x).
 #   scripts/bench_transformers.sh [model ...]        (default: bert_layer minilm_l6 bert_base)
 # bert_layer is one BERT-base encoder layer (issue 15's one-layer row).
 # BERT-base runs sequence 128 only (a batch-8 sequence-384 call takes seconds on one core).
@@ -35,7 +36,7 @@ seqs_of() { [[ $1 == bert_base ]] && echo 128 || echo "128 384"; }
         in="$md/$m.s$s.b$b"
         reps=$([[ $b == 8 || $s == 384 || $m == bert_base ]] && echo 7 || echo 30)
         for t in 1 2; do
-          for p in f32 bf16; do
+          for p in f32 bf16 int8; do
             "$run" "$md/$m.onnx" --dim batch=$b --dim sequence=$s --input "input_ids=$in.input_ids.npy" \
               --input "attention_mask=$in.attention_mask.npy" --prec $p --threads $t --reps $reps \
               --warmup 3 >"$out/kfuse_${m}_s${s}_b${b}_t${t}_$p.txt" 2>&1 || true
@@ -54,8 +55,8 @@ sys.path.insert(0, "scripts")
 from bench_report import field, header, median
 out, models = sys.argv[1], sys.argv[2:]
 header(out)
-print("| model | seq | batch | threads | kfuse f32 | kfuse bf16 | ONNX Runtime f32 | f32 / ORT (target <= 0.9) | bf16 / ORT (target <= 0.5) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| model | seq | batch | threads | kfuse f32 | kfuse bf16 | kfuse int8 | ONNX Runtime f32 | f32 / ORT (target <= 0.9) | bf16 / ORT (target <= 0.5) | int8 / ORT (target <= 0.4) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 notes = []
 for m in models:
     for s in ((128,) if m == "bert_base" else (128, 384)):
@@ -63,14 +64,15 @@ for m in models:
             for t in (1, 2):
                 k32, e1 = median(f"{out}/kfuse_{m}_s{s}_b{b}_t{t}_f32.txt")
                 k16, e2 = median(f"{out}/kfuse_{m}_s{s}_b{b}_t{t}_bf16.txt")
+                k8, e4 = median(f"{out}/kfuse_{m}_s{s}_b{b}_t{t}_int8.txt")
                 o, e3 = median(f"{out}/ort_{m}_s{s}_b{b}_t{t}.txt")
                 cell = lambda v: f"{v:.2f} ms" if v is not None else "fails"
                 def ratio(k, target):
                     if k is None or o is None: return "-"
                     r = k / o
                     return f"{r:.2f} ({'met' if r <= target else 'not met'})"
-                print(f"| {m} | {s} | {b} | {t} | {cell(k32)} | {cell(k16)} | {cell(o)} | {ratio(k32, 0.9)} | {ratio(k16, 0.5)} |")
-                for e in (e1, e2, e3):
+                print(f"| {m} | {s} | {b} | {t} | {cell(k32)} | {cell(k16)} | {cell(k8)} | {cell(o)} | {ratio(k32, 0.9)} | {ratio(k16, 0.5)} | {ratio(k8, 0.4)} |")
+                for e in (e1, e2, e3, e4):
                     if e and e not in notes: notes.append(e)
 for n in notes:
     print(f"\n{n}")

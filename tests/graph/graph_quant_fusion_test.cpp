@@ -394,8 +394,10 @@ TEST_CASE("graph quant fusion: int8 conv chain (dense producers, nchw and nhwc)"
       graph g = c.build(L, true);
       g.set_quant(g.find("relu0"), c.q0);
       g.set_quant(g.find("relu1"), c.q1);
-      const plan p = compile(g, {.threads = 1, .prec = precision::int8});
-      const plan q = compile(g, {.threads = 1, .prec = precision::int8, .fuse = false});
+      // The declared layout (an nchw graph would otherwise run in nhwc: checked below).
+      const plan p = compile(g, {.threads = 1, .prec = precision::int8, .choose_layout = false});
+      const plan q = compile(
+          g, {.threads = 1, .prec = precision::int8, .fuse = false, .choose_layout = false});
       INFO(p.report().text());
       // The depthwise conv (f32 in int8 plans) has no u8-output instantiation (compile time):
       // it writes f32 and conv1 converts its input; conv1 writes u8 for conv2; conv2 absorbs q.
@@ -423,8 +425,18 @@ TEST_CASE("graph quant fusion: int8 conv chain (dense producers, nchw and nhwc)"
       const auto yq = run_poisoned<std::uint8_t>(q, {c.x}, n_out);
       INFO("steps: relu0 " << c.q0.scale << ", relu1 " << c.q1.scale << ", y " << c.q2.scale);
       CHECK(max_step_diff(yp, yq) <= 1);
-      const plan p2 = compile(g, {.threads = 2, .prec = precision::int8, .fork_join_ns = 0});
+      const plan p2 = compile(
+          g, {.threads = 2, .prec = precision::int8, .fork_join_ns = 0, .choose_layout = false});
       CHECK(run_poisoned<std::uint8_t>(p2, {c.x}, n_out) == yp);
+      if (L == tensor_layout::nchw) {
+        // Run in nhwc by the plan: the quantize stays fused (a cast joins the nhwc region) and
+        // the exit conversion moves the u8 output.
+        const plan pn = compile(g, {.threads = 1, .prec = precision::int8});
+        INFO(pn.report().text());
+        CHECK(reported(pn, "fused q/nhwc (quantize u8) into conv2 (conv2d)"));
+        CHECK(pn.steps().size() == 5);  // entry conversion, dw, conv1, conv2, exit conversion
+        CHECK(max_step_diff(run_poisoned<std::uint8_t>(pn, {c.x}, n_out), yp) <= 1);
+      }
       // Against the f32 plan: the int8 chain stays within a few steps of y.
       const auto yf = run_poisoned<float>(compile(c.build(L), {.threads = 1}), {c.x}, n_out);
       double worst = 0;

@@ -136,9 +136,9 @@ TEST_CASE("attention: random problems against a double reference", "[attention]"
   struct shape {
     index_t B, H, Hkv, Sq, Sk, d;
   };
-  const shape shapes[] = {{1, 2, 2, 5, 5, 32},    {2, 3, 3, 17, 17, 64}, {1, 4, 2, 9, 70, 80},
-                          {2, 2, 1, 1, 130, 128}, {1, 1, 1, 7, 3, 7},    {1, 2, 2, 66, 200, 64},
-                          {3, 2, 2, 1, 1, 16}};
+  const shape shapes[] = {{1, 2, 2, 5, 5, 32},    {2, 3, 3, 17, 17, 64},  {1, 4, 2, 9, 70, 80},
+                          {2, 2, 1, 1, 130, 128}, {1, 1, 1, 7, 3, 7},     {1, 2, 2, 66, 200, 64},
+                          {3, 2, 2, 1, 1, 16},    {1, 2, 2, 20, 150, 32}, {1, 1, 1, 13, 100, 48}};
   for (const shape& s : shapes)
     for (int variant = 0; variant < 4; ++variant) {
       const bool bias = variant & 1, causal = variant & 2;

@@ -197,14 +197,22 @@ struct attention_kernel {
     float* qrows = nullptr;   // bf16 Q: the tile's query rows in f32 (MR x head_dim)
   };
   static index_t panels(index_t n) { return (n + NR - 1) / NR; }
+  // V's panels are as narrow as the head allows (head dim 32 on 16 lanes: 2 vectors, not NR =
+  // 4): P.V then computes no padded columns (half of its work at d = 32 with NR-wide panels).
+  static int v_vectors(index_t d) {
+    return int(std::min<index_t>(NV, (d + vec::lanes - 1) / vec::lanes));
+  }
+  static index_t v_width(index_t d) { return index_t(v_vectors(d)) * vec::lanes; }
+  static index_t v_panels(index_t d) { return (d + v_width(d) - 1) / v_width(d); }
+  static index_t v_cols(index_t d) { return v_panels(d) * v_width(d); }
   static slot_arrays carve(const problem& p, detail::slot_cursor& c) {
     slot_arrays s;
     const index_t d = p.head_dim;
     s.kt = c.take<float>(std::size_t(panels(p.kv_len) * NR * d));
-    s.vp = c.take<float>(std::size_t(panels(d) * NR * p.kv_len));
+    s.vp = c.take<float>(std::size_t(v_cols(d) * p.kv_len));
     s.scores = c.take<float>(std::size_t(MR * block));
-    s.acc = c.take<float>(std::size_t(MR * panels(d) * NR));
-    s.part = c.take<float>(std::size_t(MR * panels(d) * NR));
+    s.acc = c.take<float>(std::size_t(MR * v_cols(d)));
+    s.part = c.take<float>(std::size_t(MR * v_cols(d)));
     s.stats = c.take<float>(std::size_t(2 * MR));
     s.qrows = c.take<float>(std::size_t(MR * d));
     return s;
@@ -226,8 +234,9 @@ struct attention_kernel {
     // K^T [d, S] and V [S, d] as gemm's B operands (k group 1: row kk of panel pn at kk * NR).
     for (index_t pn = 0; pn < panels(S); ++pn)
       detail::pack_b_panel(kb, index_t(1), p.k_strides[2], d, S, pn, NR, 1, s.kt + pn * d * NR);
-    for (index_t pn = 0; pn < panels(d); ++pn)
-      detail::pack_b_panel(vb, p.v_strides[2], index_t(1), S, d, pn, NR, 1, s.vp + pn * S * NR);
+    const index_t w = v_width(d);
+    for (index_t pn = 0; pn < v_panels(d); ++pn)
+      detail::pack_b_panel(vb, p.v_strides[2], index_t(1), S, d, pn, int(w), 1, s.vp + pn * S * w);
     const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
     T* ob = out + b * p.out_strides[0] + h * p.out_strides[1];
     const float* bb = bias ? bias + b * p.bias_strides[0] + h * p.bias_strides[1] : nullptr;
@@ -286,13 +295,24 @@ struct attention_kernel {
     for (index_t x = 0; x < d; ++x) outr[x] = from_float<T>(acc[x] * inv);
   }
 
+  /// part = scores (nr x nk) . V's rows k0 .. k0 + nk, in panels of VN vectors.
+  template <int VN>
+  static void block_times_v(const problem& p, int nr, index_t k0, index_t nk,
+                            const slot_arrays& s) {
+    const index_t w = index_t(VN) * vec::lanes, S = p.kv_len, dp = v_cols(p.head_dim);
+    for (index_t pn = 0; pn < v_panels(p.head_dim); ++pn)
+      detail::gemm_panel_rows<microkernel, vec, MR, VN, MR>(
+          nr, s.scores, block, s.vp + pn * S * w + k0 * w, nk, s.part + pn * w, dp, 0, 0, w,
+          epilogue<>{}, detail::int_args{});
+  }
+
   /// Query rows r0 .. r0 + nr of one head against every key block.
   template <class T>
   static void rows(const problem& p, const T* qt, const float* br, T* outr, index_t r0, int nr,
                    const slot_arrays& s) {
     using V = vec;
     constexpr int L = V::lanes;
-    const index_t d = p.head_dim, S = p.kv_len, dp = panels(d) * NR;
+    const index_t d = p.head_dim, S = p.kv_len, dp = v_cols(d);
     const float scale = p.scale_or_default();
     const float ninf = -std::numeric_limits<float>::infinity();
     // The micro-kernel reads f32 rows: bf16 queries are converted once per tile.
@@ -357,10 +377,19 @@ struct attention_kernel {
         }
       }
       // The block's probabilities times its rows of V, added to the accumulators.
-      for (index_t pn = 0; pn < panels(d); ++pn)
-        detail::gemm_panel_rows<microkernel, V, MR, NV, MR>(
-            nr, s.scores, block, s.vp + pn * S * NR + k0 * NR, nk, s.part + pn * NR, dp, 0, 0, NR,
-            none, ia);
+      switch (v_vectors(d)) {
+        case 1:
+          if constexpr (NV >= 1) block_times_v<1>(p, nr, k0, nk, s);
+          break;
+        case 2:
+          if constexpr (NV >= 2) block_times_v<2>(p, nr, k0, nk, s);
+          break;
+        case 3:
+          if constexpr (NV >= 3) block_times_v<3>(p, nr, k0, nk, s);
+          break;
+        default:
+          block_times_v<NV>(p, nr, k0, nk, s);
+      }
       for (int r = 0; r < nr; ++r) {
         float* a = s.acc + r * dp;
         const float* t = s.part + r * dp;
