@@ -295,6 +295,30 @@ struct attention_kernel {
     for (index_t x = 0; x < d; ++x) outr[x] = from_float<T>(acc[x] * inv);
   }
 
+  /// x[j] = x[j] * scale + bias[j * bias_stride] (no bias: null) for j < n, in one vector pass
+  /// that also returns the new values' maximum (-inf for n = 0).
+  static float scale_bias_max(float* x, const float* bias, index_t bias_stride, index_t n,
+                              float scale) {
+    using V = vec;
+    constexpr int L = V::lanes;
+    const V vs(scale);
+    V m(-std::numeric_limits<float>::infinity());
+    index_t j = 0;
+    if (!bias || bias_stride == 1)
+      for (; j + L <= n; j += L) {
+        const V y = bias ? simd::fma(simd::load<V>(x + j), vs, simd::load<V>(bias + j))
+                         : simd::load<V>(x + j) * vs;
+        simd::store(x + j, y);
+        m = simd::max(m, y);
+      }
+    float mt = detail::lane_max(m);
+    for (; j < n; ++j) {
+      x[j] = bias ? x[j] * scale + bias[j * bias_stride] : x[j] * scale;
+      mt = std::max(mt, x[j]);
+    }
+    return mt;
+  }
+
   /// part = scores (nr x nk) . V's rows k0 .. k0 + nk, in panels of VN vectors.
   template <int VN>
   static void block_times_v(const problem& p, int nr, index_t k0, index_t nk,
@@ -352,16 +376,9 @@ struct attention_kernel {
         const float* brow = br ? br + r * p.bias_strides[2] + k0 * p.bias_strides[3] : nullptr;
         index_t valid = nk;
         if (p.causal) valid = std::clamp<index_t>(r0 + r + shift - k0 + 1, 0, nk);
-        if (brow && p.bias_strides[3] == 1)
-          for (index_t j = 0; j < valid; ++j) srow[j] = srow[j] * scale + brow[j];
-        else if (brow)
-          for (index_t j = 0; j < valid; ++j)
-            srow[j] = srow[j] * scale + brow[j * p.bias_strides[3]];
-        else
-          for (index_t j = 0; j < valid; ++j) srow[j] *= scale;
+        const float bm = scale_bias_max(srow, brow, p.bias_strides[3], valid, scale);
         for (index_t j = valid; j < nk; ++j) srow[j] = ninf;
         // Online softmax: the new max, the old terms rescaled, this block's exp stored in place.
-        const float bm = valid > 0 ? detail::row_max<V>(srow, valid) : ninf;
         const float m_new = std::max(m[r], bm);
         if (m_new == ninf) {  // every key so far masked: no weight (exact zeros on every arch)
           std::fill(srow, srow + nk, 0.f);
