@@ -1,6 +1,21 @@
 #pragma once
 // The xsimd impl for one xsimd arch. Arithmetic and math (exp, tanh, erf) are xsimd's; xsimd 8
 // has no 8/16-bit conversions to float, so those loads and stores are intrinsics per ISA.
+#if defined(__AVX512BW__) && defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__)
+// GCC 12 without optimization (-O0: Debug and sanitizer builds) defines these two AVX-512BW
+// blends as macros that cast their operands straight to __v64qi / __v32hi, which fails on
+// xsimd's batch types (xsimd's avx512bw select<int>, reached by xsimd::log). Defined again with
+// the __m512i conversion first, as GCC's other such macros have; xsimd must see these.
+#include <immintrin.h>
+#undef _mm512_mask_blend_epi8
+#undef _mm512_mask_blend_epi16
+#define _mm512_mask_blend_epi8(U, A, W)                                                   \
+  ((__m512i)__builtin_ia32_blendmb_512_mask((__v64qi)(__m512i)(A), (__v64qi)(__m512i)(W), \
+                                            (__mmask64)(U)))
+#define _mm512_mask_blend_epi16(U, A, W)                                                  \
+  ((__m512i)__builtin_ia32_blendmw_512_mask((__v32hi)(__m512i)(A), (__v32hi)(__m512i)(W), \
+                                            (__mmask32)(U)))
+#endif
 #include <xsimd/xsimd.hpp>
 
 #include "kfuse/arch/tags.hpp"
