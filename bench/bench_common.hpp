@@ -30,6 +30,14 @@ inline double us_since(clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(clock::now() - t0).count();
 }
 
+// GFLOPs (a rate over the benchmark's time) and MFLOP per iteration, so that a table script can
+// also rate single-thread rows by CPU time (robust when other jobs share the cores).
+inline void set_flops(benchmark::State& st, double flops_per_iter) {
+  st.counters["GFLOPs"] = benchmark::Counter(flops_per_iter * 1e-9 * double(st.iterations()),
+                                             benchmark::Counter::kIsRate);
+  st.counters["MFLOP"] = flops_per_iter * 1e-6;
+}
+
 // A kfuse::machine_limits as one context line: the peaks the results are compared with.
 template <class Limits>
 std::string limits_text(const Limits& lim) {

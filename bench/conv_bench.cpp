@@ -44,14 +44,6 @@ std::vector<float> random_vector(std::size_t n, unsigned seed) {
   return v;
 }
 
-// GFLOPs (a rate over the benchmark's time) and MFLOP per iteration, so that the table script
-// can also rate single-thread rows by CPU time (robust when other jobs share the cores).
-void set_flops(benchmark::State& st, double flops_per_iter) {
-  st.counters["GFLOPs"] = benchmark::Counter(flops_per_iter * 1e-9 * double(st.iterations()),
-                                             benchmark::Counter::kIsRate);
-  st.counters["MFLOP"] = flops_per_iter * 1e-6;
-}
-
 // ------------------------------------------------------------------------------ peak probe
 // 24 independent FMA chains per thread (2 pipes x 4 cycles of latency covered).
 void BM_peak_fp32(benchmark::State& st) {
@@ -74,7 +66,7 @@ void BM_peak_fp32(benchmark::State& st) {
         },
         threads);
   }
-  set_flops(st, 24.0 * 32.0 * iters * threads);
+  kfuse_bench::set_flops(st, 24.0 * 32.0 * iters * threads);
 }
 
 // ------------------------------------------------------------------------------------ kfuse
@@ -99,7 +91,7 @@ void BM_kfuse(benchmark::State& st) {
   const kfuse::workspace_buffer ws(C::workspace_size(s, threads));
   for (auto _ : st) info = C::run(xv, w, yv, ep, ws, {threads});
   st.SetLabel(std::string(info.micro_kernel));
-  set_flops(st, s.flops());
+  kfuse_bench::set_flops(st, s.flops());
   st.counters["pack_ms"] = w.pack_seconds() * 1e3;
 }
 
@@ -152,7 +144,7 @@ void BM_onednn(benchmark::State& st) {
     cpu.strm.wait();
   }
   st.SetLabel(pd.impl_info_str());
-  set_flops(st, s.flops());
+  kfuse_bench::set_flops(st, s.flops());
 }
 #endif
 
@@ -194,7 +186,7 @@ void BM_xnnpack(benchmark::State& st) {
   xnn_delete_operator(op);
   pthreadpool_destroy(pool);
   st.SetLabel("xnnpack nhwc");
-  set_flops(st, s.flops());
+  kfuse_bench::set_flops(st, s.flops());
 }
 #endif
 

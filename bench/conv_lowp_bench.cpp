@@ -55,12 +55,6 @@ std::vector<T> random_vector(std::size_t n, unsigned seed, float lo, float hi) {
   return v;
 }
 
-void set_flops(benchmark::State& st, double flops_per_iter) {
-  st.counters["GFLOPs"] = benchmark::Counter(flops_per_iter * 1e-9 * double(st.iterations()),
-                                             benchmark::Counter::kIsRate);
-  st.counters["MFLOP"] = flops_per_iter * 1e-6;
-}
-
 using Ep = kfuse::epilogue<kfuse::bias, kfuse::relu>;
 using EpQ = kfuse::epilogue<kfuse::bias, kfuse::relu, kfuse::requantize<kfuse::u8>>;
 
@@ -80,7 +74,7 @@ void run_conv(benchmark::State& st, const E& ep, std::int32_t x_zero_point = 0) 
   kfuse::run_info info;
   for (auto _ : st) info = C::run(xv, pw, yv, ep, ws, {threads}, x_zero_point);
   st.SetLabel(std::string(info.micro_kernel));
-  set_flops(st, s.flops());
+  kfuse_bench::set_flops(st, s.flops());
 }
 
 std::vector<float> bias_of(index_t k) { return random_vector<float>(std::size_t(k), 3, -1, 1); }

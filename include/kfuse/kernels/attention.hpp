@@ -396,7 +396,7 @@ struct attention_kernel {
       // The block's probabilities times its rows of V, added to the accumulators.
       switch (v_vectors(d)) {
         case 1:
-          if constexpr (NV >= 1) block_times_v<1>(p, nr, k0, nk, s);
+          block_times_v<1>(p, nr, k0, nk, s);
           break;
         case 2:
           if constexpr (NV >= 2) block_times_v<2>(p, nr, k0, nk, s);
