@@ -10,7 +10,11 @@
 #
 #   scripts/examples_matrix.sh            # JOBS=1 by default; JOBS=2 on an idle machine
 #   NO_AARCH64=1 scripts/examples_matrix.sh
-# Env: BUILD_X86 (build-ex-x86), BUILD_A64 (build-ex-a64), JOBS, NO_AARCH64, CMAKE_BUILD_TYPE.
+#   BUILD_X86=build/ci REUSE_X86=1 scripts/examples_matrix.sh   # x86 examples of that build
+# Env: BUILD_X86 (build-ex-x86), BUILD_A64 (build-ex-a64), JOBS, NO_AARCH64, CMAKE_BUILD_TYPE,
+#      REUSE_X86 (1: BUILD_X86 is an existing build with KFUSE_BUILD_EXAMPLES=ON; not configured
+#      again, only its examples are built: scripts/test.sh builds them with the tests, where the
+#      demo links the kfuse::runtime the tests build anyway).
 set -euo pipefail
 
 start=$(date +%s)
@@ -25,7 +29,9 @@ common=(-G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DKFUSE_BUILD_EXAMPLES=ON -DKF
 host_arch=$(uname -m)
 builds=()
 if [[ $host_arch == x86_64 ]]; then
-  cmake -S "$root" -B "$bx" "${common[@]}" >/dev/null
+  if [[ ${REUSE_X86:-0} != 1 ]]; then
+    cmake -S "$root" -B "$bx" "${common[@]}" >/dev/null
+  fi
   builds+=("$bx|")
 fi
 if [[ -z ${NO_AARCH64:-} ]]; then

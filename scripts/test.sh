@@ -53,17 +53,25 @@ if git grep -nE '(TEST_CASE|SECTION)\("[^"]*;' -- tests; then
   exit 1
 fi
 
+# The most extended arch this machine runs: kfuse::runtime's arch in the main build, and the
+# arch the sanitized phases test (an AVX2-only runner gets avx2, not a run of skipped tests).
+host=$(cmake -P cmake/kfuse_host_arch.cmake)
+
 phase "build (Release, every x86 arch this machine runs)"
-# Examples are built and run by the -march matrix phase; the benchmarks are not run by tests.
+# The benchmarks are not run by tests. The examples are built here (the -march matrix phase
+# runs them): the demo links kfuse::runtime, which this build has anyway, instead of compiling
+# the plan compiler in its own TU (~3.5 CPU-minutes). kfuse::runtime is built for the host arch
+# with the tests' flags and is the graph tests' plan compiler for that arch
+# (KFUSE_RUNTIME_TEST_FLAGS: one instance instead of two).
 # The per-arch tests are built for the archs this machine runs (an arch it lacks would only
 # report "skipped"; the -march matrix still compiles the examples for every arch, and --full
 # builds them all): on an AVX2-only runner that saves ~5 CPU-minutes of avx2_vnni / AVX-512 TUs.
 test_archs=""
 [[ $full == 1 ]] || test_archs=$(cmake -DKFUSE_PRINT=runnable -P cmake/kfuse_host_arch.cmake)
 echo "test: per-arch tests for ${test_archs:-every arch}"
-cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_EXAMPLES=OFF \
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_EXAMPLES=ON \
   -DKFUSE_BUILD_BENCH=OFF -DKFUSE_FULL_TESTS=$([[ $full == 1 ]] && echo ON || echo OFF) \
-  -DKFUSE_ARCHS="$test_archs" >/dev/null
+  -DKFUSE_ARCHS="$test_archs" -DKFUSE_RUNTIME_ARCHS="$host" -DKFUSE_RUNTIME_TEST_FLAGS=ON >/dev/null
 cmake --build build/ci -j "$jobs"
 
 phase "tests (ctest -L ci)"
@@ -74,9 +82,6 @@ if [[ $full == 1 ]]; then
   ctest --test-dir build/ci -L full -j "$jobs" --output-on-failure
 fi
 
-# The sanitized phases build their tests for the most extended arch this machine runs (the
-# widest tier of the CI sets; an AVX2-only runner gets avx2, not a run of skipped tests).
-host=$(cmake -P cmake/kfuse_host_arch.cmake)
 echo "test: sanitizer phases test arch $host"
 
 phase "asan+ubsan build + tests"
@@ -84,12 +89,18 @@ phase "asan+ubsan build + tests"
 # (each of its TUs also runs the generic arch); package/ODR/compile-fail/dispatch tests check
 # builds, not memory, and stay out, as do the kfuse-run tests (cli: the command is not built
 # here); so does the allocation-counting replay test (no_asan: it
-# replaces operator new). -O0: the sanitized TUs compile about twice as fast and the tests still
-# run in seconds. CI sanitizes one TU per kernel family and the executor; --full adds the rest.
-# -g1 (line tables: reports still name file and line): the sanitized compiler instance builds
-# ~12% faster than with -g here, ~40% under TSan below (-O1 instead of -O0 would triple it).
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
-  -DKFUSE_SANITIZE=address -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
+# replaces operator new). -Og, as the other tests: at -O1 the sanitized TUs compiled about twice
+# as slowly as at -O0, at -Og 10-20% faster than at -O0. CI sanitizes one TU per kernel family
+# and the executor; --full adds the rest. -g1 (line tables: reports still name file and line):
+# the sanitized compiler instance builds ~12% faster than with -g here, ~40% under TSan below.
+# Use-after-scope checks are off in CI (--full keeps them): at -O0 they poison and unpoison every
+# local of the always_inline kernel code, which made this build 1.75x longer (1450 -> 830
+# CPU-s on Zen 4; the eltwise TU 426 -> 127 s, gemm 146 -> 74 s). Out-of-bounds, use-after-free
+# and UBSan's checks stay.
+asan_flags="-g1"
+[[ $full == 1 ]] || asan_flags="-g1 -fno-sanitize-address-use-after-scope"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$asan_flags" \
+  -DKFUSE_SANITIZE=address -DKFUSE_TEST_OPT_FLAGS=-Og -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 asan_targets=(kernels_eltwise_$host kernels_gemm_$host types_convert_$host
   simd_vec_$host epilogue_stages_$host kernels_layout_convert_$host threading_thread_pool
@@ -130,15 +141,15 @@ ctest --test-dir build/tsan -L threads -LE no_asan -j "$jobs" --output-on-failur
 
 if [[ -x scripts/examples_matrix.sh ]]; then
   phase "examples -march matrix"
-  JOBS=$jobs scripts/examples_matrix.sh
+  BUILD_X86=build/ci REUSE_X86=1 JOBS=$jobs scripts/examples_matrix.sh
 fi
 
-if [[ -x build-ex-x86/examples/04_models/ex04_models ]]; then
-  # Built by the matrix phase (native only). The README's main job at CI size: MLP + ResNet block
-  # through compile / record / replay in fp32, bf16 and int8, checked against a double reference.
+if [[ -x build/ci/examples/04_models/ex04_models ]]; then
+  # Built with the tests. The README's main job at CI size: MLP + ResNet block through
+  # compile / record / replay in fp32, bf16 and int8, checked against a double reference.
   phase "end-to-end demo (ex04_models --small)"
-  build-ex-x86/examples/04_models/ex04_models --small | tee build-ex-x86/demo.log | tail -n 5
-  grep -q "^result: ok" build-ex-x86/demo.log
+  build/ci/examples/04_models/ex04_models --small | tee build/ci/demo.log | tail -n 5
+  grep -q "^result: ok" build/ci/demo.log
 fi
 
 if [[ -x scripts/aarch64_tests.sh ]]; then

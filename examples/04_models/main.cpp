@@ -24,6 +24,9 @@
 #include <vector>
 
 #include "kfuse/arch/target.hpp"
+#if KFUSE_EXAMPLE_RUNTIME  // compile() prebuilt in kfuse::runtime (CMake links it when built)
+#include "kfuse/runtime.hpp"
+#endif
 #include "kfuse/graph/compile.hpp"
 #include "kfuse/tools/accuracy.hpp"
 #include "kfuse/tools/batch_sweep.hpp"
