@@ -89,10 +89,11 @@ phase "asan+ubsan build + tests"
 # (each of its TUs also runs the generic arch); package/ODR/compile-fail/dispatch tests check
 # builds, not memory, and stay out, as do the kfuse-run tests (cli: the command is not built
 # here); so does the allocation-counting replay test (no_asan: it
-# replaces operator new). -Og, as the other tests: at -O1 the sanitized TUs compiled about twice
-# as slowly as at -O0, at -Og 10-20% faster than at -O0. CI sanitizes one TU per kernel family
-# and the executor; --full adds the rest. -g1 (line tables: reports still name file and line):
-# the sanitized compiler instance builds ~12% faster than with -g here, ~40% under TSan below.
+# replaces operator new). -O0: the sanitized TUs compile fastest there (-Og: the gemm test 74 ->
+# 115 s, conv2d 35 -> 53 s; -O1 about twice -O0) and the tests still run in seconds. CI
+# sanitizes one TU per kernel family and the executor; --full adds the rest. -g1 (line tables:
+# reports still name file and line): the sanitized compiler instance builds ~12% faster than
+# with -g here, ~40% under TSan below.
 # Use-after-scope checks are off in CI (--full keeps them): at -O0 they poison and unpoison every
 # local of the always_inline kernel code, which made this build 1.75x longer (1450 -> 830
 # CPU-s on Zen 4; the eltwise TU 426 -> 127 s, gemm 146 -> 74 s). Out-of-bounds, use-after-free
@@ -100,10 +101,12 @@ phase "asan+ubsan build + tests"
 asan_flags="-g1"
 [[ $full == 1 ]] || asan_flags="-g1 -fno-sanitize-address-use-after-scope"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$asan_flags" \
-  -DKFUSE_SANITIZE=address -DKFUSE_TEST_OPT_FLAGS=-Og -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
+  -DKFUSE_SANITIZE=address -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
-asan_targets=(kernels_eltwise_$host kernels_gemm_$host types_convert_$host
-  simd_vec_$host epilogue_stages_$host kernels_layout_convert_$host threading_thread_pool
+# The longest TUs first (ninja starts the targets in this order): the last one to start must not
+# leave the other core idle at the end.
+asan_targets=(kfuse_graph_compiler_$host kernels_eltwise_$host kernels_gemm_$host
+  types_convert_$host simd_vec_$host epilogue_stages_$host kernels_layout_convert_$host threading_thread_pool
   threading_cpu_budget graph_threading_$host
   kernels_conv2d_f32_$host kernels_conv_depthwise_f32_$host
   kernels_pool2d_float_$host graph_exec_$host
@@ -135,8 +138,8 @@ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DKFUSE_SANITIZE=thread \
   -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/tsan -j "$jobs" \
-  --target $(existing_targets build/tsan threading_thread_pool threading_cpu_budget \
-    graph_exec_$host graph_threading_$host robustness_graph_probes_$host)
+  --target $(existing_targets build/tsan kfuse_graph_compiler_$host threading_thread_pool \
+    threading_cpu_budget graph_exec_$host graph_threading_$host robustness_graph_probes_$host)
 ctest --test-dir build/tsan -L threads -LE no_asan -j "$jobs" --output-on-failure
 
 if [[ -x scripts/examples_matrix.sh ]]; then
@@ -154,7 +157,12 @@ fi
 
 if [[ -x scripts/aarch64_tests.sh ]]; then
   phase "aarch64 smoke (qemu)"
-  JOBS=$jobs scripts/aarch64_tests.sh
+  # CI: the neon_dotprod tier (xsimd and Highway NEON, dotprod, fp16); the armv8-a tier (xsimd
+  # only, the same NEON code without those extensions) is in the -march matrix's examples above
+  # and, with its smoke tests, under --full (~75 s of CI's 20-minute budget).
+  a64_archs="neon_dotprod"
+  [[ $full == 1 ]] && a64_archs="neon;neon_dotprod"
+  A64_ARCHS=$a64_archs JOBS=$jobs scripts/aarch64_tests.sh
 fi
 
 phase ""
