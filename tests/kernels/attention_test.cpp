@@ -2,7 +2,8 @@
 // random problems: head dims 32, 64, 80, 128 and odd ones, sequences shorter and longer than a
 // key block, grouped-query heads, a key-padding bias with -inf and -30 entries, causal masks,
 // one query against a KV cache, 1 and 2 threads (bitwise equal), a fully masked row (zeros), NaN
-// propagation and the errors; every problem again with bf16 Q, K, V and output.
+// propagation and the errors; every problem again with bf16 Q, K, V and output, and with the
+// products in bf16 (Math = bf16: vdpbf16ps, or its emulation on archs without it).
 //
 // Tolerance: the output is a convex combination of V's rows (|v| <= 1): the f32 dot products
 // of d terms, the exp approximation (3e-7 relative) and the f32 sums over the keys keep the
@@ -128,6 +129,46 @@ void check_bf16(att_case c, const char* what) {
   }
 }
 
+/// The products in bf16 (f32 and bf16 in / out): against the reference of Q, K, V rounded to bf16
+/// (the kernel rounds them once). What remains is the probabilities' rounding (2^-9 relative
+/// each, so at most 2^-9 max|v| = 2^-9 on the convex combination; the f32 sums normalize the
+/// unrounded ones), the f32 tolerance and, for bf16 out, the output's rounding: tolerance
+/// 2^-8 absolute (twice the probabilities' bound) on top of check_bf16's.
+void check_bf16_math(att_case c, const char* what) {
+  using K = kfuse::attention_kernel<test_arch, kfuse::backend::xsimd, kfuse::bf16>;
+  using kfuse::bf16_t;
+  auto to_bf16 = [](std::vector<float>& x) {
+    std::vector<bf16_t> r(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      r[i] = kfuse::from_float<bf16_t>(x[i]);
+      x[i] = kfuse::to_float(r[i]);
+    }
+    return r;
+  };
+  const std::vector<float> qf = c.q, kf = c.k, vf = c.v;  // f32 in: the kernel rounds them
+  const std::vector<bf16_t> q = to_bf16(c.q), k = to_bf16(c.k), v = to_bf16(c.v);
+  const std::size_t n = c.q.size();
+  const float* bias = c.bias.empty() ? nullptr : c.bias.data();
+  std::vector<float> f1(n, std::nanf("")), f2 = f1;
+  std::vector<bf16_t> o1(n, kfuse::from_float<bf16_t>(std::nanf(""))), o2 = o1;
+  const auto info = K::run(qf.data(), kf.data(), vf.data(), bias, f1.data(), c.p, {.threads = 1});
+  CHECK(info.micro_kernel == K::base::micro_kernel());
+  K::run(qf.data(), kf.data(), vf.data(), bias, f2.data(), c.p, {.threads = 2});
+  K::run(q.data(), k.data(), v.data(), bias, o1.data(), c.p, {.threads = 1});
+  K::run(q.data(), k.data(), v.data(), bias, o2.data(), c.p, {.threads = 2});
+  const std::vector<double> want = reference(c);
+  const double tol = 1e-5 + 2e-7 * double(c.p.head_dim + c.p.kv_len) + 0x1p-8;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float got = kfuse::to_float(o1[i]);
+    INFO(what << " (bf16 products) element " << i << " f32 out " << f1[i] << " bf16 out " << got
+              << " want " << want[i]);
+    REQUIRE(std::fabs(f1[i] - want[i]) <= tol);
+    REQUIRE(std::fabs(got - want[i]) <= tol + std::fabs(want[i]) * 0x1p-8);
+    REQUIRE(f1[i] == f2[i]);
+    REQUIRE(kfuse::to_float(o1[i]) == kfuse::to_float(o2[i]));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("attention: random problems against a double reference", "[attention]") {
@@ -149,12 +190,13 @@ TEST_CASE("attention: random problems against a double reference", "[attention]"
                                (causal ? " causal" : "");
       check(c, what.c_str());
       check_bf16(c, what.c_str());
+      check_bf16_math(c, what.c_str());
     }
 }
 
-TEST_CASE("attention: a fully masked row gives zeros and NaN propagates", "[attention]") {
-  if (!cpu_can_run()) return;
-  using K = kfuse::attention_kernel<test_arch>;
+namespace {
+template <class K>
+void masked_row_and_nan() {
   std::mt19937 rng(3);
   att_case c = make(rng, 2, 2, 2, 4, 6, 32, true, false);
   for (index_t j = 0; j < 6; ++j) c.bias[std::size_t(j)] = -INFINITY;  // batch 0 sees no key
@@ -166,6 +208,13 @@ TEST_CASE("attention: a fully masked row gives zeros and NaN propagates", "[atte
   K::run(c.q.data(), c.k.data(), c.v.data(), c.bias.data(), o.data(), c.p);
   const float b1h0 = o[std::size_t(4 * 2 * 32 + 5)];
   CHECK((std::isnan(b1h0) || c.bias[6] == -INFINITY));
+}
+}  // namespace
+
+TEST_CASE("attention: a fully masked row gives zeros and NaN propagates", "[attention]") {
+  if (!cpu_can_run()) return;
+  masked_row_and_nan<kfuse::attention_kernel<test_arch>>();
+  masked_row_and_nan<kfuse::attention_kernel<test_arch, kfuse::backend::xsimd, kfuse::bf16>>();
 }
 
 TEST_CASE("attention: bad problems and buffers are errors", "[attention]") {

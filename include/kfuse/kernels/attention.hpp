@@ -20,8 +20,11 @@
 // the micro-kernel multiplies the tile's probabilities by the block's rows of V into the row
 // accumulators. Memory traffic is Q, K, V, the bias and the output: O(S d), not O(S^2).
 // Q, K, V and the output are f32, or all bf16 (half the bytes: a decoder step streaming a bf16
-// KV cache reads half as much); the arithmetic is f32 either way (bf16 values converted as they
-// are packed or loaded, the output rounded once). A row whose keys are all masked with -inf
+// KV cache reads half as much). The two products run in f32 (Math = f32: bf16 values converted as
+// they are packed or loaded), or on bf16 values with f32 accumulation (Math = bf16: vdpbf16ps
+// where the arch has it; Q, K, V and each block's probabilities rounded to bf16 once, as
+// FlashAttention's bf16 path does); the softmax statistics are f32 either way, and the output is
+// rounded once. A row whose keys are all masked with -inf
 // gives zeros (PyTorch's SDPA has given NaN or zeros depending on the version); NaN in Q, K or
 // V propagates.
 #include <algorithm>
@@ -72,13 +75,17 @@ struct attention_problem {
 
 KFUSE_BEGIN_NAMESPACE
 
-template <class A = arch::native, class B = backend::xsimd>
+template <class A = arch::native, class B = backend::xsimd, class Math = f32>
 struct attention_kernel {
-  using base = gemm<f32, A, epilogue<>, B>;
+  static_assert(std::is_same_v<Math, f32> || std::is_same_v<Math, bf16>,
+                "kfuse::attention_kernel: the products run in f32 or bf16 (Math = f32 or bf16)");
+  using base = gemm<Math, A, epilogue<>, B>;
   using vec = typename base::vec;
   using config = typename base::config;
   using microkernel = typename base::microkernel;
+  using st = typename microkernel::storage;  // the products' operands: float or bf16_t
   static constexpr int MR = config::mr, NV = config::nv, NR = config::nr;
+  static constexpr int G = microkernel::k_group;  // k values per packed group (bf16 pairs: 2)
   /// Keys per block: a whole number of panels, at least 64 (the score tile is MR x block).
   static constexpr index_t block = (64 + NR - 1) / NR * NR;
 
@@ -133,7 +140,10 @@ struct attention_kernel {
     if (pk.empty()) detail::fail(name, "not initialized (initialize(problem))");
     const problem& p = pk.p;
     run_info info{name, A::name, simd::impl_name<A, B>(), base::micro_kernel(), 1};
-    if constexpr (std::is_same_v<T, bf16_t>) info.micro_kernel = "bf16 in, f32 arithmetic";
+    if constexpr (G == 2)
+      info.micro_kernel = base::micro_kernel();
+    else if constexpr (std::is_same_v<T, bf16_t>)
+      info.micro_kernel = "bf16 in, f32 arithmetic";
     const index_t d = p.head_dim;
     auto extent = [&](const std::array<index_t, 3>& s, index_t heads, index_t len) {
       if (p.batch == 0 || len == 0) return index_t(0);
@@ -188,15 +198,17 @@ struct attention_kernel {
 
  private:
   struct slot_arrays {
-    float* kt = nullptr;      // K^T: panels of NR keys, head_dim rows each
-    float* vp = nullptr;      // V: panels of NR head-dim columns, kv_len rows each
+    st* kt = nullptr;         // K^T: panels of NR keys, head_dim rows each (in groups of G)
+    st* vp = nullptr;         // V: panels of head-dim columns, kv_len rows each (groups of G)
     float* scores = nullptr;  // MR x block
+    st* probs = nullptr;      // bf16 products: the block's probabilities rounded (MR x block)
     float* acc = nullptr;     // MR x head_dim running output
     float* part = nullptr;    // MR x head_dim product of one block
     float* stats = nullptr;   // running max and sum per row (2 x MR)
-    float* qrows = nullptr;   // bf16 Q: the tile's query rows in f32 (MR x head_dim)
+    st* qrows = nullptr;      // Q in another type than st: the tile's rows converted (MR x d)
   };
   static index_t panels(index_t n) { return (n + NR - 1) / NR; }
+  static index_t grouped(index_t k) { return (k + G - 1) / G * G; }  // rows of a packed panel
   // V's panels are as narrow as the head allows (head dim 32 on 16 lanes: 2 vectors, not NR =
   // 4): P.V then computes no padded columns (half of its work at d = 32 with NR-wide panels).
   static int v_vectors(index_t d) {
@@ -208,13 +220,14 @@ struct attention_kernel {
   static slot_arrays carve(const problem& p, detail::slot_cursor& c) {
     slot_arrays s;
     const index_t d = p.head_dim;
-    s.kt = c.take<float>(std::size_t(panels(p.kv_len) * NR * d));
-    s.vp = c.take<float>(std::size_t(v_cols(d) * p.kv_len));
+    s.kt = c.take<st>(std::size_t(panels(p.kv_len) * NR * grouped(d)));
+    s.vp = c.take<st>(std::size_t(v_cols(d) * grouped(p.kv_len)));
     s.scores = c.take<float>(std::size_t(MR * block));
+    if constexpr (G == 2) s.probs = c.take<st>(std::size_t(MR * block));
     s.acc = c.take<float>(std::size_t(MR * v_cols(d)));
     s.part = c.take<float>(std::size_t(MR * v_cols(d)));
     s.stats = c.take<float>(std::size_t(2 * MR));
-    s.qrows = c.take<float>(std::size_t(MR * d));
+    s.qrows = c.take<st>(std::size_t(MR * d));
     return s;
   }
 
@@ -231,12 +244,14 @@ struct attention_kernel {
       return one_query(p, q + b * p.q_strides[0] + h * p.q_strides[1], kb, vb, bb,
                        out + b * p.out_strides[0] + h * p.out_strides[1], s);
     }
-    // K^T [d, S] and V [S, d] as gemm's B operands (k group 1: row kk of panel pn at kk * NR).
+    // K^T [d, S] and V [S, d] as gemm's B operands (row group kk of panel pn at kk * G * NR).
     for (index_t pn = 0; pn < panels(S); ++pn)
-      detail::pack_b_panel(kb, index_t(1), p.k_strides[2], d, S, pn, NR, 1, s.kt + pn * d * NR);
+      detail::pack_b_panel(kb, index_t(1), p.k_strides[2], d, S, pn, NR, G,
+                           s.kt + pn * grouped(d) * NR);
     const index_t w = v_width(d);
     for (index_t pn = 0; pn < v_panels(d); ++pn)
-      detail::pack_b_panel(vb, p.v_strides[2], index_t(1), S, d, pn, int(w), 1, s.vp + pn * S * w);
+      detail::pack_b_panel(vb, p.v_strides[2], index_t(1), S, d, pn, int(w), G,
+                           s.vp + pn * grouped(S) * w);
     const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
     T* ob = out + b * p.out_strides[0] + h * p.out_strides[1];
     const float* bb = bias ? bias + b * p.bias_strides[0] + h * p.bias_strides[1] : nullptr;
@@ -319,14 +334,20 @@ struct attention_kernel {
     return mt;
   }
 
-  /// part = scores (nr x nk) . V's rows k0 .. k0 + nk, in panels of VN vectors.
+  /// part = probabilities (nr x nk) . V's rows k0 .. k0 + nk, in panels of VN vectors (k0 is a
+  /// multiple of the block, so of G: its row group starts at k0 * w).
   template <int VN>
   static void block_times_v(const problem& p, int nr, index_t k0, index_t nk,
                             const slot_arrays& s) {
-    const index_t w = index_t(VN) * vec::lanes, S = p.kv_len, dp = v_cols(p.head_dim);
+    const index_t w = index_t(VN) * vec::lanes, S = grouped(p.kv_len), dp = v_cols(p.head_dim);
+    const st* probs;
+    if constexpr (G == 2)
+      probs = s.probs;
+    else
+      probs = s.scores;
     for (index_t pn = 0; pn < v_panels(p.head_dim); ++pn)
       detail::gemm_panel_rows<microkernel, vec, MR, VN, MR>(
-          nr, s.scores, block, s.vp + pn * S * w + k0 * w, nk, s.part + pn * w, dp, 0, 0, w,
+          nr, probs, block, s.vp + pn * S * w + k0 * w, nk, s.part + pn * w, dp, 0, 0, w,
           epilogue<>{}, detail::int_args{});
   }
 
@@ -339,14 +360,20 @@ struct attention_kernel {
     const index_t d = p.head_dim, S = p.kv_len, dp = v_cols(d);
     const float scale = p.scale_or_default();
     const float ninf = -std::numeric_limits<float>::infinity();
-    // The micro-kernel reads f32 rows: bf16 queries are converted once per tile.
-    const float* qr = nullptr;
+    // The micro-kernel reads rows of st: queries of another type are converted once per tile.
+    const st* qr = nullptr;
     index_t q_stride = p.q_strides[2];
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, st>) {
       qr = qt;
     } else {
-      for (int r = 0; r < nr; ++r)
-        for (index_t x = 0; x < d; ++x) s.qrows[r * d + x] = to_float(qt[r * p.q_strides[2] + x]);
+      const index_t dv = d / L * L;
+      for (int r = 0; r < nr; ++r) {
+        const T* src = qt + r * p.q_strides[2];
+        st* dst = s.qrows + r * d;
+        index_t x = 0;
+        for (; x < dv; x += L) simd::store(dst + x, simd::load<V>(src + x));
+        for (; x < d; ++x) dst[x] = from_float<st>(to_float(src[x]));
+      }
       qr = s.qrows;
       q_stride = d;
     }
@@ -368,7 +395,7 @@ struct attention_kernel {
       for (index_t pn = k0 / NR; pn * NR < k0 + nk; ++pn) {
         const index_t c0 = pn * NR - k0;
         detail::gemm_panel_rows<microkernel, V, MR, NV, MR>(
-            nr, qr, q_stride, s.kt + pn * d * NR, d, s.scores + c0, block, 0, 0,
+            nr, qr, q_stride, s.kt + pn * grouped(d) * NR, d, s.scores + c0, block, 0, 0,
             std::min<index_t>(NR, nk - c0), none, ia);
       }
       for (int r = 0; r < nr; ++r) {
@@ -391,6 +418,15 @@ struct attention_kernel {
         if (alpha != 1.f) {
           float* a = s.acc + r * dp;
           for (index_t j = 0; j < dp; j += L) simd::store(a + j, simd::load<V>(a + j) * V(alpha));
+        }
+      }
+      if constexpr (G == 2) {  // bf16 products: the probabilities rounded once, whole vectors
+        for (int r = 0; r < nr; ++r) {
+          const float* srow = s.scores + r * block;
+          st* prow = s.probs + r * block;
+          index_t j = 0;
+          for (; j + L <= nk; j += L) simd::store(prow + j, simd::load<V>(srow + j));
+          for (; j < nk; ++j) prow[j] = from_float<st>(srow[j]);
         }
       }
       // The block's probabilities times its rows of V, added to the accumulators.

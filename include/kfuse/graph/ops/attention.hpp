@@ -4,7 +4,9 @@
 // same memory order) so that a linear's output is read with no transpose. The ONNX importer
 // fuses PyTorch's unfused export (Transpose, MatMul, Div, Add mask, Softmax, MatMul, Transpose)
 // into it; the bias (optional) broadcasts to [batch, heads, queries, keys]. Q, K, V and the
-// output are f32, or all bf16 (f32 arithmetic; half the bytes of a bf16 KV cache).
+// output are f32, or all bf16 (half the bytes of a bf16 KV cache). The node's precision (a bf16
+// or int8 plan's by default) picks the products' arithmetic: bf16 on vdpbf16ps where the arch
+// has it (twice the f32 rate; the linears' int8 stays for the linears), f32 otherwise.
 #include <string>
 
 #include "kfuse/graph/ops/kernel_command.hpp"
@@ -77,7 +79,15 @@ struct attention_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
-    using K = attention_kernel<A, B>;
+    if constexpr (A::native_bf16_dot)
+      if (cx.precision_of(n) != precision::f32)
+        return lower_with<attention_kernel<A, B, bf16>>(cx, s, n, info, cmds);
+    lower_with<attention_kernel<A, B>>(cx, s, n, info, cmds);
+  }
+
+  template <class K>
+  static void lower_with(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                         step_info& info, std::vector<detail::plan_command>& cmds) {
     // The step's inputs: x = Q, others = K, V and the bias when there is one.
     const plan_tensor& q = cx.T(s.x);
     const plan_tensor& k = cx.T(s.others[0]);
@@ -108,7 +118,10 @@ struct attention_rule : op_rule {
     info.flops = 4.0 * double(pr.batch * pr.heads) * sq * sk * double(pr.head_dim);
     info.bytes = double(q.bytes) + 2.0 * double(k.bytes) + bias_bytes + double(cx.T(s.out).bytes);
     const bool bf16_io = q.type == dtype::bf16;
-    info.kernel = std::string(bf16_io ? "attention bf16 in / f32 " : "attention f32 ") +
+    const bool bf16_math = K::G == 2;
+    info.kernel = std::string(bf16_math ? "attention bf16 "
+                              : bf16_io ? "attention bf16 in / f32 "
+                                        : "attention f32 ") +
                   std::string(K::base::micro_kernel()) + (pr.causal ? " causal" : "") +
                   (bias_bytes > 0 ? " + bias" : "");
     c.out = s.out;
