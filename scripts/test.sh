@@ -103,8 +103,9 @@ asan_flags="-g1"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$asan_flags" \
   -DKFUSE_SANITIZE=address -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
-# The longest TUs first (ninja starts the targets in this order): the last one to start must not
-# leave the other core idle at the end.
+# The longest TUs first: the last one to start must not leave the other core idle at the end
+# (ninja 1.11 starts ready edges in manifest order, so tests/CMakeLists.txt defines the plan
+# compiler before the tests; this list order alone did not do it).
 asan_targets=(kfuse_graph_compiler_$host kernels_eltwise_$host kernels_gemm_$host
   types_convert_$host simd_vec_$host epilogue_stages_$host kernels_layout_convert_$host threading_thread_pool
   threading_cpu_budget graph_threading_$host
