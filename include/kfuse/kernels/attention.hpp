@@ -24,9 +24,8 @@
 // they are packed or loaded), or on bf16 values with f32 accumulation (Math = bf16: vdpbf16ps
 // where the arch has it; Q, K, V and each block's probabilities rounded to bf16 once, as
 // FlashAttention's bf16 path does); the softmax statistics are f32 either way, and the output is
-// rounded once. A row whose keys are all masked with -inf
-// gives zeros (PyTorch's SDPA has given NaN or zeros depending on the version); NaN in Q, K or
-// V propagates.
+// rounded once. A row whose keys are all masked with -inf gives zeros (PyTorch's SDPA has given
+// NaN or zeros depending on the version); NaN in Q, K or V propagates.
 #include <algorithm>
 #include <array>
 #include <cmath>
