@@ -3,8 +3,9 @@
 # run under qemu-aarch64-static (through CMAKE_CROSSCOMPILING_EMULATOR). The archs (A64_ARCHS):
 #   neon          -march=armv8-a: xsimd only (Highway 1.0.3's NEON target needs +crypto)
 #   neon_dotprod  -march=armv8.2-a+fp16+dotprod+crypto: xsimd and Highway NEON
-# The scalar arch is not built on its own: every arch's test TU compares against it (the x86
-# build runs its own tests). -O2, not -O3: aarch64-linux-gnu-g++ 12.2 hits an internal compiler
+# The scalar arch's own test executables are not built here: it is the same source as on x86,
+# whose CI runs them, and most NEON test TUs (eltwise, stages, math, convert, vec) run it on
+# aarch64 as their reference. -O2, not -O3: aarch64-linux-gnu-g++ 12.2 hits an internal compiler
 # error (cunrolli, gimple_duplicate_bb) on gemm.hpp's tile lambda at -O3 with
 # -march=armv8.2-a+...+dotprod. No sanitizers (not under qemu). Needs g++-aarch64-linux-gnu and
 # qemu-user-static.
