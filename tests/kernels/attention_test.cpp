@@ -99,19 +99,21 @@ void check(const att_case& c, const char* what) {
   }
 }
 
+/// x rounded to bf16: the values returned, and x itself rounded (the reference sees them).
+std::vector<kfuse::bf16_t> to_bf16(std::vector<float>& x) {
+  std::vector<kfuse::bf16_t> r(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    r[i] = kfuse::from_float<kfuse::bf16_t>(x[i]);
+    x[i] = kfuse::to_float(r[i]);
+  }
+  return r;
+}
+
 /// The same problem with Q, K, V and the output in bf16: against the reference of the rounded
 /// inputs, the f32 tolerance plus the output's rounding (half a bf16 ulp: 2^-8 relative).
 void check_bf16(att_case c, const char* what) {
   using K = kfuse::attention_kernel<test_arch>;
   using kfuse::bf16_t;
-  auto to_bf16 = [](std::vector<float>& x) {
-    std::vector<bf16_t> r(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      r[i] = kfuse::from_float<bf16_t>(x[i]);
-      x[i] = kfuse::to_float(r[i]);  // the reference sees the rounded values
-    }
-    return r;
-  };
   const std::vector<bf16_t> q = to_bf16(c.q), k = to_bf16(c.k), v = to_bf16(c.v);
   const std::size_t n = c.q.size();
   std::vector<bf16_t> o1(n, kfuse::from_float<bf16_t>(std::nanf(""))), o2 = o1;
@@ -137,14 +139,6 @@ void check_bf16(att_case c, const char* what) {
 void check_bf16_math(att_case c, const char* what) {
   using K = kfuse::attention_kernel<test_arch, kfuse::backend::xsimd, kfuse::bf16>;
   using kfuse::bf16_t;
-  auto to_bf16 = [](std::vector<float>& x) {
-    std::vector<bf16_t> r(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      r[i] = kfuse::from_float<bf16_t>(x[i]);
-      x[i] = kfuse::to_float(r[i]);
-    }
-    return r;
-  };
   const std::vector<float> qf = c.q, kf = c.k, vf = c.v;  // f32 in: the kernel rounds them
   const std::vector<bf16_t> q = to_bf16(c.q), k = to_bf16(c.k), v = to_bf16(c.v);
   const std::size_t n = c.q.size();

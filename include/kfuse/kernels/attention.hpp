@@ -139,9 +139,7 @@ struct attention_kernel {
     if (pk.empty()) detail::fail(name, "not initialized (initialize(problem))");
     const problem& p = pk.p;
     run_info info{name, A::name, simd::impl_name<A, B>(), base::micro_kernel(), 1};
-    if constexpr (G == 2)
-      info.micro_kernel = base::micro_kernel();
-    else if constexpr (std::is_same_v<T, bf16_t>)
+    if constexpr (G == 1 && std::is_same_v<T, bf16_t>)
       info.micro_kernel = "bf16 in, f32 arithmetic";
     const index_t d = p.head_dim;
     auto extent = [&](const std::array<index_t, 3>& s, index_t heads, index_t len) {
@@ -200,7 +198,7 @@ struct attention_kernel {
     st* kt = nullptr;         // K^T: panels of NR keys, head_dim rows each (in groups of G)
     st* vp = nullptr;         // V: panels of head-dim columns, kv_len rows each (groups of G)
     float* scores = nullptr;  // MR x block
-    st* probs = nullptr;      // bf16 products: the block's probabilities rounded (MR x block)
+    st* probs = nullptr;      // P.V's operand: the scores (f32), or their probabilities in bf16
     float* acc = nullptr;     // MR x head_dim running output
     float* part = nullptr;    // MR x head_dim product of one block
     float* stats = nullptr;   // running max and sum per row (2 x MR)
@@ -222,7 +220,10 @@ struct attention_kernel {
     s.kt = c.take<st>(std::size_t(panels(p.kv_len) * NR * grouped(d)));
     s.vp = c.take<st>(std::size_t(v_cols(d) * grouped(p.kv_len)));
     s.scores = c.take<float>(std::size_t(MR * block));
-    if constexpr (G == 2) s.probs = c.take<st>(std::size_t(MR * block));
+    if constexpr (G == 2)
+      s.probs = c.take<st>(std::size_t(MR * block));
+    else
+      s.probs = s.scores;  // the softmax leaves the probabilities in place
     s.acc = c.take<float>(std::size_t(MR * v_cols(d)));
     s.part = c.take<float>(std::size_t(MR * v_cols(d)));
     s.stats = c.take<float>(std::size_t(2 * MR));
@@ -339,14 +340,9 @@ struct attention_kernel {
   static void block_times_v(const problem& p, int nr, index_t k0, index_t nk,
                             const slot_arrays& s) {
     const index_t w = index_t(VN) * vec::lanes, S = grouped(p.kv_len), dp = v_cols(p.head_dim);
-    const st* probs;
-    if constexpr (G == 2)
-      probs = s.probs;
-    else
-      probs = s.scores;
     for (index_t pn = 0; pn < v_panels(p.head_dim); ++pn)
       detail::gemm_panel_rows<microkernel, vec, MR, VN, MR>(
-          nr, probs, block, s.vp + pn * S * w + k0 * w, nk, s.part + pn * w, dp, 0, 0, w,
+          nr, s.probs, block, s.vp + pn * S * w + k0 * w, nk, s.part + pn * w, dp, 0, 0, w,
           epilogue<>{}, detail::int_args{});
   }
 
@@ -365,14 +361,8 @@ struct attention_kernel {
     if constexpr (std::is_same_v<T, st>) {
       qr = qt;
     } else {
-      const index_t dv = d / L * L;
-      for (int r = 0; r < nr; ++r) {
-        const T* src = qt + r * p.q_strides[2];
-        st* dst = s.qrows + r * d;
-        index_t x = 0;
-        for (; x < dv; x += L) simd::store(dst + x, simd::load<V>(src + x));
-        for (; x < d; ++x) dst[x] = from_float<st>(to_float(src[x]));
-      }
+      for (int r = 0; r < nr; ++r)
+        detail::row_map<V>(qt + r * p.q_strides[2], s.qrows + r * d, d, [](V x) { return x; });
       qr = s.qrows;
       q_stride = d;
     }
@@ -404,28 +394,21 @@ struct attention_kernel {
         if (p.causal) valid = std::clamp<index_t>(r0 + r + shift - k0 + 1, 0, nk);
         const float bm = scale_bias_max(srow, brow, p.bias_strides[3], valid, scale);
         for (index_t j = valid; j < nk; ++j) srow[j] = ninf;
-        // Online softmax: the new max, the old terms rescaled, this block's exp stored in place.
+        // Online softmax: the new max, the old terms rescaled, this block's exp stored as P.V's
+        // operand (in place for f32 products, rounded once into probs for bf16 ones).
+        st* prow = s.probs + r * block;
         const float m_new = std::max(m[r], bm);
         if (m_new == ninf) {  // every key so far masked: no weight (exact zeros on every arch)
-          std::fill(srow, srow + nk, 0.f);
+          std::fill(prow, prow + nk, from_float<st>(0.f));
           continue;
         }
         const float alpha = std::exp(m[r] - m_new);  // m[r] = -inf: 0 (nothing accumulated)
-        const float sum = detail::row_exp_sum<V, true>(srow, srow, nk, m_new);
+        const float sum = detail::row_exp_sum<V, true, st>(srow, prow, nk, m_new);
         l[r] = l[r] * alpha + sum;
         m[r] = m_new;
         if (alpha != 1.f) {
           float* a = s.acc + r * dp;
           for (index_t j = 0; j < dp; j += L) simd::store(a + j, simd::load<V>(a + j) * V(alpha));
-        }
-      }
-      if constexpr (G == 2) {  // bf16 products: the probabilities rounded once, whole vectors
-        for (int r = 0; r < nr; ++r) {
-          const float* srow = s.scores + r * block;
-          st* prow = s.probs + r * block;
-          index_t j = 0;
-          for (; j + L <= nk; j += L) simd::store(prow + j, simd::load<V>(srow + j));
-          for (; j < nk; ++j) prow[j] = from_float<st>(srow[j]);
         }
       }
       // The block's probabilities times its rows of V, added to the accumulators.

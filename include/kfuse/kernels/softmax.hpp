@@ -30,6 +30,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/detail/checks.hpp"
@@ -102,9 +103,10 @@ KFUSE_INLINE float row_max(const In* x, index_t n) {
   return lane_max(simd::max(simd::max(m0, m1), simd::max(m2, m3)));
 }
 
-// Sum of exp(x - m) over the row; with Store, exp(x - m) is also written to y (f32).
-template <class V, bool Store, class In>
-KFUSE_INLINE float row_exp_sum(const In* x, float* y, index_t n, float m) {
+// Sum of exp(x - m) over the row; with Store, exp(x - m) is also written to y, as Y (f32, or
+// rounded once to a narrower type: attention's bf16 probabilities).
+template <class V, bool Store, class Y = float, class In>
+KFUSE_INLINE float row_exp_sum(const In* x, std::type_identity_t<Y>* y, index_t n, float m) {
   constexpr int L = V::lanes;
   const V vm(m);
   V s0(0.f), s1(0.f), s2(0.f), s3(0.f);
@@ -135,7 +137,10 @@ KFUSE_INLINE float row_exp_sum(const In* x, float* y, index_t n, float m) {
     const int r = int(n - j);
     alignas(64) float t[L];
     simd::store(t, softmax_exp(simd::load_partial<V>(x + j, r) - vm));
-    if constexpr (Store) std::memcpy(y + j, t, sizeof(float) * std::size_t(r));
+    if constexpr (Store && std::is_same_v<Y, float>)
+      std::memcpy(y + j, t, sizeof(float) * std::size_t(r));
+    else if constexpr (Store)
+      for (int k = 0; k < r; ++k) y[j + k] = from_float<Y>(t[k]);
     for (int k = 0; k < r; ++k) tail += t[k];
   }
   return lane_sum((s0 + s1) + (s2 + s3)) + tail;
