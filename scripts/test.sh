@@ -57,52 +57,11 @@ fi
 # arch the sanitized phases test (an AVX2-only runner gets avx2, not a run of skipped tests).
 host=$(cmake -P cmake/kfuse_host_arch.cmake)
 
-phase "build (Release, every x86 arch this machine runs)"
-# The benchmarks are not run by tests. The examples are built here (the -march matrix phase
-# runs them): the demo links kfuse::runtime, which this build has anyway, instead of compiling
-# the plan compiler in its own TU (~3.5 CPU-minutes). kfuse::runtime is built for the host arch
-# with the tests' flags and is the graph tests' plan compiler for that arch
-# (KFUSE_RUNTIME_TEST_FLAGS: one instance instead of two).
-# The per-arch tests are built for the archs this machine runs (an arch it lacks would only
-# report "skipped"; the -march matrix still compiles the examples for every arch, and --full
-# builds them all): on an AVX2-only runner that saves ~5 CPU-minutes of avx2_vnni / AVX-512 TUs.
-test_archs=""
-[[ $full == 1 ]] || test_archs=$(cmake -DKFUSE_PRINT=runnable -P cmake/kfuse_host_arch.cmake)
-echo "test: per-arch tests for ${test_archs:-every arch}"
-cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_EXAMPLES=ON \
-  -DKFUSE_BUILD_BENCH=OFF -DKFUSE_FULL_TESTS=$([[ $full == 1 ]] && echo ON || echo OFF) \
-  -DKFUSE_ARCHS="$test_archs" -DKFUSE_RUNTIME_ARCHS="$host" -DKFUSE_RUNTIME_TEST_FLAGS=ON >/dev/null
-cmake --build build/ci -j "$jobs"
-
-phase "tests (ctest -L ci)"
-ctest --test-dir build/ci -L ci -j "$jobs" --output-on-failure
-
-if [[ $full == 1 ]]; then
-  phase "full product (ctest -L full)"
-  ctest --test-dir build/ci -L full -j "$jobs" --output-on-failure
-fi
-
-echo "test: sanitizer phases test arch $host"
-
-phase "asan+ubsan build + tests"
-# The covering set's kernel, executor and unit tests on the most extended arch this machine runs
-# (each of its TUs also runs the generic arch); package/ODR/compile-fail/dispatch tests check
-# builds, not memory, and stay out, as do the kfuse-run tests (cli: the command is not built
-# here); so does the allocation-counting replay test (no_asan: it
-# replaces operator new). -O0: the sanitized TUs compile fastest there (-Og: the gemm test 74 ->
-# 115 s, conv2d 35 -> 53 s; -O1 about twice -O0) and the tests still run in seconds. CI
-# sanitizes one TU per kernel family and the executor; --full adds the rest. -g1 (line tables:
-# reports still name file and line): the sanitized compiler instance builds ~12% faster than
-# with -g here, ~40% under TSan below.
-# Use-after-scope checks are off in CI (--full keeps them): at -O0 they poison and unpoison every
-# local of the always_inline kernel code, which made this build 1.75x longer (1450 -> 830
-# CPU-s on Zen 4; the eltwise TU 426 -> 127 s, gemm 146 -> 74 s). Out-of-bounds, use-after-free
-# and UBSan's checks stay.
-asan_flags="-g1"
-[[ $full == 1 ]] || asan_flags="-g1 -fno-sanitize-address-use-after-scope"
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$asan_flags" \
-  -DKFUSE_SANITIZE=address -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
-  -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
+# The sanitized phase's set: the covering set's kernel, executor and unit tests on the most
+# extended arch this machine runs (each of its TUs also runs the generic arch). CI's main build
+# leaves these host-arch executables out (KFUSE_TESTS_RUN_ELSEWHERE): they run once, in the
+# AddressSanitizer + UBSan build, with every check on; their other archs' copies run in the main
+# build. That saves ~240 CPU-s of compiling the same tests twice; --full builds both.
 # The longest TUs first: the last one to start must not leave the other core idle at the end
 # (ninja 1.11 starts ready edges in manifest order, so tests/CMakeLists.txt defines the plan
 # compiler before the tests; this list order alone did not do it).
@@ -128,6 +87,53 @@ if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally,
     kernels_batch_norm_$host graph_errors_$host graph_quant_fusion_$host
     tools_unit tools_graph_$host)
 fi
+
+phase "build (Release, every x86 arch this machine runs)"
+# The benchmarks are not run by tests. The examples are built here (the -march matrix phase
+# runs them): the demo links kfuse::runtime, which this build has anyway, instead of compiling
+# the plan compiler in its own TU (~3.5 CPU-minutes). kfuse::runtime is built for the host arch
+# with the tests' flags and is the graph tests' plan compiler for that arch
+# (KFUSE_RUNTIME_TEST_FLAGS: one instance instead of two).
+# The per-arch tests are built for the archs this machine runs (an arch it lacks would only
+# report "skipped"; the -march matrix still compiles the examples for every arch, and --full
+# builds them all): on an AVX2-only runner that saves ~5 CPU-minutes of avx2_vnni / AVX-512 TUs.
+test_archs=""
+[[ $full == 1 ]] || test_archs=$(cmake -DKFUSE_PRINT=runnable -P cmake/kfuse_host_arch.cmake)
+echo "test: per-arch tests for ${test_archs:-every arch}"
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_EXAMPLES=ON \
+  -DKFUSE_BUILD_BENCH=OFF -DKFUSE_FULL_TESTS=$([[ $full == 1 ]] && echo ON || echo OFF) \
+  -DKFUSE_ARCHS="$test_archs" -DKFUSE_RUNTIME_ARCHS="$host" -DKFUSE_RUNTIME_TEST_FLAGS=ON \
+  -DKFUSE_TESTS_RUN_ELSEWHERE="$([[ $full == 1 ]] || (IFS=';'; echo "${asan_targets[*]}"))" >/dev/null
+cmake --build build/ci -j "$jobs"
+
+phase "tests (ctest -L ci)"
+ctest --test-dir build/ci -L ci -j "$jobs" --output-on-failure
+
+if [[ $full == 1 ]]; then
+  phase "full product (ctest -L full)"
+  ctest --test-dir build/ci -L full -j "$jobs" --output-on-failure
+fi
+
+echo "test: sanitizer phases test arch $host"
+
+phase "asan+ubsan build + tests"
+# The set above (asan_targets); package/ODR/compile-fail/dispatch tests check builds, not
+# memory, and stay out, as do the kfuse-run tests (cli: the command is not built
+# here); so does the allocation-counting replay test (no_asan: it
+# replaces operator new). -O0: the sanitized TUs compile fastest there (-Og: the gemm test 74 ->
+# 115 s, conv2d 35 -> 53 s; -O1 about twice -O0) and the tests still run in seconds. CI
+# sanitizes one TU per kernel family and the executor; --full adds the rest. -g1 (line tables:
+# reports still name file and line): the sanitized compiler instance builds ~12% faster than
+# with -g here, ~40% under TSan below.
+# Use-after-scope checks are off in CI (--full keeps them): at -O0 they poison and unpoison every
+# local of the always_inline kernel code, which made this build 1.75x longer (1450 -> 830
+# CPU-s on Zen 4; the eltwise TU 426 -> 127 s, gemm 146 -> 74 s). Out-of-bounds, use-after-free
+# and UBSan's checks stay.
+asan_flags="-g1"
+[[ $full == 1 ]] || asan_flags="-g1 -fno-sanitize-address-use-after-scope"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$asan_flags" \
+  -DKFUSE_SANITIZE=address -DKFUSE_TEST_OPT_FLAGS=-O0 -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF \
+  -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/asan -j "$jobs" --target $(existing_targets build/asan "${asan_targets[@]}")
 ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|examples|no_asan|cli" -j "$jobs" \
   --output-on-failure

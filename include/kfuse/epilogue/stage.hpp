@@ -177,6 +177,18 @@ KFUSE_INLINE bool stage_uses_channel(const S& s) {
     return false;
 }
 
+/// True when some object of this stage type can use per-channel parameters (compile time: a
+/// kernel leaves its per-channel code out without one). A stage whose channel use is decided at
+/// run time in another way says so with `static constexpr bool may_use_channel = true`.
+template <class S>
+constexpr bool stage_may_use_channel() {
+  if constexpr (requires { S::may_use_channel; })
+    if constexpr (S::may_use_channel) return true;
+  return stage_needs_channel<S>() || requires(const S& s) { s.per_channel; }
+  || requires(const S& s) { s.q.scales; }
+  || requires(const S& s) { s.multipliers; };
+}
+
 template <class S>
 struct stage_output {
   using type = void;

@@ -60,6 +60,12 @@ KFUSE_INLINE void eltwise_run(const In* KFUSE_RESTRICT in, Out* KFUSE_RESTRICT o
   }
 }
 
+template <class Ep>
+inline constexpr bool may_use_channel = false;
+template <class... S>
+inline constexpr bool may_use_channel<epilogue<S...>> = (stage_may_use_channel<S>() || ... ||
+                                                         false);
+
 // Rows of a dense tensor: `rows` runs of `row_len` elements. With channels (!= 0) the channel
 // of row r is r % channels (channels-first), or each lane's offset in the row (channels-last).
 template <class A, class B, class In, class Out, class Ep>
@@ -69,33 +75,30 @@ run_info eltwise_rows(const In* in, Out* out, index_t rows, index_t row_len, ind
   const index_t total = rows * row_len;
   // ~64 KiB of input per chunk: big enough to amortize the hand-off, small enough to balance.
   constexpr index_t target = index_t(1) << 14;
-  const index_t rows_per_chunk = std::max<index_t>(1, target / std::max<index_t>(row_len, 1));
-  auto body = [&](range r, int) {
-    for (index_t row = r.begin; row < r.end; ++row) {
-      const index_t i0 = row * row_len;
-      if (channels_last)
-        eltwise_run<V, true>(in + i0, out + i0, row_len, i0, 0, ep);
-      else
-        eltwise_run<V, false>(in + i0, out + i0, row_len, i0, channels ? row % channels : 0, ep);
-    }
-  };
-  const bool flat = channels == 0 && rows == 1;
-  const index_t chunks =
-      flat ? (total + target - 1) / target : (rows + rows_per_chunk - 1) / rows_per_chunk;
-  const int pool = pool_threads(opt.threads);
-  const int used = int(std::min<index_t>(pool, chunks));
-  if (flat) {
-    // Flat: split the one row itself.
-    parallel_for(
-        0, (total + target - 1) / target, 1,
-        [&](range r, int) {
-          const index_t b = r.begin * target, e = std::min(total, r.end * target);
-          eltwise_run<V, false>(in + b, out + b, e - b, b, 0, ep);
-        },
-        opt.threads);
-  } else {
-    parallel_for(0, rows, rows_per_chunk, body, opt.threads);
+  // Flat: the one row is split into rows of `target` elements (the last one shorter), so that
+  // one loop body serves both cases (one inlined copy of the vector loop per layout, not two).
+  if (channels == 0 && rows == 1) {
+    row_len = target;
+    rows = (total + target - 1) / target;
   }
+  const index_t rows_per_chunk = std::max<index_t>(1, target / std::max<index_t>(row_len, 1));
+  const int pool = pool_threads(opt.threads);
+  const int used = int(std::min<index_t>(pool, (rows + rows_per_chunk - 1) / rows_per_chunk));
+  parallel_for(
+      0, rows, rows_per_chunk,
+      [&](range r, int) {
+        for (index_t row = r.begin; row < r.end; ++row) {
+          const index_t i0 = row * row_len, len = std::min(row_len, total - i0);
+          if constexpr (may_use_channel<Ep>) {
+            if (channels_last) {
+              eltwise_run<V, true>(in + i0, out + i0, len, i0, 0, ep);
+              continue;
+            }
+          }
+          eltwise_run<V, false>(in + i0, out + i0, len, i0, channels ? row % channels : 0, ep);
+        }
+      },
+      opt.threads);
   return run_info{"eltwise", A::name, simd::impl_name<A, B>(), "eltwise", used};
 }
 

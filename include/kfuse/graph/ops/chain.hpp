@@ -74,6 +74,8 @@ struct chain {
   static constexpr int cost = 2;
   // Its switch over every stage kind is not inlined at each output vector (GCC calls it).
   static constexpr bool out_of_line = true;
+  // Bias and per-channel operands are chosen at run time (the plan's rows_shape says channels).
+  static constexpr bool may_use_channel = true;
   const chain_list* list = nullptr;
   const float* operands[chain_max_operands] = {};
 

@@ -44,18 +44,22 @@ inline rows_shape make_rows(index_t numel, index_t channels, bool channels_last,
   return r;
 }
 
+// Not inlined: the two call sites below share one copy (the vector loop with the whole stage
+// chain inlined is the bulk of the plan compiler's element-wise code).
 template <class V, class In, class Out, class Ep>
-KFUSE_INLINE void run_rows(const In* in, Out* out, const rows_shape& s, index_t r0, index_t r1,
-                           const Ep& ep) {
+KFUSE_NOINLINE void run_rows(const In* in, Out* out, const rows_shape& s, index_t r0, index_t r1,
+                             const Ep& ep) {
   for (index_t row = r0; row < r1; ++row) {
     const index_t i0 = row * s.row_len;
-    if (s.channels == 0)
-      detail::eltwise_run<V, false>(in + i0, out + i0, std::min(s.row_len, s.numel - i0), i0, 0,
-                                    ep);
-    else if (s.channels_last)
-      detail::eltwise_run<V, true>(in + i0, out + i0, s.row_len, i0, 0, ep);
-    else
-      detail::eltwise_run<V, false>(in + i0, out + i0, s.row_len, i0, row % s.channels, ep);
+    if constexpr (detail::may_use_channel<Ep>) {
+      if (s.channels_last) {
+        detail::eltwise_run<V, true>(in + i0, out + i0, s.row_len, i0, 0, ep);
+        continue;
+      }
+    }
+    // Flat (the last run may be shorter) or channels-first.
+    detail::eltwise_run<V, false>(in + i0, out + i0, std::min(s.row_len, s.numel - i0), i0,
+                                  s.channels ? row % s.channels : 0, ep);
   }
 }
 
