@@ -4,6 +4,7 @@
 // for a broken include or flag.
 #include <cstdint>
 
+#include "kfuse/kernels/gemm/batched_gemm.hpp"
 #include "kfuse/kfuse.hpp"
 
 namespace cf {
@@ -21,6 +22,9 @@ float out_f[64];
 std::int8_t out_i8[64];
 std::uint8_t out_u8[64];
 kfuse::bf16_t out_bf16[64];
+std::uint8_t in_u8[64];
+std::int8_t in_i8[64];
+std::int32_t out_i32[64];
 const float channel_values[4] = {};
 
 void run() {
@@ -35,6 +39,8 @@ void run() {
   eltwise<arch::native, backend::hwy>(in_f, out_f, 64, epilogue<relu>{});
   eltwise(in_f, out_bf16, 64, epilogue<cast<bf16>>{});
   eltwise(in_f, out_u8, 64, epilogue<quantize<u8>>{{{0.1f, 0}}});
+  batched_gemm<i8, arch::generic>::run(in_u8, in_i8, out_i32,
+                                       batched_gemm_problem::dense({}, 4, 4, 4));
 #elif defined(KFUSE_CF_SCALAR_ONLY_STAGE)
   // A user stage without a vector operator() on a SIMD arch: never a silent scalar fallback.
   eltwise<arch::native>(in_f, out_f, 64, epilogue<scale, scalar_only_stage>{{2.f}, {}});
@@ -51,6 +57,10 @@ void run() {
   eltwise(in_f, out_i8, 64, epilogue<cast<i8>>{});
 #elif defined(KFUSE_CF_QUANTIZE_F32)
   eltwise(in_f, out_f, 64, epilogue<quantize<f32>>{});
+#elif defined(KFUSE_CF_BATCHED_I8_FLOAT_B)
+  // The i8 recipe's B is s8: a float B is not quantized behind the caller's back.
+  batched_gemm<i8, arch::generic>::run(in_u8, in_f, out_i32,
+                                       batched_gemm_problem::dense({}, 4, 4, 4));
 #elif defined(KFUSE_CF_HWY_TOO_NARROW)
   // Built with -march=x86-64-v3 and Highway included before kfuse (without -maes -mpclmul):
   // Highway 1.0.3's static target drops to SSSE3, narrower than the avx2 arch of this TU.

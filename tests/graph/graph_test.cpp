@@ -1367,6 +1367,65 @@ TEST_CASE("graph: fused attention equals the unfused chain of graph ops", "[grap
   CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("does not broadcast"));
 }
 
+// The Q / K / V projections of one input (linears before [B, S, H, d] reshapes) merged into one
+// linear that the attention reads in place: the same values as the plan without fusion (f32 and
+// bf16: the same products in the same order; int8: the same quantized weights per row), one
+// linear step instead of three, and no merge where a projection is read elsewhere.
+TEST_CASE("graph: merged Q, K, V projections equal the separate linears", "[graph][threads]") {
+  const index_t B = 2, S = 9, E = 24, H = 3, d = 8;
+  std::vector<float> x(std::size_t(B * S * E)), wq(std::size_t(E * E)), wk(wq.size()),
+      wv(wq.size()), bq(static_cast<std::size_t>(E)), bk(bq.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.31f);
+  for (std::size_t i = 0; i < wq.size(); ++i) {
+    wq[i] = 0.2f * std::cos(float(i) * 0.17f);
+    wk[i] = 0.2f * std::sin(float(i) * 0.11f + 0.5f);
+    wv[i] = 0.2f * std::cos(float(i) * 0.23f + 1.f);
+  }
+  for (std::size_t i = 0; i < bq.size(); ++i) bq[i] = bk[i] = 0.05f * float(i % 5) - 0.1f;
+  const auto build = [&](bool v_also_output) {
+    graph g;
+    const tensor_id gx = g.input("x", {B, S, E});
+    const auto head = [&](const char* name, const std::vector<float>& w,
+                          const std::vector<float>* b) {
+      const tensor_id lin = g.linear(
+          std::string(name) + "_proj", gx, g.constant(std::string(name) + "_w", {E, E}, w.data()),
+          b ? g.constant(std::string(name) + "_b", {E}, b->data()) : tensor_id{});
+      return std::pair{lin, g.reshape(name, lin, {B, S, H, d})};
+    };
+    const auto [lq, q] = head("q", wq, &bq);
+    const auto [lk, k] = head("k", wk, &bk);
+    const auto [lv, v] = head("v", wv, nullptr);  // no bias: zeros in the merged one
+    g.output(g.attention("att", q, k, v));
+    if (v_also_output) g.output(lv);
+    g.set_quant(gx, {2.f / 255, 128});
+    return g;
+  };
+  const graph g = build(false);
+  for (precision prec : {precision::f32, precision::bf16, precision::int8}) {
+    INFO("precision " << int(prec));
+    const plan unfused = compile(g, {.threads = 1, .prec = prec, .fuse = false});
+    std::vector<float> want(x.size());
+    unfused.run({bind(x)}, {bind(want)});
+    for (int threads : {1, 2}) {
+      const plan p = compile(g, {.threads = threads, .prec = prec, .fork_join_ns = 0});
+      CHECK(
+          p.report().text().find("merged q_proj, k_proj, v_proj (linear) into one linear of 72") !=
+          std::string::npos);
+      CHECK(p.steps().size() == 2);  // the merged linear and the attention
+      std::vector<float> got(x.size(), std::nanf(""));
+      p.run({bind(x)}, {bind(got)});
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO("threads " << threads << " element " << i);
+        REQUIRE(std::fabs(got[i] - want[i]) <= 1e-5 + 1e-5 * std::fabs(want[i]));
+      }
+    }
+  }
+  // A projection also returned stays its own linear.
+  const plan kept = compile(build(true), {.threads = 1});
+  CHECK(kept.report().text().find("merged") == std::string::npos);
+  CHECK(kept.steps().size() == 7);  // three linears, their three reshapes (views), the attention
+}
+
 // A reshape may label its 4-D result nchw (the same memory order as plain): a [N, C, L]
 // sequence becomes an [N, C, 1, L] image for conv2d without a copy.
 TEST_CASE("graph: reshape into an nchw view feeds conv2d", "[graph]") {

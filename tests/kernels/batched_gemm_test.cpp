@@ -1,8 +1,8 @@
-// batched_gemm, f32 and bf16 recipes: random batch shapes with broadcast dimensions, A and B
+// batched_gemm, f32, bf16 and i8 recipes: random batch shapes with broadcast dimensions, A and B
 // transposed through strides, a padded C (rows longer than N, poisoned between them), epilogues
 // that read the bias per column and a residual per element (its flat index runs over the whole
 // batch), 1 and 2 threads, against a double-precision reference of the values the recipe reads
-// (bf16: the inputs rounded to bf16).
+// (bf16: the inputs rounded to bf16; i8: the exact integer sums, int64).
 #include "kfuse/kernels/gemm/batched_gemm.hpp"
 
 #include <cmath>
@@ -130,6 +130,74 @@ void check_case(const case_data& d, const char* what) {
   INFO(what << ": worst error / tolerance " << worst);
 }
 
+// The i8 recipe runs where gemm<i8> has a micro-kernel (vpdpbusd, or generic's scalar one).
+constexpr bool has_int8 =
+    kfuse::detail::int8_kernel_available<test_arch,
+                                         kfuse::simd::vec_for<test_arch, kfuse::backend::xsimd>>();
+
+/// i8: the case's shapes and strides with integer operands over their whole ranges (A u8 or s8
+/// with a random zero point, B s8). The int32 output must equal the exact sums (int64
+/// reference); the float output, through scale + bias, the exact value within the rounding of
+/// the sum to float and of the two stages.
+template <class TA>
+void check_int8_case(const case_data& d, std::mt19937& rng, const char* what) {
+  if constexpr (has_int8) {
+    const batched_gemm_problem& p = d.p;
+    std::uniform_int_distribution<int> av(std::numeric_limits<TA>::min(),
+                                          std::numeric_limits<TA>::max()),
+        bv(-128, 127);
+    std::vector<TA> a(std::size_t(d.a_len));
+    std::vector<std::int8_t> b(std::size_t(d.b_len));
+    for (auto& x : a) x = TA(av(rng));
+    for (auto& x : b) x = std::int8_t(bv(rng));
+    const std::int32_t za = av(rng);
+    constexpr std::int32_t poison = 0x7f7f7f7f;
+    std::vector<std::int32_t> c1(std::size_t(d.c_len), poison), c2(c1);
+    using KI = kfuse::batched_gemm<kfuse::i8, test_arch>;
+    KI::run(a.data(), b.data(), c1.data(), p, {}, {.threads = 1}, za);
+    KI::run(a.data(), b.data(), c2.data(), p, {}, {.threads = 2}, za);
+    REQUIRE(c1 == c2);
+    using KF =
+        kfuse::batched_gemm<kfuse::i8, test_arch, kfuse::epilogue<kfuse::scale, kfuse::bias>>;
+    const float sc = 1.f / 4096;
+    std::vector<float> cf(std::size_t(d.c_len), std::numeric_limits<float>::quiet_NaN());
+    KF::run(a.data(), b.data(), cf.data(), p, {{sc}, {d.bias}}, {.threads = 2}, za);
+    std::vector<bool> written(std::size_t(d.c_len), false);
+    for (index_t bi = 0; bi < p.batches(); ++bi) {
+      const TA* ab = a.data() + offset_of(p, p.a_batch, bi);
+      const std::int8_t* bb = b.data() + offset_of(p, p.b_batch, bi);
+      const index_t c0 = offset_of(p, p.c_batch, bi);
+      for (index_t m = 0; m < p.m; ++m)
+        for (index_t n = 0; n < p.n; ++n) {
+          std::int64_t s = 0;
+          for (index_t k = 0; k < p.k; ++k)
+            s += (std::int64_t(ab[m * p.a_row + k * p.a_col]) - za) *
+                 std::int64_t(bb[k * p.b_row + n * p.b_col]);
+          const std::size_t at = std::size_t(c0 + m * p.c_row + n);
+          written[at] = true;
+          if (c1[at] != s) {
+            INFO(what << " batch " << bi << " m " << m << " n " << n << " got " << c1[at]
+                      << " want " << s);
+            REQUIRE(c1[at] == s);
+          }
+          // The sum rounded to float (exact below 2^24), times the scale, plus the bias.
+          const double want = double(s) * sc + d.bias[std::size_t(n)];
+          const double tol = 1.2e-7 * (std::fabs(double(s)) * sc * 2 + 1);
+          if (!(std::fabs(cf[at] - want) <= tol)) {
+            INFO(what << " float: batch " << bi << " m " << m << " n " << n << " got " << cf[at]
+                      << " want " << want);
+            REQUIRE(std::fabs(cf[at] - want) <= tol);
+          }
+        }
+    }
+    // C's padding columns are untouched.
+    for (std::size_t i = 0; i < c1.size(); ++i)
+      if (!written[i]) REQUIRE((c1[i] == poison && std::isnan(cf[i])));
+  } else {
+    (void)d, (void)rng, (void)what;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("batched_gemm: random batches, broadcasts, transposes and padded rows", "[gemm]") {
@@ -143,6 +211,10 @@ TEST_CASE("batched_gemm: random batches, broadcasts, transposes and padded rows"
     const case_data d = make_case(rng, M, K, N, ta, tb, t % 4 == 3 ? 3 : 0);
     check_case<kfuse::f32>(d, "f32");
     check_case<kfuse::bf16>(d, "bf16");
+    if (t % 2 == 0)
+      check_int8_case<std::uint8_t>(d, rng, "i8 u8 A");
+    else
+      check_int8_case<std::int8_t>(d, rng, "i8 s8 A");
   }
 }
 
@@ -156,6 +228,7 @@ TEST_CASE("batched_gemm: attention shapes (K transposed as strides, long K)", "[
     case_data d = make_case(rng, M, K, N, false, tb, 0);
     check_case<kfuse::f32>(d, "attention f32");
     check_case<kfuse::bf16>(d, "attention bf16");
+    check_int8_case<std::uint8_t>(d, rng, "attention i8");
   }
 }
 
@@ -196,4 +269,19 @@ TEST_CASE("batched_gemm: bad problems, buffers and workspaces are errors", "[gem
   // An empty batch is nothing to do.
   auto pe = batched_gemm_problem::dense({0}, 3, 4, 5);
   CHECK_NOTHROW(K::run(a.data(), b.data(), c.data(), pe));
+  // A zero point is the i8 recipe's, and within A's element range.
+  CHECK_THROWS_WITH(K::run(a.data(), b.data(), c.data(), p, {}, {}, 3),
+                    Catch::Contains("only meaningful for the i8 recipe"));
+  if constexpr (has_int8) {
+    using KI = kfuse::batched_gemm<kfuse::i8, test_arch>;
+    std::vector<std::uint8_t> au(a.size(), 1);
+    std::vector<std::int8_t> as(a.size(), 1), bs(b.size(), 1);
+    std::vector<std::int32_t> ci(c.size());
+    CHECK_THROWS_WITH(KI::run(au.data(), bs.data(), ci.data(), p, {}, {}, 256),
+                      Catch::Contains("zero point 256 is outside"));
+    CHECK_THROWS_WITH(KI::run(as.data(), bs.data(), ci.data(), p, {}, {}, -129),
+                      Catch::Contains("zero point -129 is outside"));
+    KI::run(as.data(), bs.data(), ci.data(), p, {}, {}, -1);
+    CHECK(ci[0] == 8);  // sum over K = 4 of (1 - (-1)) * 1
+  }
 }

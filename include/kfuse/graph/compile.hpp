@@ -8,6 +8,7 @@
 //                  topological order, inputs and outputs
 //   build_steps    each node validated and inferred by its op's rule, then one step per node
 //   fusion         eltwise chains into producers' epilogues, batch norms folded into convs
+//   qkv_merge      an attention's Q / K / V linears of one input become one linear
 //   quantize       f32 -> int8 quantization absorbed into producers' epilogues
 //   channel_gate   squeeze-excite multiplies into the weights of the pointwise conv after them
 //   views          a strided_view read by a matmul in place (its strides become the operand's)
@@ -31,6 +32,7 @@
 #include "kfuse/graph/passes/layout_choice.hpp"
 #include "kfuse/graph/passes/lower.hpp"
 #include "kfuse/graph/passes/memory_plan.hpp"
+#include "kfuse/graph/passes/qkv_merge.hpp"
 #include "kfuse/graph/passes/quantize_absorption.hpp"
 #include "kfuse/graph/passes/view_absorption.hpp"
 #include "kfuse/graph/replay.hpp"
@@ -69,6 +71,7 @@ inline void analyze(compile_context& cx) {
   cx.d->report.nodes_before = int(cx.g.nodes().size());
   if (cx.opt.fuse) {
     fuse_chains(cx);
+    merge_qkv(cx);
     absorb_quantize(cx);
     fuse_channel_gates(cx);
     absorb_views(cx);

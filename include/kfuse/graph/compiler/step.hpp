@@ -33,6 +33,11 @@ struct step {
   // matmul: the strided_view node operand a / b is read through (passes/view_absorption), -1
   // when the operand is read as it is.
   std::array<int, 2> views{-1, -1};
+  // attention: Q, K and V read as column ranges of one merged projection (passes/qkv_merge):
+  // the tensors whose [B, S, H, d] shapes they have, and their first column in it; -1 when each
+  // is read as it is.
+  std::array<std::int32_t, 3> qkv_shape_of{-1, -1, -1};
+  std::array<index_t, 3> qkv_column{};
 };
 
 /// Tensor operands of a chain (a scale stage has none).

@@ -20,13 +20,14 @@ namespace graph_ops {
 template <class K>
 struct attention_step_params {
   typename K::packed packed;
+  std::array<index_t, 3> column{};  // Q, K and V's first element (a merged projection's columns)
 };
 
 template <class K, class T>
 void attention_cmd(const command& c) {
   const auto& p = *static_cast<const attention_step_params<K>*>(c.params);
-  K::run(static_cast<const T*>(c.in[0]), static_cast<const T*>(c.in[1]),
-         static_cast<const T*>(c.in[2]), static_cast<const float*>(c.in[3]), p.packed,
+  K::run(static_cast<const T*>(c.in[0]) + p.column[0], static_cast<const T*>(c.in[1]) + p.column[1],
+         static_cast<const T*>(c.in[2]) + p.column[2], static_cast<const float*>(c.in[3]), p.packed,
          static_cast<T*>(c.out), command_workspace(c), run_options{c.threads});
 }
 
@@ -88,11 +89,19 @@ struct attention_rule : op_rule {
   template <class K>
   static void lower_with(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                          step_info& info, std::vector<detail::plan_command>& cmds) {
-    // The step's inputs: x = Q, others = K, V and the bias when there is one.
-    const plan_tensor& q = cx.T(s.x);
-    const plan_tensor& k = cx.T(s.others[0]);
+    // The step's inputs: x = Q, others = K, V and the bias when there is one; after the Q/K/V
+    // merge all three are one projection [B, S, Nq + Nk + Nv] read at their first columns.
+    const bool merged = s.qkv_shape_of[0] >= 0;
+    const plan_tensor& q = cx.T(merged ? s.qkv_shape_of[0] : s.x);
+    const plan_tensor& k = cx.T(merged ? s.qkv_shape_of[1] : s.others[0]);
     attention_problem pr = attention_problem::bshd(q.shape[0], q.shape[2], q.shape[1], k.shape[1],
                                                    q.shape[3], k.shape[2]);
+    if (merged) {
+      const index_t row = cx.T(s.x).shape.back();
+      pr.q_strides = {pr.q_len * row, pr.head_dim, row};
+      pr.k_strides = {pr.kv_len * row, pr.head_dim, row};
+      pr.v_strides = pr.k_strides;
+    }
     pr.scale = n.attention.scale;
     pr.causal = n.attention.causal;
     detail::plan_command c;
@@ -114,16 +123,17 @@ struct attention_rule : op_rule {
     }
     auto p = std::make_shared<attention_step_params<K>>();
     p->packed = K::initialize(pr);
+    if (merged) p->column = s.qkv_column;
     const double sq = double(pr.q_len), sk = double(pr.kv_len);
     info.flops = 4.0 * double(pr.batch * pr.heads) * sq * sk * double(pr.head_dim);
     info.bytes = double(q.bytes) + 2.0 * double(k.bytes) + bias_bytes + double(cx.T(s.out).bytes);
-    const bool bf16_io = q.type == dtype::bf16;
+    const bool bf16_io = cx.T(s.x).type == dtype::bf16;
     const bool bf16_math = K::G == 2;
     info.kernel = std::string(bf16_math ? "attention bf16 "
                               : bf16_io ? "attention bf16 in / f32 "
                                         : "attention f32 ") +
                   std::string(K::base::micro_kernel()) + (pr.causal ? " causal" : "") +
-                  (bias_bytes > 0 ? " + bias" : "");
+                  (bias_bytes > 0 ? " + bias" : "") + (merged ? " (Q, K, V in place)" : "");
     c.out = s.out;
     c.fn = bf16_io ? &attention_cmd<K, bf16_t> : &attention_cmd<K, float>;
     c.begin = 0;

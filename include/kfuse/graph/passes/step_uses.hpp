@@ -15,12 +15,11 @@ struct step_uses {
   std::vector<int> uses;     // per tensor
   std::vector<int> step_of;  // per tensor: the live step producing it (-1: none)
 
-  explicit step_uses(const compile_context& cx)
-      : uses(cx.d->tensors.size(), 0), step_of(cx.d->tensors.size(), -1) {
-    count(cx);
-  }
+  explicit step_uses(const compile_context& cx) { count(cx); }
   void count(const compile_context& cx) {
-    std::fill(uses.begin(), uses.end(), 0);
+    // (A pass may have added tensors since the last count.)
+    uses.assign(cx.d->tensors.size(), 0);
+    step_of.assign(cx.d->tensors.size(), -1);
     for (std::size_t i = 0; i < cx.steps.size(); ++i) {
       const step& s = cx.steps[i];
       if (!s.alive) continue;

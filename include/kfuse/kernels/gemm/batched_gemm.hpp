@@ -7,6 +7,13 @@
 //   p = kfuse::batched_gemm_problem::dense({2, 12}, 128, 64, 128, /*b_transposed=*/true);
 //   kfuse::batched_gemm<kfuse::f32>::run(a, b, c, p);      // allocates its workspace per call
 //
+// Recipes: f32 (FMA), bf16 (vdpbf16ps: the operands rounded to bf16 as they are packed) and i8
+// (vpdpbusd): A u8 or s8 with a zero point, B s8 (symmetric), exact int32 sums; C is either those
+// int32 sums (no epilogue) or floats through the epilogue, whose first stage usually scales by
+// A's scale x B's scale:
+//   kfuse::batched_gemm<kfuse::i8, A, kfuse::epilogue<kfuse::scale>>::run(a_u8, b_s8, c_f32, p,
+//       {{sa * sb}}, {}, /*a_zero_point=*/128);
+//
 // Every operand is addressed through strides (elements), so a transpose or a broadcast batch
 // dimension (stride 0) costs no copy: A[b][m][k] at a[sum b_i a_batch_i + m a_row + k a_col],
 // B[b][k][n] at b[... + k b_row + n b_col], C[b][m][n] at c[... + m c_row + n] (C's columns are
@@ -18,6 +25,7 @@
 // flat index is that of the dense output [batch..., M, N], its channel the column n.
 #include <algorithm>
 #include <initializer_list>
+#include <limits>
 #include <string>
 
 #include "kfuse/kernels/gemm/batched_gemm_problem.hpp"
@@ -46,17 +54,28 @@ inline index_t strided_extent(std::string_view k, const char* what, const batche
 }
 
 /// Packs columns [p * nr, p * nr + nr) of B (k stride sk, n stride sn) into one panel of gemm's
-/// layout: k groups of G values per column, zero past N and past K.
+/// layout: k groups of G values per column, zero past N and past K. int8 panels are copied as
+/// they are, and their per-column sums (the zero-point correction) written to col_sums[0, nr).
 template <class T, class Src>
 KFUSE_INLINE void pack_b_panel(const Src* b, index_t sk, index_t sn, index_t K, index_t N,
-                               index_t p, int nr, int G, T* out) {
+                               index_t p, int nr, int G, T* out, std::int32_t* col_sums = nullptr) {
+  constexpr bool integer = std::is_same_v<T, std::int8_t>;
+  static_assert(!integer || std::is_same_v<Src, std::int8_t>, "int8 panels are packed from s8");
+  if constexpr (integer) std::fill(col_sums, col_sums + nr, 0);
   const index_t kp = (K + G - 1) / G * G;
   for (index_t k0 = 0; k0 < kp; k0 += G)
     for (int j = 0; j < nr; ++j) {
       const index_t n = p * nr + j;
       for (int g = 0; g < G; ++g) {
         const index_t k = k0 + g;
-        *out++ = from_float<T>(n < N && k < K ? to_float(b[k * sk + n * sn]) : 0.f);
+        const bool inside = n < N && k < K;
+        if constexpr (integer) {
+          const std::int8_t v = inside ? b[k * sk + n * sn] : std::int8_t(0);
+          *out++ = v;
+          col_sums[j] += v;
+        } else {
+          *out++ = from_float<T>(inside ? to_float(b[k * sk + n * sn]) : 0.f);
+        }
       }
     }
 }
@@ -71,9 +90,7 @@ struct batched_gemm {
   using microkernel = typename base::microkernel;
   using a_type = typename base::a_type;
   using b_storage = typename microkernel::storage;
-  static_assert(!microkernel::integer,
-                "kfuse::batched_gemm: the f32 and bf16 recipes (int8 batched products are not "
-                "implemented: quantize the linears, keep attention in f32 or bf16)");
+  static constexpr bool integer = microkernel::integer;
 
   // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
   static constexpr std::string_view name = "batched_gemm";
@@ -121,12 +138,23 @@ struct batched_gemm {
     return {p, true};
   }
 
-  /// The contract's run(): a and b may be any element type convertible to float (f32, bf16);
-  /// C is float or what the epilogue produces.
+  /// The contract's run(): for f32 and bf16, a and b may be any element type convertible to
+  /// float (f32, bf16) and C is float or what the epilogue produces; for i8, a is u8 or s8 with
+  /// zero point `a_zero_point`, b is s8, and C is int32 (the exact sums, no epilogue) or float
+  /// (or what the epilogue produces) from the sums.
   template <class TA, class TB, class Out>
   static run_info run(const TA* a, const TB* b, const packed& k, Out* c, const Ep& ep, workspace ws,
-                      const run_options& opt = {}) {
+                      const run_options& opt = {}, std::int32_t a_zero_point = 0) {
     constexpr std::string_view kn = name;
+    check_types<TA, TB, Out>();
+    if constexpr (integer) {
+      if (a_zero_point < std::numeric_limits<TA>::min() ||
+          a_zero_point > std::numeric_limits<TA>::max())
+        detail::fail(
+            kn, "A's zero point " + std::to_string(a_zero_point) + " is outside its element range");
+    } else if (a_zero_point != 0) {
+      detail::fail(kn, "a zero point is only meaningful for the i8 recipe");
+    }
     if (k.empty()) detail::fail(kn, "not initialized (initialize(problem))");
     const problem& p = k.p;
     const index_t batches = p.batches(), M = p.m, K = p.k, N = p.n;
@@ -167,7 +195,8 @@ struct batched_gemm {
             const index_t p0 = g * per_group, p1 = std::min(panels, p0 + per_group);
             if (p0 >= p1) continue;
             run_item(a + p.batch_offset(p.a_batch, bi), b + p.batch_offset(p.b_batch, bi),
-                     c + p.batch_offset(p.c_batch, bi), p, bi * M * N, p0, p1, slot, ep);
+                     c + p.batch_offset(p.c_batch, bi), p, bi * M * N, p0, p1, slot, ep,
+                     a_zero_point);
           }
         },
         threads);
@@ -177,16 +206,36 @@ struct batched_gemm {
   /// Convenience form: allocates the workspace for this call.
   template <class TA, class TB, class Out>
   static run_info run(const TA* a, const TB* b, Out* c, const problem& p, const Ep& ep = {},
-                      const run_options& opt = {}) {
+                      const run_options& opt = {}, std::int32_t a_zero_point = 0) {
     const int threads = pool_threads(opt.threads);
     const workspace_buffer ws(workspace_size(p, threads));
-    return run(a, b, initialize(p), c, ep, ws, opt);
+    return run(a, b, initialize(p), c, ep, ws, opt, a_zero_point);
   }
 
  private:
+  template <class TA, class TB, class Out>
+  static constexpr void check_types() {
+    using produced = typename epilogue_traits<Ep>::output_elem;
+    if constexpr (integer) {
+      static_assert(std::is_same_v<TA, std::uint8_t> || std::is_same_v<TA, std::int8_t>,
+                    "kfuse::batched_gemm<i8>: A is uint8_t or int8_t");
+      static_assert(std::is_same_v<TB, std::int8_t>,
+                    "kfuse::batched_gemm<i8>: B is int8_t (symmetric: zero point 0)");
+      static_assert(!std::is_same_v<Out, std::int32_t> || epilogue_traits<Ep>::size == 0,
+                    "kfuse::batched_gemm<i8>: an int32 output receives the exact sums and takes "
+                    "no epilogue stages (use a float output with scale / dequantize stages)");
+    }
+    static_assert((integer && std::is_same_v<Out, std::int32_t>) ||
+                      std::is_same_v<elem_of<Out>,
+                                     std::conditional_t<std::is_void_v<produced>, f32, produced>> ||
+                      (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
+                  "kfuse::batched_gemm: the output type does not match what the epilogue produces");
+  }
+
   struct slot_arrays {
-    b_storage* panel = nullptr;  // one panel of B
-    a_type* a = nullptr;         // one row tile of A, when A is packed
+    b_storage* panel = nullptr;        // one panel of B
+    std::int32_t* col_sums = nullptr;  // i8: B's column sums, indexed by column (whole panels)
+    a_type* a = nullptr;               // one row tile of A, when A is packed
   };
   static constexpr int small_m = vec::lanes == 1 ? config::mr : 8;
   static index_t k_padded(index_t K) {
@@ -197,6 +246,9 @@ struct batched_gemm {
   static slot_arrays carve(const problem& p, detail::slot_cursor& c) {
     slot_arrays s;
     s.panel = c.template take<b_storage>(std::size_t(k_padded(p.k) * config::nr));
+    if constexpr (integer)
+      s.col_sums = c.template take<std::int32_t>(
+          std::size_t((p.n + config::nr - 1) / config::nr * config::nr));
     s.a = c.template take<a_type>(std::size_t(std::max<int>(small_m, config::mr)) *
                                   std::size_t(k_padded(p.k)));
     return s;
@@ -209,27 +261,40 @@ struct batched_gemm {
 
   template <class TA, class TB, class Out>
   static void run_item(const TA* a, const TB* b, Out* c, const problem& p, index_t flat_base,
-                       index_t p0, index_t p1, const slot_arrays& slot, const Ep& ep) {
+                       index_t p0, index_t p1, const slot_arrays& slot, const Ep& ep,
+                       std::int32_t a_zero_point) {
     constexpr int MR = config::mr, NV = config::nv, NR = config::nr;
     const index_t M = p.m, K = p.k, N = p.n, kp = k_padded(K);
-    // A is read in place when its rows are contiguous runs of the recipe's type; otherwise each
-    // row tile is packed (transposed A, f32 A for the bf16 recipe) next to the panel it meets.
+    // A is read in place when its rows are contiguous runs of the recipe's type (i8: u8 or s8,
+    // the micro-kernel flips s8); otherwise each row tile is packed (transposed A, f32 A for the
+    // bf16 recipe) next to the panel it meets.
+    using a_elem = std::conditional_t<integer, TA, a_type>;
     bool packed_a = p.a_col != 1;
-    if constexpr (!std::is_same_v<TA, a_type>) packed_a = true;
+    if constexpr (!std::is_same_v<TA, a_elem>) packed_a = true;
+    // (u8 storage read as s8 for a packed s8 A: the signed variant of a type may alias it.)
+    a_elem* a_buf = reinterpret_cast<a_elem*>(slot.a);
     const index_t tile_rows = M <= small_m ? M : MR;
-    const detail::int_args ia{};
+    detail::int_args ia{};
+    if constexpr (integer)
+      ia = {slot.col_sums, a_zero_point + microkernel::template zero_point_shift<TA>};
     for (index_t pn = p0; pn < p1; ++pn) {
-      detail::pack_b_panel(b, p.b_row, p.b_col, K, N, pn, NR, microkernel::k_group, slot.panel);
+      detail::pack_b_panel(b, p.b_row, p.b_col, K, N, pn, NR, microkernel::k_group, slot.panel,
+                           integer ? slot.col_sums + pn * NR : nullptr);
       for (index_t row0 = 0; row0 < M; row0 += tile_rows) {
         const int rows = int(std::min<index_t>(tile_rows, M - row0));
-        const a_type* ap = slot.a;
+        const a_elem* ap = a_buf;
         index_t lda = kp;
         if (packed_a) {
           for (int r = 0; r < rows; ++r)
-            for (index_t k = 0; k < kp; ++k)
-              slot.a[r * kp + k] =
-                  from_float<a_type>(k < K ? to_float(a[(row0 + r) * p.a_row + k * p.a_col]) : 0.f);
-        } else if constexpr (std::is_same_v<TA, a_type>) {
+            for (index_t k = 0; k < kp; ++k) {
+              const bool inside = k < K;
+              if constexpr (integer)
+                a_buf[r * kp + k] = inside ? a[(row0 + r) * p.a_row + k * p.a_col] : a_elem(0);
+              else
+                a_buf[r * kp + k] = from_float<a_type>(
+                    inside ? to_float(a[(row0 + r) * p.a_row + k * p.a_col]) : 0.f);
+            }
+        } else if constexpr (std::is_same_v<TA, a_elem>) {
           ap = a + row0 * p.a_row;
           lda = p.a_row;
         }
