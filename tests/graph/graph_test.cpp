@@ -1426,6 +1426,127 @@ TEST_CASE("graph: merged Q, K, V projections equal the separate linears", "[grap
   CHECK(kept.steps().size() == 7);  // three linears, their three reshapes (views), the attention
 }
 
+// cached_attention: a prefill of 5 tokens, then single-token steps through one replay buffer
+// (only the position and the new token's rows change between replays), equal the causal
+// attention over the whole sequence; the caches hold every row written and nothing past them is
+// read (poisoned with NaN); a position past the cache fails before any write; a const or
+// overlapping cache binding, a cache that is not an input or is read elsewhere, and a float
+// position are errors naming the problem.
+TEST_CASE("graph: cached attention steps equal causal attention over the sequence",
+          "[graph][threads]") {
+  const index_t B = 2, T = 9, P = 5, H = 4, Hkv = 2, d = 16, Smax = 12;
+  const index_t qrow = H * d, krow = Hkv * d;
+  std::vector<float> q(std::size_t(B * T * qrow)), k(std::size_t(B * T * krow)), v(k.size());
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(float(i) * 0.13f);
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = std::cos(float(i) * 0.07f);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(float(i) * 0.29f + 1.f);
+  graph ref;
+  const tensor_id rq = ref.input("q", {B, T, H, d}), rk = ref.input("k", {B, T, Hkv, d}),
+                  rv = ref.input("v", {B, T, Hkv, d});
+  ref.output(ref.attention("att", rq, rk, rv, {}, {.scale = 0.25f, .causal = true}));
+  std::vector<float> want(q.size());
+  compile(ref, {.threads = 1}).run({bind(q), bind(k), bind(v)}, {bind(want)});
+  // Rows [t0, t0 + n) of every batch of x ([B, T, row]) as a dense [B, n, row].
+  const auto rows = [&](const std::vector<float>& x, index_t row, index_t t0, index_t n) {
+    std::vector<float> r(std::size_t(B * n * row));
+    for (index_t b = 0; b < B; ++b)
+      std::copy_n(x.begin() + (b * T + t0) * row, n * row, r.begin() + b * n * row);
+    return r;
+  };
+  const auto decoder = [&](index_t sq, dtype pos_type) {
+    graph g;
+    const tensor_id gq = g.input("q", {B, sq, H, d}), kn = g.input("k_new", {B, sq, Hkv, d}),
+                    vn = g.input("v_new", {B, sq, Hkv, d}),
+                    kc = g.input("k_cache", {B, Smax, Hkv, d}),
+                    vc = g.input("v_cache", {B, Smax, Hkv, d}), pos = g.input("pos", {1}, pos_type);
+    g.output(
+        g.cached_attention(sq > 1 ? "prefill" : "step", gq, kn, vn, kc, vc, pos, {.scale = 0.25f}));
+    return g;
+  };
+  const auto near = [&](const std::vector<float>& got, index_t t0, index_t n, const char* what) {
+    const std::vector<float> w = rows(want, qrow, t0, n);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO(what << " element " << i);
+      REQUIRE(std::fabs(got[i] - w[i]) <= 2e-5);
+    }
+  };
+  for (int threads : {1, 2}) {
+    INFO("threads " << threads);
+    std::vector<float> kc(std::size_t(B * Smax * krow), std::nanf("")), vc(kc);
+    const plan prefill = compile(decoder(P, dtype::i32), {.threads = threads, .fork_join_ns = 0});
+    CHECK(prefill.steps()[0].kernel.find("KV cache of 12 rows") != std::string::npos);
+    const std::int32_t pos0[1] = {0};
+    std::vector<float> out(std::size_t(B * P * qrow));
+    const std::vector<float> qp = rows(q, qrow, 0, P), kp = rows(k, krow, 0, P),
+                             vp = rows(v, krow, 0, P);
+    prefill.run({bind(qp), bind(kp), bind(vp), bind(kc), bind(vc), bind(pos0, 1)}, {bind(out)});
+    near(out, 0, P, "prefill");
+    const plan step = compile(decoder(1, dtype::i64), {.threads = threads, .fork_join_ns = 0});
+    std::vector<float> q1(std::size_t(B * qrow)), k1(std::size_t(B * krow)), v1(k1.size()),
+        out1(q1.size());
+    std::int64_t pos[1] = {0};
+    replay_buffer r =
+        step.record({bind(q1), bind(k1), bind(v1), bind(kc), bind(vc), bind(pos, 1)}, {bind(out1)});
+    for (index_t t = P; t < T; ++t) {
+      // (Copied into the bound buffers: assigning a new vector would move its storage in.)
+      const std::vector<float> qt = rows(q, qrow, t, 1), kt = rows(k, krow, t, 1),
+                               vt = rows(v, krow, t, 1);
+      std::copy(qt.begin(), qt.end(), q1.begin());
+      std::copy(kt.begin(), kt.end(), k1.begin());
+      std::copy(vt.begin(), vt.end(), v1.begin());
+      pos[0] = t;
+      r.replay();
+      near(out1, t, 1, "step");
+    }
+    // The caches hold every row written; a position past them changes nothing.
+    CHECK(rows(k, krow, 0, T) == [&] {
+      std::vector<float> c(std::size_t(B * T * krow));
+      for (index_t b = 0; b < B; ++b)
+        std::copy_n(kc.begin() + b * Smax * krow, T * krow, c.begin() + b * T * krow);
+      return c;
+    }());
+    const std::vector<float> kc_before = kc;
+    pos[0] = Smax;
+    CHECK_THROWS_WITH(r.replay(), Catch::Matchers::Contains("node 'step' (cached_attention)") &&
+                                      Catch::Matchers::Contains("position 12 with 1 new rows"));
+    CHECK(std::memcmp(kc.data(), kc_before.data(), kc.size() * sizeof(float)) == 0);
+    // Bindings: a const cache, two caches in one buffer.
+    const std::vector<float>& const_cache = kc;
+    CHECK_THROWS_WITH(
+        step.record({bind(q1), bind(k1), bind(v1), bind(const_cache), bind(vc), bind(pos, 1)},
+                    {bind(out1)}),
+        Catch::Matchers::Contains("written by the plan (a KV cache)"));
+    CHECK_THROWS_WITH(
+        step.record({bind(q1), bind(k1), bind(v1), bind(kc), bind(kc), bind(pos, 1)}, {bind(out1)}),
+        Catch::Matchers::Contains("is written by the plan and overlaps input"));
+  }
+  // Graph errors: a cache that is a constant, a cache another node reads, a float position.
+  const std::vector<float> zeros(std::size_t(B * Smax * krow));
+  graph g1;
+  {
+    const tensor_id a = g1.input("q", {B, 1, H, d}), b = g1.input("k_new", {B, 1, Hkv, d}),
+                    c = g1.input("v_new", {B, 1, Hkv, d}),
+                    kc = g1.constant("k_cache", {B, Smax, Hkv, d}, zeros.data()),
+                    vc = g1.input("v_cache", {B, Smax, Hkv, d}),
+                    p = g1.input("pos", {1}, dtype::i32);
+    g1.output(g1.cached_attention("att", a, b, c, kc, vc, p));
+  }
+  CHECK_THROWS_WITH(compile(g1), Catch::Matchers::Contains("node 'att' (cached_attention)") &&
+                                     Catch::Matchers::Contains("must be a graph input"));
+  graph g2;
+  const tensor_id kc2 = g2.input("k_cache", {B, Smax, Hkv, d});
+  {
+    const tensor_id a = g2.input("q", {B, 1, H, d}), b = g2.input("k_new", {B, 1, Hkv, d}),
+                    c = g2.input("v_new", {B, 1, Hkv, d}),
+                    vc = g2.input("v_cache", {B, Smax, Hkv, d}),
+                    p = g2.input("pos", {1}, dtype::f32);
+    g2.output(g2.cached_attention("att", a, b, c, kc2, vc, p));
+  }
+  CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("must be one i32 or i64 value"));
+  g2.output(g2.relu("r", kc2));
+  CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("is also read by node 'r'"));
+}
+
 // A reshape may label its 4-D result nchw (the same memory order as plain): a [N, C, L]
 // sequence becomes an [N, C, 1, L] image for conv2d without a copy.
 TEST_CASE("graph: reshape into an nchw view feeds conv2d", "[graph]") {

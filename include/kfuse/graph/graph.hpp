@@ -411,6 +411,20 @@ class graph {
     n.attention = p;
     return add_node(std::move(n));
   }
+  /// A decoder step (or a prefill of Sq tokens) against KV caches the caller owns: k_new and
+  /// v_new [B, Sq, Hkv, d] are written into k_cache and v_cache [B, Smax, Hkv, d] (graph inputs
+  /// the plan writes: bind writable buffers) at rows [pos, pos + Sq), pos = position's one i32 /
+  /// i64 value read at every replay; then q [B, Sq, H, d] attends causally to the first
+  /// pos + Sq cached rows (query i sees keys up to pos + i). out [B, Sq, H, d]; scale 0:
+  /// 1 / sqrt(d). A position past the cache is a kfuse::error, raised before any write.
+  tensor_id cached_attention(std::string name, tensor_id q, tensor_id k_new, tensor_id v_new,
+                             tensor_id k_cache, tensor_id v_cache, tensor_id position,
+                             attention_params p = {}) {
+    node_desc n = make(std::move(name), op_kind::cached_attention,
+                       {q, k_new, v_new, k_cache, v_cache, position});
+    n.attention = p;
+    return add_node(std::move(n));
+  }
   /// out = table gathered along `axis` by i32 / i64 `indices` (negative ones count from the end):
   /// the shape is table's before axis, then indices', then table's after axis (ONNX Gather).
   tensor_id gather(std::string name, tensor_id table, tensor_id indices, int axis = 0) {

@@ -144,6 +144,7 @@ struct bind_fn {
   template <class T>
   binding operator()(T* p, std::size_t count) const noexcept {
     binding b{const_cast<void*>(static_cast<const void*>(p)), count * sizeof(T)};
+    b.read_only = std::is_const_v<T>;
     // Raw bytes (std::byte, char) carry no element type; uint8_t / int8_t do (u8 / i8 tensors).
     using U = std::remove_cv_t<T>;
     if constexpr (storage_type<U> || std::is_same_v<U, std::int64_t>) {

@@ -63,6 +63,7 @@ struct plan_tensor {
   std::size_t offset = 0;      // arena offset, or byte offset into the input / output (views)
   const void* data = nullptr;  // constants
   std::int32_t root = -1;      // a view (reshape): the tensor whose storage it shares
+  bool written = false;        // an input the plan writes (cached_attention's KV caches)
 };
 
 namespace detail {

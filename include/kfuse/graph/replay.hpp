@@ -94,6 +94,10 @@ class replay_buffer {
     const std::string what =
         std::string(output ? "output " : "input ") + std::to_string(i) + " ('" + t.name + "')";
     if (b.data == nullptr) detail::fail("replay", what + " is bound to a null pointer");
+    if (!output && t.written && b.read_only)
+      detail::fail("replay", what +
+                                 " is written by the plan (a KV cache): bind a writable "
+                                 "(non-const) buffer");
     if (b.typed && b.type != t.type)
       detail::fail("replay", what + " is bound to a buffer of " + std::string(dtype_name(b.type)) +
                                  ", the plan's tensor holds " + std::string(dtype_name(t.type)) +
@@ -110,7 +114,18 @@ class replay_buffer {
 
   /// An output buffer shares no byte with an input or another output: a plan reads its inputs
   /// after it has begun to write its outputs, so an aliased output would be silently wrong.
-  static void check_apart(std::span<const binding> in, std::span<const binding> out) {
+  static void check_apart(const detail::plan_data& d, std::span<const binding> in,
+                          std::span<const binding> out) {
+    // An input the plan writes (a KV cache) shares no byte with another input either.
+    for (std::size_t w = 0; w < in.size(); ++w) {
+      if (!d.tensors[std::size_t(d.inputs[w])].written) continue;
+      for (std::size_t i = 0; i < in.size(); ++i)
+        if (i != w && detail::bytes_overlap(in[w].data, in[w].bytes, in[i].data, in[i].bytes))
+          detail::fail("replay", "input " + std::to_string(w) + " ('" +
+                                     d.tensors[std::size_t(d.inputs[w])].name +
+                                     "') is written by the plan and overlaps input " +
+                                     std::to_string(i) + " (bind separate buffers)");
+    }
     for (std::size_t o = 0; o < out.size(); ++o) {
       for (std::size_t i = 0; i < in.size(); ++i)
         if (detail::bytes_overlap(out[o].data, out[o].bytes, in[i].data, in[i].bytes))
@@ -161,7 +176,7 @@ class replay_buffer {
     const binding old = list[i];
     list[i] = b;
     try {
-      check_apart(bound_in_, bound_out_);
+      check_apart(*d_, bound_in_, bound_out_);
     } catch (...) {
       list[i] = old;  // nothing changes on error
       throw;
@@ -210,7 +225,7 @@ inline replay_buffer plan::record(std::span<const binding> inputs,
     replay_buffer::check_binding(d.tensors[std::size_t(d.inputs[i])], false, i, inputs[i]);
   for (std::size_t i = 0; i < outputs.size(); ++i)
     replay_buffer::check_binding(d.tensors[std::size_t(d.outputs[i])], true, i, outputs[i]);
-  replay_buffer::check_apart(inputs, outputs);
+  replay_buffer::check_apart(d, inputs, outputs);
 
   replay_buffer r;
   r.d_ = d_;
@@ -291,7 +306,7 @@ inline void plan::run(std::span<const binding> inputs, std::span<const binding> 
     replay_buffer::check_binding(d.tensors[std::size_t(d.inputs[i])], false, i, inputs[i]);
   for (std::size_t i = 0; i < outputs.size(); ++i)
     replay_buffer::check_binding(d.tensors[std::size_t(d.outputs[i])], true, i, outputs[i]);
-  replay_buffer::check_apart(inputs, outputs);
+  replay_buffer::check_apart(d, inputs, outputs);
   const scoped_executor use(d.options.exec);
   // Eager: one allocation per intermediate tensor, pointers found through a map per use.
   std::unordered_map<std::int32_t, std::unique_ptr<void, void (*)(void*)>> buffers;

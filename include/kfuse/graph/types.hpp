@@ -66,6 +66,8 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(matmul)           /* a . b of two run-time tensors, broadcast batch dims (NumPy matmul) */    \
   X(gather)           /* rows of a table picked by i32 / i64 indices (embeddings, ONNX Gather) */ \
   X(attention)        /* fused softmax(Q.K^T * scale + bias) . V over heads, [B, S, H, d] */      \
+  X(cached_attention) /* a decoder step: new K / V rows into caller-owned caches, then attention  \
+                       */                                                                         \
   X(reduce)           /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp over any axes */   \
   X(pad)              /* constant / reflect / edge padding (negative pads crop) on any axes */    \
   X(arg_reduce)       /* int64 index of the max / min along one axis (ArgMax / ArgMin) */         \
@@ -174,6 +176,7 @@ struct binding {
   std::size_t bytes = 0;
   bool typed = false;
   dtype type = dtype::f32;
+  bool read_only = false;  // made by bind() from a const pointer: not for an input the plan writes
 };
 
 /// A user-supplied executor (defined in kfuse/threading/thread_pool.hpp).

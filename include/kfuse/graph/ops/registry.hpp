@@ -6,6 +6,7 @@
 #include "kfuse/graph/ops/attention.hpp"
 #include "kfuse/graph/ops/batch_norm.hpp"
 #include "kfuse/graph/ops/broadcast.hpp"
+#include "kfuse/graph/ops/cached_attention.hpp"
 #include "kfuse/graph/ops/cast.hpp"
 #include "kfuse/graph/ops/concat.hpp"
 #include "kfuse/graph/ops/conv2d.hpp"
