@@ -7,7 +7,8 @@ using namespace passes_test;
 
 namespace {
 
-// x [2, 5, 16] -> q / k / v linears (16 -> 16, k without a bias) -> [2, 5, 4, 4] -> attention.
+// x [2, 5, 16] -> q / k / v linears (16 -> 16, k without a bias) -> [2, 5, 4, 4] (q through two
+// reshapes) -> attention.
 // what: the variation that must keep them apart ("" merges).
 graph qkv_graph(const std::string& what) {
   static const std::vector<float> w = filled(16 * 16), b = filled(16), w8 = filled(16 * 8);
@@ -21,7 +22,9 @@ graph qkv_graph(const std::string& what) {
                  g.constant(name + "_w", {16, narrow ? 8 : 16}, narrow ? w8.data() : w.data()),
                  bias ? g.constant(name + "_b", {16}, b.data()) : tensor_id{});
     if (what == "activation" && name == "k") y = g.relu("k_relu", y);
-    return g.reshape(name, y, {2, 5, 4, 4});
+    const tensor_id heads = g.reshape(name, y, {2, 5, 4, 4});
+    // q through a second reshape (the importer relabels a layout that way).
+    return name == "q" ? g.reshape("q_plain", heads, {2, 5, 4, 4}) : heads;
   };
   const tensor_id q = proj("q", x, true), k = proj("k", x, false);
   const tensor_id v = proj("v", what == "other input" ? x2 : x, true);
@@ -51,7 +54,9 @@ TEST_CASE("qkv merge: one input's three projections become one linear read in pl
   CHECK(att.others[1] == m.out);
   CHECK(att.qkv_column == std::array<index_t, 3>{0, 16, 32});
   CHECK(a.tensor(att.qkv_shape_of[1]).shape == std::vector<index_t>{2, 5, 4, 4});
-  for (const char* gone : {"k_proj", "v_proj", "q", "k", "v"}) CHECK_THROWS(a.step_of(gone));
+  for (const char* gone : {"k_proj", "v_proj", "q", "q_plain", "k", "v"})
+    CHECK_THROWS(a.step_of(gone));
+  CHECK(att.fused == std::vector<std::string>{"q_plain", "q", "k", "v"});
   CHECK(a.live().size() == 2);
 }
 

@@ -11,6 +11,7 @@
 // reshape splits the linear's rows into (B, S) and its columns into (heads, head_dim).
 #include <array>
 #include <string>
+#include <vector>
 
 #include "kfuse/graph/compiler/context.hpp"
 #include "kfuse/graph/passes/step_uses.hpp"
@@ -19,14 +20,21 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 
-/// The linear step under attention operand `t` (through a reshape read only by the attention),
-/// with the reshape's step index in `r`, or -1.
-inline int qkv_projection(const compile_context& cx, const step_uses& u, std::int32_t t, int& r) {
-  r = u.single_use_producer(cx, t);
-  if (r < 0) return -1;
-  const step& rs = cx.steps[std::size_t(r)];
-  if (rs.op != op_kind::reshape || !rs.chain.empty()) return -1;
-  const int l = u.single_use_producer(cx, rs.x);
+/// The linear step under attention operand `t` (through reshapes, each read only by the next
+/// and the last by the attention: the importer adds one that relabels the layout), with the
+/// reshape steps in `r`, or -1.
+inline int qkv_projection(const compile_context& cx, const step_uses& u, std::int32_t t,
+                          std::vector<int>& r) {
+  r.clear();
+  for (int p = u.single_use_producer(cx, t);
+       p >= 0 && cx.steps[std::size_t(p)].op == op_kind::reshape &&
+       cx.steps[std::size_t(p)].chain.empty();
+       p = u.single_use_producer(cx, cx.steps[std::size_t(p)].x))
+    r.push_back(p);
+  if (r.empty()) return -1;
+  const step& rs = cx.steps[std::size_t(r.front())];    // the reshape the attention reads
+  const step& first = cx.steps[std::size_t(r.back())];  // the one reading the linear
+  const int l = u.single_use_producer(cx, first.x);
   if (l < 0) return -1;
   const step& ls = cx.steps[std::size_t(l)];
   if (ls.op != op_kind::linear || ls.others.size() != 1) return -1;
@@ -52,7 +60,8 @@ inline void merge_qkv(compile_context& cx) {
       continue;
     const std::array<std::int32_t, 3> in = {a.x, a.others[0], a.others[1]};
     if (in[0] == in[1] || in[1] == in[2] || in[0] == in[2]) continue;
-    std::array<int, 3> r{}, l{};
+    std::array<std::vector<int>, 3> r;
+    std::array<int, 3> l{};
     bool ok = true;
     for (int i = 0; i < 3 && ok; ++i) ok = (l[i] = qkv_projection(cx, u, in[i], r[i])) >= 0;
     if (!ok) continue;
@@ -95,15 +104,16 @@ inline void merge_qkv(compile_context& cx) {
           {stage_kind::bias, 0, 0, cx.new_constant(base + ".bias", {total}, bias), true});
     m.out = cx.new_tensor(base, shape, dtype::f32);
     for (int i = 0; i < 3; ++i) {
-      step& ri = cx.steps[std::size_t(r[i])];
       if (i > 0) {
         step& li = cx.steps[std::size_t(l[i])];
         li.alive = false;
         m.fused.push_back(cx.node_of(li).name);
       }
-      ri.alive = false;
-      a.fused.push_back(cx.node_of(ri).name);
-      a.qkv_shape_of[std::size_t(i)] = ri.out;
+      for (int ri : r[std::size_t(i)]) {
+        cx.steps[std::size_t(ri)].alive = false;
+        a.fused.push_back(cx.node_of(cx.steps[std::size_t(ri)]).name);
+      }
+      a.qkv_shape_of[std::size_t(i)] = cx.steps[std::size_t(r[std::size_t(i)].front())].out;
     }
     a.x = a.others[0] = a.others[1] = m.out;
     a.qkv_column = column;
