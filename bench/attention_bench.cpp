@@ -2,8 +2,9 @@
 // kfuse kernels (batched_gemm Q.K^T with the scale in its epilogue -> softmax over the rows ->
 // batched_gemm P.V: the S x S scores written and read twice) and against oneDNN (matmul with the
 // scale as an output scale attribute -> softmax_forward -> matmul), batch 1, 12 heads, head dim
-// 64, sequence 128 to 4096, 1 and 2 threads; and the decoder step: one new query token against a
-// KV cache of 128 to 2048 positions (12 heads, causal), whose floor is reading the cache once.
+// 64, sequence 128 to 4096, 1 and 2 threads; a small encoder's heads (12 x 32, sequence 128 and
+// 384) with f32 and bf16 products; and the decoder step: one new query token against a KV cache
+// of 128 to 2048 positions (12 heads, causal), whose floor is reading the cache once.
 //
 //   name: attention/<impl>/<seq>/<threads>, kv_step/kfuse/<context>/<threads>
 //   counters: GFLOP per second (4 H S^2 d), traffic_MB (bytes an implementation moves to and from
@@ -171,6 +172,25 @@ void BM_onednn(benchmark::State& s) {
 }
 #endif
 
+// A small encoder's heads (MiniLM: 12 heads of 32, sequence 128 / 384), the fused kernel with
+// its products in f32 or in bf16 (vdpbf16ps where the arch has it): the attention of issue 15's
+// encoder rows.
+template <class Math>
+void BM_encoder_heads(benchmark::State& s) {
+  const index_t S = s.range(0), d = 32;
+  const int threads = int(s.range(1));
+  std::vector<float> q(std::size_t(S * H * d)), o(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(float(i) * 0.37f);
+  using K = kfuse::attention_kernel<kfuse::arch::native, kfuse::backend::xsimd, Math>;
+  const auto p = kfuse::attention_problem::bshd(1, H, S, S, d);
+  const kfuse::workspace_buffer ws(K::workspace_size(p, threads));
+  const auto packed = K::initialize(p);
+  for (auto _ : s) K::run(q.data(), q.data(), q.data(), nullptr, packed, o.data(), ws, {threads});
+  s.counters["GFLOP"] = benchmark::Counter(
+      4.0 * double(H) * double(S) * double(S) * double(d) * 1e-9 * double(s.iterations()),
+      benchmark::Counter::kIsRate);
+}
+
 // One new token against a cache of `ctx` positions (causal: it sees all of them); T = the
 // cache's element type (a bf16 cache is half the bytes to stream).
 template <class T>
@@ -211,6 +231,17 @@ int main(int argc, char** argv) {
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
 #endif
+    }
+  for (int t : {1, 2})
+    for (index_t S : {128, 384}) {
+      benchmark::RegisterBenchmark("encoder_heads/f32", BM_encoder_heads<kfuse::f32>)
+          ->Args({S, t})
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark("encoder_heads/bf16", BM_encoder_heads<kfuse::bf16>)
+          ->Args({S, t})
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
     }
   for (int t : {1, 2})
     for (index_t ctx : {128, 512, 1024, 2048})

@@ -43,6 +43,13 @@ for th in (1, 2):
         tu = med[("attention", "unfused", s, th)]["traffic_MB"] if ("attention", "unfused", s, th) in med else 0
         target = "-" if s < 512 else ("met" if u is not None and u / f >= 1.5 else "not met")
         print(f"| {s} | {th} | {cell(f)} | {cell(u)} | {cell(o)} | {r(u)} | {r(o)} | {tf:.1f} / {tu:.1f} | {target} |")
+print("\n| encoder heads (12 x 32) | threads | f32 products | bf16 products | GFLOP/s f32 / bf16 |")
+print("|---|---|---|---|---|")
+for th in (1, 2):
+    for s in (128, 384):
+        a, b = med.get(("encoder_heads", "f32", s, th)), med.get(("encoder_heads", "bf16", s, th))
+        if a is None or b is None: continue
+        print(f"| {s} | {th} | {a['real_time']:.3f} ms | {b['real_time']:.3f} ms | {a['GFLOP']:.0f} / {b['GFLOP']:.0f} |")
 print("\n| context | threads | step | tokens/s | cache read | memory floor | step / floor |")
 print("|---|---|---|---|---|---|---|")
 for th in (1, 2):

@@ -31,6 +31,18 @@ void attention_cmd(const command& c) {
          static_cast<T*>(c.out), command_workspace(c), run_options{c.threads});
 }
 
+/// Lowers step s of an attention-type node through Rule::lower_with<K> with the kernel its
+/// precision picks: bf16 products where the arch has a native bf16 dot product and the node is
+/// not f32, f32 products otherwise (attention and cached_attention).
+template <class Rule, class A, class B>
+void lower_attention(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                     step_info& info, std::vector<detail::plan_command>& cmds) {
+  if constexpr (A::native_bf16_dot)
+    if (cx.precision_of(n) != precision::f32)
+      return Rule::template lower_with<attention_kernel<A, B, bf16>>(cx, s, n, info, cmds);
+  Rule::template lower_with<attention_kernel<A, B>>(cx, s, n, info, cmds);
+}
+
 struct attention_rule : op_rule {
   static constexpr op_kind kind = op_kind::attention;
   static bool optional_slot(std::size_t slot) { return slot == 3; }
@@ -80,10 +92,7 @@ struct attention_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
-    if constexpr (A::native_bf16_dot)
-      if (cx.precision_of(n) != precision::f32)
-        return lower_with<attention_kernel<A, B, bf16>>(cx, s, n, info, cmds);
-    lower_with<attention_kernel<A, B>>(cx, s, n, info, cmds);
+    lower_attention<attention_rule, A, B>(cx, s, n, info, cmds);
   }
 
   template <class K>

@@ -11,9 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "kfuse/graph/ops/kernel_command.hpp"
-#include "kfuse/graph/ops/op_rule.hpp"
-#include "kfuse/kernels/attention.hpp"
+#include "kfuse/graph/ops/attention.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -131,10 +129,7 @@ struct cached_attention_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
-    if constexpr (A::native_bf16_dot)
-      if (cx.precision_of(n) != precision::f32)
-        return lower_with<attention_kernel<A, B, bf16>>(cx, s, n, info, cmds);
-    lower_with<attention_kernel<A, B>>(cx, s, n, info, cmds);
+    lower_attention<cached_attention_rule, A, B>(cx, s, n, info, cmds);
   }
 
   template <class K>

@@ -25,7 +25,6 @@
 // flat index is that of the dense output [batch..., M, N], its channel the column n.
 #include <algorithm>
 #include <initializer_list>
-#include <limits>
 #include <string>
 
 #include "kfuse/kernels/gemm/batched_gemm_problem.hpp"
@@ -147,14 +146,7 @@ struct batched_gemm {
                       const run_options& opt = {}, std::int32_t a_zero_point = 0) {
     constexpr std::string_view kn = name;
     check_types<TA, TB, Out>();
-    if constexpr (integer) {
-      if (a_zero_point < std::numeric_limits<TA>::min() ||
-          a_zero_point > std::numeric_limits<TA>::max())
-        detail::fail(
-            kn, "A's zero point " + std::to_string(a_zero_point) + " is outside its element range");
-    } else if (a_zero_point != 0) {
-      detail::fail(kn, "a zero point is only meaningful for the i8 recipe");
-    }
+    detail::check_zero_point<integer, TA>(kn, a_zero_point);
     if (k.empty()) detail::fail(kn, "not initialized (initialize(problem))");
     const problem& p = k.p;
     const index_t batches = p.batches(), M = p.m, K = p.k, N = p.n;

@@ -155,6 +155,19 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
   }
 }
 
+/// A's zero point: within A's element range for an integer micro-kernel, 0 otherwise.
+template <bool Integer, class TA>
+void check_zero_point(std::string_view kernel, std::int32_t a_zero_point) {
+  if constexpr (Integer) {
+    if (a_zero_point < std::numeric_limits<TA>::min() ||
+        a_zero_point > std::numeric_limits<TA>::max())
+      fail(kernel,
+           "A's zero point " + std::to_string(a_zero_point) + " is outside its element range");
+  } else if (a_zero_point != 0) {
+    fail(kernel, "a zero point is only meaningful for the i8 recipe");
+  }
+}
+
 /// Whether the i8 recipe has a micro-kernel on arch A with vectors V: vpdpbusd on an arch with
 /// a native int8 dot product, or the exact scalar kernel of arch::generic.
 template <class A, class V>
@@ -298,14 +311,7 @@ struct gemm {
                                      std::conditional_t<std::is_void_v<produced>, f32, produced>> ||
                       (std::is_void_v<produced> && elem_traits<elem_of<Out>>::is_float),
                   "kfuse::gemm: the output type does not match what the epilogue produces");
-    if constexpr (microkernel::integer) {
-      if (a_zero_point < std::numeric_limits<TA>::min() ||
-          a_zero_point > std::numeric_limits<TA>::max())
-        detail::fail(
-            k, "A's zero point " + std::to_string(a_zero_point) + " is outside its element range");
-    } else if (a_zero_point != 0) {
-      detail::fail(k, "a zero point is only meaningful for the i8 recipe");
-    }
+    detail::check_zero_point<microkernel::integer, TA>(k, a_zero_point);
     if (w.empty()) detail::fail(k, "packed weights are empty");
     if (w.nr() != config::nr)
       detail::fail(k, "weights were packed for another micro-kernel (NR " + std::to_string(w.nr()) +
