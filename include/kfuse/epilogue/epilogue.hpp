@@ -84,6 +84,9 @@ struct epilogue_traits<epilogue<S...>> {
   static constexpr std::size_t size = sizeof...(S);
   /// Some stage always reads a per-channel parameter (bias).
   static constexpr bool needs_channel = (detail::stage_needs_channel<S>() || ... || false);
+  /// Some stage can read a per-channel parameter at run time (kernels compile their per-channel
+  /// walks only then).
+  static constexpr bool may_use_channel = (detail::stage_may_use_channel<S>() || ... || false);
   /// Some stage runs as a call rather than inlined (the graph's run-time chain). A call clobbers
   /// every vector register, so kernels save their register tile to memory before such an
   /// epilogue: otherwise GCC saves and restores every live accumulator around each call.

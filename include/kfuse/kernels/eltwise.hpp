@@ -60,12 +60,6 @@ KFUSE_INLINE void eltwise_run(const In* KFUSE_RESTRICT in, Out* KFUSE_RESTRICT o
   }
 }
 
-template <class Ep>
-inline constexpr bool may_use_channel = false;
-template <class... S>
-inline constexpr bool may_use_channel<epilogue<S...>> = (stage_may_use_channel<S>() || ... ||
-                                                         false);
-
 // Rows of a dense tensor: `rows` runs of `row_len` elements. With channels (!= 0) the channel
 // of row r is r % channels (channels-first), or each lane's offset in the row (channels-last).
 template <class A, class B, class In, class Out, class Ep>
@@ -89,7 +83,7 @@ run_info eltwise_rows(const In* in, Out* out, index_t rows, index_t row_len, ind
       [&](range r, int) {
         for (index_t row = r.begin; row < r.end; ++row) {
           const index_t i0 = row * row_len, len = std::min(row_len, total - i0);
-          if constexpr (may_use_channel<Ep>) {
+          if constexpr (epilogue_traits<Ep>::may_use_channel) {
             if (channels_last) {
               eltwise_run<V, true>(in + i0, out + i0, len, i0, 0, ep);
               continue;

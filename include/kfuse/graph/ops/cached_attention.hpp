@@ -148,6 +148,7 @@ struct cached_attention_rule : op_rule {
     cache.i64_position = pos.type == dtype::i64;
     cache.who = "graph: node '" + n.name + "' (cached_attention)";
     cx.T(s.others[2]).written = cx.T(s.others[3]).written = true;
+    const kv_cache_shape* shape = cx.own(std::make_shared<kv_cache_shape>(cache));
     for (int i = 0; i < 2; ++i) {  // the new keys, then the new values, into their caches
       detail::plan_command w;
       w.in[0] = s.others[std::size_t(i)];
@@ -157,7 +158,7 @@ struct cached_attention_rule : op_rule {
       w.begin = 0;
       w.end = 1;
       w.threads = 1;
-      w.params = cx.own(std::make_shared<kv_cache_shape>(cache));
+      w.params = shape;
       cmds.push_back(w);
     }
     auto p = std::make_shared<cached_attention_params<K>>();

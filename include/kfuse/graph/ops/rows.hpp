@@ -51,7 +51,7 @@ KFUSE_NOINLINE void run_rows(const In* in, Out* out, const rows_shape& s, index_
                              const Ep& ep) {
   for (index_t row = r0; row < r1; ++row) {
     const index_t i0 = row * s.row_len;
-    if constexpr (detail::may_use_channel<Ep>) {
+    if constexpr (epilogue_traits<Ep>::may_use_channel) {
       if (s.channels_last) {
         detail::eltwise_run<V, true>(in + i0, out + i0, s.row_len, i0, 0, ep);
         continue;

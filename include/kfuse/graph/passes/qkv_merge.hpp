@@ -56,8 +56,8 @@ inline int qkv_projection(const compile_context& cx, const step_uses& u, std::in
 inline void merge_qkv(compile_context& cx) {
   step_uses u(cx);
   for (step& a : cx.steps) {
-    if (!a.alive || a.op != op_kind::attention || a.others.size() < 2 || a.qkv_shape_of[0] >= 0)
-      continue;
+    if (!a.alive || a.op != op_kind::attention || a.others.size() < 2) continue;
+    // (An attention merged already reads one tensor three times.)
     const std::array<std::int32_t, 3> in = {a.x, a.others[0], a.others[1]};
     if (in[0] == in[1] || in[1] == in[2] || in[0] == in[2]) continue;
     std::array<std::vector<int>, 3> r;
