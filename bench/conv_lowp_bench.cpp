@@ -32,6 +32,7 @@ const layer layers[] = {
     {64, 56, 64, 3, 1, 1},     // ResNet-18/50 stage 1: the 3x3 64->64
     {128, 28, 128, 3, 1, 1},   // ResNet stage 2
     {256, 14, 256, 3, 1, 1},   // ResNet stage 3
+    {512, 7, 512, 3, 1, 1},    // ResNet stage 4 (7-wide rows: tiles span output rows)
     {256, 56, 64, 1, 0, 1},    // ResNet-50 1x1 reduce
     {96, 28, 576, 1, 0, 1},    // MobileNetV3-large 1x1 expand
     {144, 56, 144, 3, 1, 144}  // depthwise 3x3 (memory-bound: shown, not a target row)

@@ -40,6 +40,12 @@ std::vector<conv_shape> test_shapes() {
       make(1, 66, 9, 9, 20, 3, 3, 1, {1, 1, 1, 1}),         // C*R*S > one panel chunk
       make(1, 7, 33, 33, 9, 3, 3, 1, {1, 1, 1, 1}),         // 33x33, many pixel tiles
       make(1, 5, 28, 28, 11, 3, 3, 2, {1, 1, 0, 0}, 1, 1),  // 28x28 stride 2
+      // NHWC tiles span output rows: no padding on a 2-wide map (a tile touches 4 rows), pads
+      // on top and bottom only (3x1), a 3x3 stride-2 map of 3 columns, and channels in chunks.
+      make(2, 5, 6, 4, 7, 3, 3, 1),
+      make(1, 6, 9, 3, 10, 3, 1, 1, {1, 0, 1, 0}),
+      make(2, 9, 5, 5, 18, 3, 3, 2, {1, 1, 1, 1}),
+      make(1, 300, 5, 5, 20, 3, 3, 1, {1, 1, 1, 1}),
   };
 }
 

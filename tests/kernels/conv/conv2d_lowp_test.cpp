@@ -30,6 +30,9 @@ std::vector<conv_shape> lowp_shapes() {
       make(1, 3, 28, 28, 16, 7, 7, 2, {3, 3, 3, 3}),        // 7x7 stride 2
       make(1, 66, 9, 9, 20, 3, 3, 1, {1, 1, 1, 1}),         // several panel chunks (nchw)
       make(1, 64, 1, 1, 40, 3, 3, 1, {1, 1, 1, 1}),         // 1x1 image, padded taps only
+      make(2, 5, 6, 4, 7, 3, 3, 1),                         // nhwc tiles over 4 output rows
+      make(1, 6, 9, 3, 10, 3, 1, 1, {1, 0, 1, 0}),          // pads on top and bottom only
+      make(2, 9, 5, 5, 18, 3, 3, 2, {1, 1, 1, 1}),          // stride 2 on 5x5
   };
 }
 

@@ -16,11 +16,12 @@
 // from the activations; the accumulators of a tile are final before the epilogue runs on them
 // and the tile is stored once:
 //  * NHWC, 1x1, stride 1, no padding, one group: literally gemm [N*H*W, C] x [C, K].
-//  * NHWC otherwise ("implicit gemm"): a register tile is MR output pixels of one output row x
-//    NR output channels; for each tap (r, s) the micro-kernel reduces over the group's input
-//    channels, reading the MR pixels straight from the input (stride `stride_w * C` between
-//    them). Rows with padding are read from a per-thread copy of the R input rows padded with
-//    zeros (or the zero point), so no tap needs a bounds check.
+//  * NHWC otherwise ("implicit gemm"): a register tile is MR consecutive output pixels (which
+//    may span output rows: a 7x7 map runs as tiles of 5 and 6, not 4 + 3 per row) x NR output
+//    channels; for each tap (r, s) the micro-kernel reduces over the group's input channels,
+//    reading each pixel through a pointer of its own (an indirection, as XNNPACK's). Inputs with
+//    padding are read from per-thread copies of the input rows padded with zeros (or the zero
+//    point), so no tap needs a bounds check.
 //  * NCHW ("channel rows"): the GEMM [K, C*R*S] x [C*R*S, pixels] per image, with the weights
 //    as the broadcast operand (OIHW rows are exactly its rows) and lanes = consecutive output
 //    pixels, so every store and the residual read are contiguous NCHW runs and the epilogue's
@@ -566,30 +567,51 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                ? cgp
                : std::max<index_t>(G, index_t(384 * 1024) / (rs * NR * index_t(sizeof(S))) / G * G);
   }
-  /// int8 never skips an all-padding row: its taps must add the zero point's share, which the
-  /// weight sums take back.
+  /// Rows with padding are read from padded copies; int8 never skips an all-padding row (its
+  /// taps must add the zero point's share, which the weight sums take back). A channel count
+  /// that is not a multiple of the k group is copied too, each pixel padded to the packed
+  /// weights' cgp channels (their weights are zero): every reduction is then whole k groups, and
+  /// a row's S taps one run (an int8 RGB stem: 7 calls of 7 quads per tile instead of 49 calls
+  /// of a partial quad).
   static bool nhwc_copy_rows(const conv_shape& s) {
-    return s.pad_left > 0 || s.pad_right > 0 || integer;
+    return s.pad_left > 0 || s.pad_right > 0 || s.pad_top > 0 || s.pad_bottom > 0 || integer ||
+           (s.c / s.groups) % G != 0;
   }
-  /// One thread's slot of the NHWC path: its padded input rows, the rows each output row
-  /// needs, and the partial sums of a band (chunked channels only; a band is at most OH rows).
+  /// The values per pixel of the rows the NHWC tiles read: the group's channels padded to the
+  /// k group in a copied row, all channels of the input otherwise.
+  static index_t nhwc_pixel_values(const conv_shape& s) {
+    return nhwc_copy_rows(s) ? (s.c / s.groups + G - 1) / G * G : s.c;
+  }
+  /// The output rows a tile of at most MR consecutive pixels can touch.
+  static index_t nhwc_span(const conv_shape& s) {
+    return std::min(s.out_h(), (s.out_w() + MR - 2) / s.out_w() + 1);
+  }
+  /// One thread's slot of the NHWC path: its padded input rows, the rows a tile needs (R per
+  /// output row it touches), the tile's pixel pointers and the partial sums of a band (chunked
+  /// channels only; a band is at most the whole image).
   template <class TX>
   struct nhwc_slot {
     detail::padded_rows<TX> rows;
     index_t* need;
     const TX** rowptr;
+    const TX** px;
+    char* valid;
     float* part;
   };
   template <class TX>
   static nhwc_slot<TX> nhwc_layout(detail::slot_cursor& cur, const conv_shape& s) {
     const index_t cg = s.c / s.groups, wp = s.w + s.pad_left + s.pad_right;
     const index_t chunks = (cg + nhwc_chunk_channels(s) - 1) / nhwc_chunk_channels(s);
-    const index_t ntiles = (s.out_w() + MR - 1) / MR;
-    detail::padded_rows<TX> rows(cur, nhwc_copy_rows(s) ? int(s.r) : 0, wp * cg);
-    index_t* need = cur.take<index_t>(std::size_t(s.r));
-    const TX** rowptr = cur.take<const TX*>(std::size_t(s.r));
-    float* part = cur.take<float>(chunks > 1 ? std::size_t(s.out_h() * ntiles * MR * NR) : 0);
-    return {rows, need, rowptr, part};
+    const index_t n_need = s.r * nhwc_span(s);
+    const index_t ntiles = (s.out_h() * s.out_w() + MR - 1) / MR;
+    detail::padded_rows<TX> rows(cur, nhwc_copy_rows(s) ? int(n_need) : 0,
+                                 wp * nhwc_pixel_values(s));
+    index_t* need = cur.take<index_t>(std::size_t(n_need));
+    const TX** rowptr = cur.take<const TX*>(std::size_t(n_need));
+    const TX** px = cur.take<const TX*>(std::size_t(s.r * MR));
+    char* valid = cur.take<char>(std::size_t(n_need));
+    float* part = cur.take<float>(chunks > 1 ? std::size_t(ntiles * MR * NR) : 0);
+    return {rows, need, rowptr, px, valid, part};
   }
 
   template <class TX, class Out>
@@ -600,83 +622,107 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     const index_t KB = w.kblocks_, cgp = w.cgp_, rs = s.r * s.s;
     const bool copy_rows = nhwc_copy_rows(s);
     const index_t wp = s.w + s.pad_left + s.pad_right;
+    const index_t pix = nhwc_pixel_values(s);
+    // The channels a chunk reduces end at the row's last value: the padding channels of a copy
+    // are reduced too (against zero weights) so that each reduction is whole k groups.
+    const index_t c_end = copy_rows ? pix : cg;
     const TX pad = TX(integer ? za : 0);
     std::int32_t a_zero = 0;
     if constexpr (integer) a_zero = za + MK::template zero_point_shift<TX>;
     const index_t cc = nhwc_chunk_channels(s);
     const index_t chunks = (cg + cc - 1) / cc;
     // Work items ordered (group, K block, image, band of output rows): consecutive items share
-    // the weight block, so each thread keeps its block in L2. Bands are one row unless chunked.
+    // the weight block, so each thread keeps its block in L2. An image is split into bands only
+    // as far as the threads need items (about two each, a multiple of the threads where the
+    // image has the rows): a band boundary ends the tiles' row spans.
     const index_t outer = s.groups * KB * s.n;
-    const index_t band_rows =
-        chunks == 1 ? 1
-                    : (OH + std::max<index_t>(1, (2 * pool + outer - 1) / outer) - 1) /
-                          std::max<index_t>(1, (2 * pool + outer - 1) / outer);
+    index_t per_image = pool == 1 ? 1 : std::min(OH, (2 * pool + outer - 1) / outer);
+    while ((outer * per_image) % pool != 0 && per_image < OH) ++per_image;
+    const index_t band_rows = (OH + per_image - 1) / per_image;
     const index_t bands = (OH + band_rows - 1) / band_rows;
     const index_t items = outer * bands;
     const int threads = int(std::min<index_t>(pool, items));
-    const index_t ntiles = (OW + MR - 1) / MR;
     auto body = [&](range rg, int worker) {
       detail::slot_cursor cur(ws.slot<std::byte>(worker, slot));
       nhwc_slot<TX> sl = nhwc_layout<TX>(cur, s);
       detail::padded_rows<TX>& row_cache = sl.rows;
-      index_t* const need = sl.need;
       // Copies input row `key` ((image, group, row) as set below) with its padding columns.
       auto fill_row = [&](index_t key, TX* row) {
         if (key == row_cache.pad_row) {
-          std::fill(row, row + wp * cg, pad);
+          std::fill(row, row + wp * pix, pad);
           return;
         }
         const index_t ih = key % s.h, ng = key / s.h;
         const TX* src = x + ((ng / s.groups * s.h + ih) * s.w) * s.c + ng % s.groups * cg;
-        std::fill(row, row + s.pad_left * cg, pad);
-        if (cg == s.c)
+        std::fill(row, row + s.pad_left * pix, pad);
+        if (cg == s.c && pix == cg) {
           std::memcpy(row + s.pad_left * cg, src, sizeof(TX) * std::size_t(s.w * cg));
-        else
-          for (index_t iw = 0; iw < s.w; ++iw)
-            std::memcpy(row + (s.pad_left + iw) * cg, src + iw * s.c, sizeof(TX) * std::size_t(cg));
-        std::fill(row + (s.pad_left + s.w) * cg, row + wp * cg, pad);
+        } else {
+          for (index_t iw = 0; iw < s.w; ++iw) {
+            TX* o = row + (s.pad_left + iw) * pix;
+            std::memcpy(o, src + iw * s.c, sizeof(TX) * std::size_t(cg));
+            std::fill(o + cg, o + pix, pad);
+          }
+        }
+        std::fill(row + (s.pad_left + s.w) * pix, row + wp * pix, pad);
       };
-      float* const part = sl.part;
-      const TX** const rowptr = sl.rowptr;
-      detail::nhwc_rows<TX> in{rowptr, copy_rows ? cg : s.c};
+      const detail::nhwc_pixels<TX> in{sl.px, MR, pix};
       for (index_t it = rg.begin; it < rg.end; ++it) {
         const index_t b = it % bands, n = (it / bands) % s.n, kb = (it / (bands * s.n)) % KB,
                       g = it / (bands * s.n * KB);
         const typename MK::storage* wblock = w.data_.data() + ((g * KB + kb) * rs) * cgp * NR;
         const index_t ch0 = g * kg + kb * NR, ch_valid = std::min<index_t>(NR, kg - kb * NR);
         const std::int32_t* sums = integer ? w.sums_.data() + (g * KB + kb) * NR : nullptr;
-        const index_t oh0 = b * band_rows, oh1 = std::min(OH, oh0 + band_rows);
-        for (index_t ck = 0; ck < chunks; ++ck)
-          for (index_t oh = oh0; oh < oh1; ++oh) {
-            for (index_t r = 0; r < s.r; ++r) {
-              const index_t ih = oh * s.stride_h - s.pad_top + r * s.dilation_h;
-              const bool valid = ih >= 0 && ih < s.h;
-              if (!copy_rows) {
-                rowptr[r] = valid ? x + ((n * s.h + ih) * s.w) * s.c + g * cg : nullptr;
-                continue;
+        // Balanced tiles of at most MR consecutive pixels of the band, spanning output rows (7x7
+        // maps run as tiles of 5 and 6 pixels, not 4 + 3 per row).
+        const index_t p_begin = b * band_rows * OW,
+                      npix = std::min(OH, (b + 1) * band_rows) * OW - p_begin;
+        const index_t ntiles = (npix + MR - 1) / MR, base = npix / ntiles, extra = npix % ntiles;
+        for (index_t ck = 0; ck < chunks; ++ck) {
+          index_t p = p_begin, held_oh = -1, held_span = 0;
+          for (index_t t = 0; t < ntiles; ++t) {
+            const int rows = int(base + (t < extra ? 1 : 0));
+            const index_t oh_a = p / OW, nspan = (p + rows - 1) / OW - oh_a + 1;
+            // Most tiles read the output rows the previous one did: the rows are then in place.
+            const bool same_rows = oh_a == held_oh && nspan == held_span;
+            held_oh = oh_a, held_span = nspan;
+            for (index_t j = 0; j < nspan && !same_rows; ++j)
+              for (index_t r = 0; r < s.r; ++r) {
+                const index_t ih = (oh_a + j) * s.stride_h - s.pad_top + r * s.dilation_h;
+                const bool valid = ih >= 0 && ih < s.h;
+                const index_t k = j * s.r + r;
+                sl.valid[k] = char(valid);
+                if (copy_rows)
+                  sl.need[k] = valid ? (n * s.groups + g) * s.h + ih : row_cache.pad_row;
+                else  // no padding at all: every row is valid
+                  sl.rowptr[k] = x + ((n * s.h + ih) * s.w) * s.c + g * cg;
               }
-              // float skips an all-padding row; int8 reads one row of zero points for it.
-              need[r] = valid ? (n * s.groups + g) * s.h + ih
-                              : (integer ? row_cache.pad_row : row_cache.no_row);
+            if (copy_rows && !same_rows)
+              row_cache.assign(sl.need, int(nspan * s.r), sl.rowptr, fill_row);
+            index_t span_of[MR], col_of[MR];  // pixel i: its output row's index in the span,
+            for (int i = 0; i < rows; ++i) {  // and its first input value in that row
+              span_of[i] = (p + i) / OW - oh_a;
+              col_of[i] = (p + i) % OW * s.stride_w * pix;
             }
-            if (copy_rows) row_cache.assign(need, rowptr, fill_row);
-            // Balanced tiles of at most MR pixels (a 7-wide row runs as 4 + 3, not 6 + 1).
-            const index_t base = OW / ntiles, extra = OW % ntiles;
-            index_t ow0 = 0;
-            for (index_t t = 0; t < ntiles; ++t) {
-              const int rows = int(base + (t < extra ? 1 : 0));
-              const index_t pix0 = (n * OH + oh) * OW + ow0;
-              const detail::nhwc_chunk chunk{
-                  ck * cc, std::min(cg, (ck + 1) * cc),
-                  chunks > 1 ? part + ((oh - oh0) * ntiles + t) * MR * NR : nullptr, ck == 0,
-                  ck + 1 == chunks};
-              detail::nhwc_tile_rows<MK, vec, MR, NV, MR>(rows, in, ow0, s, wblock, chunk, cgp,
-                                                          y + pix0 * s.k + ch0, pix0 * s.k + ch0,
-                                                          ch0, ch_valid, sums, a_zero, ep);
-              ow0 += rows;
+            for (index_t r = 0; r < s.r; ++r) {
+              bool any = integer;  // int8 reads its rows of zero points
+              for (int i = 0; i < rows; ++i) {
+                const index_t k = span_of[i] * s.r + r;
+                sl.px[r * MR + i] = sl.rowptr[k] + col_of[i];
+                any = any || sl.valid[k];
+              }
+              if (!any) sl.px[r * MR] = nullptr;
             }
+            const index_t pix0 = n * OH * OW + p;
+            const detail::nhwc_chunk chunk{ck * cc, std::min(c_end, (ck + 1) * cc),
+                                           chunks > 1 ? sl.part + t * MR * NR : nullptr, ck == 0,
+                                           ck + 1 == chunks};
+            detail::nhwc_tile_rows<MK, vec, MR, NV, MR>(rows, in, s, wblock, chunk, cgp,
+                                                        y + pix0 * s.k + ch0, pix0 * s.k + ch0, ch0,
+                                                        ch_valid, sums, a_zero, ep);
+            p += rows;
           }
+        }
       }
     };
     parallel_for(0, items, (items + threads - 1) / threads, body, threads);

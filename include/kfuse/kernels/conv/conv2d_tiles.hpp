@@ -35,15 +35,12 @@ KFUSE_INLINE T convert_to(float v) {
 
 // -------------------------------------------------------------------------------- NHWC tiles
 
-/// Pointers to the R input rows of one output row: row r's pixel (ow, s) sits at
-/// rows[r] + (ow * stride_w + s * dilation_w) * pix; null when the row is all padding and may be
-/// skipped (float recipes).
-/// The padded input rows one NHWC conv thread reads: R slots, each remembering which row it
-/// holds (a key >= 0, or pad_row: a row of padding values). Consecutive output rows of a stride-1
-/// conv share R - 1 input rows, so each row is copied once instead of R times.
+/// The padded input rows one NHWC conv thread reads: slots, each remembering which row it holds
+/// (a key >= 0, or pad_row: a row of padding values). Consecutive tiles of a stride-1 conv share
+/// most of their input rows, so each row is copied about once instead of R times.
 template <class TX>
 struct padded_rows {
-  static constexpr index_t pad_row = -2, no_row = -3, empty = -1;
+  static constexpr index_t pad_row = -2, empty = -1;
   TX* data = nullptr;
   index_t row_size = 0;
   index_t* key = nullptr;
@@ -60,25 +57,21 @@ struct padded_rows {
     if (key) std::fill(key, key + slots, empty);
   }
 
-  /// ptr[r] = the slot holding row need[r] (nullptr for no_row), filling missing rows with
-  /// fill(key, row) in slots that no row of this call needs.
+  /// ptr[i] = the slot holding row need[i] for i < count (at most `slots` distinct rows),
+  /// filling missing rows with fill(key, row) in slots that no row of this call needs.
   template <class Fill>
-  void assign(const index_t* need, const TX** ptr, Fill&& fill) {
+  void assign(const index_t* need, int count, const TX** ptr, Fill&& fill) {
     std::fill(used, used + slots, char(0));
     auto find = [&](index_t k) {
       for (int i = 0; i < slots; ++i)
         if (key[std::size_t(i)] == k) return i;
       return -1;
     };
-    for (int r = 0; r < slots; ++r) {  // rows already held keep their slots
-      const int i = need[r] == no_row ? -1 : find(need[r]);
+    for (int r = 0; r < count; ++r) {  // rows already held keep their slots
+      const int i = find(need[r]);
       if (i >= 0) used[std::size_t(i)] = 1;
     }
-    for (int r = 0; r < slots; ++r) {
-      if (need[r] == no_row) {
-        ptr[r] = nullptr;
-        continue;
-      }
+    for (int r = 0; r < count; ++r) {
       int i = find(need[r]);
       if (i < 0) {
         i = int(std::find(used, used + slots, char(0)) - used);
@@ -91,9 +84,14 @@ struct padded_rows {
   }
 };
 
+/// The input a tile of output pixels reads: px[r * MR + i] points at the first tap of kernel row
+/// r of the tile's pixel i (input column ow_i * stride_w of its input row, channel 0), pix values
+/// apart per input column; px[r * MR] is null when row r is padding for every pixel of the tile
+/// and is skipped (float recipes). Pixels of one tile may sit on different output rows.
 template <class TX>
-struct nhwc_rows {
-  const TX* const* rows = nullptr;
+struct nhwc_pixels {
+  const TX* const* px = nullptr;
+  int mr = 0;
   index_t pix = 0;
 };
 
@@ -106,7 +104,7 @@ struct nhwc_chunk {
 };
 
 template <class MK, class V, int Rows, int NV, class TX, class Out, class Ep>
-KFUSE_INLINE void nhwc_tile(const nhwc_rows<TX>& in, index_t ow0, const conv_shape& s,
+KFUSE_INLINE void nhwc_tile(const nhwc_pixels<TX>& in, const conv_shape& s,
                             const typename MK::storage* KFUSE_RESTRICT wblock, const nhwc_chunk& ck,
                             index_t cgp, Out* KFUSE_RESTRICT out, index_t flat0, index_t ch0,
                             index_t ch_valid, const std::int32_t* sums, std::int32_t a_zero,
@@ -114,23 +112,26 @@ KFUSE_INLINE void nhwc_tile(const nhwc_rows<TX>& in, index_t ow0, const conv_sha
   constexpr int L = V::lanes, NR = NV * L;
   V acc[Rows][NV];
   start_tile(acc, ck.part, ck.first);
-  const index_t lda = s.stride_w * in.pix;
   // A row's S taps over whole channels of one group, without dilation, are one contiguous run
   // of S * C inputs per pixel and of weights (packed tap by tap): one reduction of S * C instead
   // of S reductions of C (a 3x3 conv over 3 input channels: 9 per call instead of 3).
   const bool taps_in_one = ck.c0 == 0 && ck.c1 == cgp && cgp == in.pix && s.dilation_w == 1;
   for (index_t r = 0; r < s.r; ++r) {
-    const TX* row = in.rows[r];
-    if (!row) continue;
+    const TX* const* row = in.px + r * in.mr;
+    if (!row[0]) continue;
+    pointer_rows<TX, Rows> a;
     if (taps_in_one) {
-      MK::template accumulate<V, Rows, NV, NR>(acc, row + ow0 * s.stride_w * in.pix, lda,
-                                               wblock + r * s.s * cgp * NR, 0, s.s * cgp);
+#pragma GCC unroll 8
+      for (int i = 0; i < Rows; ++i) a.p[i] = row[i];
+      MK::template accumulate<V, Rows, NV, NR>(acc, a, wblock + r * s.s * cgp * NR, 0, s.s * cgp);
       continue;
     }
     for (index_t q = 0; q < s.s; ++q) {
-      const TX* a = row + (ow0 * s.stride_w + q * s.dilation_w) * in.pix + ck.c0;
+      const index_t off = q * s.dilation_w * in.pix + ck.c0;
+#pragma GCC unroll 8
+      for (int i = 0; i < Rows; ++i) a.p[i] = row[i] + off;
       MK::template accumulate<V, Rows, NV, NR>(
-          acc, a, lda, wblock + (r * s.s + q) * cgp * NR + ck.c0 * NR, 0, ck.c1 - ck.c0);
+          acc, a, wblock + (r * s.s + q) * cgp * NR + ck.c0 * NR, 0, ck.c1 - ck.c0);
     }
   }
   if (!ck.last) {
@@ -145,17 +146,17 @@ KFUSE_INLINE void nhwc_tile(const nhwc_rows<TX>& in, index_t ow0, const conv_sha
 }
 
 template <class MK, class V, int MR, int NV, int Rows, class TX, class Out, class Ep>
-KFUSE_INLINE void nhwc_tile_rows(int rows, const nhwc_rows<TX>& in, index_t ow0,
-                                 const conv_shape& s, const typename MK::storage* wblock,
-                                 const nhwc_chunk& ck, index_t cgp, Out* out, index_t flat0,
-                                 index_t ch0, index_t ch_valid, const std::int32_t* sums,
-                                 std::int32_t a_zero, const Ep& ep) {
+KFUSE_INLINE void nhwc_tile_rows(int rows, const nhwc_pixels<TX>& in, const conv_shape& s,
+                                 const typename MK::storage* wblock, const nhwc_chunk& ck,
+                                 index_t cgp, Out* out, index_t flat0, index_t ch0,
+                                 index_t ch_valid, const std::int32_t* sums, std::int32_t a_zero,
+                                 const Ep& ep) {
   if constexpr (Rows >= 1) {
     if (rows == Rows)
-      nhwc_tile<MK, V, Rows, NV>(in, ow0, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums,
-                                 a_zero, ep);
+      nhwc_tile<MK, V, Rows, NV>(in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums, a_zero,
+                                 ep);
     else
-      nhwc_tile_rows<MK, V, MR, NV, Rows - 1>(rows, in, ow0, s, wblock, ck, cgp, out, flat0, ch0,
+      nhwc_tile_rows<MK, V, MR, NV, Rows - 1>(rows, in, s, wblock, ck, cgp, out, flat0, ch0,
                                               ch_valid, sums, a_zero, ep);
   }
 }
@@ -270,7 +271,7 @@ KFUSE_INLINE void nchw_tile(const TW* KFUSE_RESTRICT w, index_t lda,
   constexpr int L = V::lanes, NR = NV * L;
   V acc[Rows][NV];
   start_tile(acc, part, First);
-  MK::template accumulate<V, Rows, NV, NR>(acc, w, lda, panel, 0, kq);
+  MK::template accumulate<V, Rows, NV, NR>(acc, strided_rows<TW>{w, lda}, panel, 0, kq);
   if constexpr (!Last) {
     save_tile(acc, part);
     return;

@@ -53,11 +53,22 @@ struct int_args {
 /// accumulator stays in a register (bare +5-35%, requantize within noise of bare). The call
 /// costs one store and reload of the tile per K range. The FMA kernels stay inlined: their
 /// accumulators are simd::vec objects, which GCC keeps in memory across such a call (f32 at 40%).
-template <class MK, class V, int Rows, int NV, int NR, class TA>
-KFUSE_NOINLINE void accumulate_tile(V (&acc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
+template <class MK, class V, int Rows, int NV, int NR, class AR>
+KFUSE_NOINLINE void accumulate_tile(V (&acc)[Rows][NV], const AR a,
                                     const typename MK::storage* KFUSE_RESTRICT bp, index_t k0,
                                     index_t k1) {
-  MK::template accumulate<V, Rows, NV, NR>(acc, a, lda, bp, k0, k1);
+  MK::template accumulate<V, Rows, NV, NR>(acc, a, bp, k0, k1);
+}
+
+/// The K loop of a tile: outlined for integer kernels with vectors (above), inlined otherwise.
+template <class MK, class V, int Rows, int NV, int NR, class AR>
+KFUSE_INLINE void accumulate_any(V (&acc)[Rows][NV], const AR& a,
+                                 const typename MK::storage* KFUSE_RESTRICT bp, index_t k0,
+                                 index_t k1) {
+  if constexpr (MK::integer && V::lanes > 1)
+    accumulate_tile<MK, V, Rows, NV, NR>(acc, a, bp, k0, k1);
+  else
+    MK::template accumulate<V, Rows, NV, NR>(acc, a, bp, k0, k1);
 }
 
 // One register tile: Rows x NV vectors of C, accumulated by micro-kernel MK over rows k0..k1 of K.
@@ -74,10 +85,7 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
   constexpr int L = V::lanes;
   V acc[Rows][NV];
   start_tile(acc, part, First);
-  if constexpr (MK::integer && V::lanes > 1)
-    accumulate_tile<MK, V, Rows, NV, NR>(acc, a, lda, bp, k0, k1);
-  else
-    MK::template accumulate<V, Rows, NV, NR>(acc, a, lda, bp, k0, k1);
+  accumulate_any<MK, V, Rows, NV, NR>(acc, strided_rows<TA>{a, lda}, bp, k0, k1);
   if constexpr (!Last) {
     save_tile(acc, part);
     return;

@@ -5,8 +5,8 @@
 //   k_group            consecutive k values packed together per column (1; 2 for bf16 pairs;
 //                      4 for int8 quads)
 //   integer            accumulators hold int32 bits; finish() makes them real values
-//   accumulate<...>()  the FMA / dot-product loop
-// so the tile driver (gemm.hpp) is written once for all recipes.
+//   accumulate<...>()  the FMA / dot-product loop over A's rows (an a_rows operand, below)
+// so the tile drivers (gemm.hpp, conv2d_tiles.hpp) are written once for all recipes.
 #include <bit>
 #include <cstring>
 
@@ -20,6 +20,23 @@
 KFUSE_BEGIN_NAMESPACE
 namespace detail {
 
+/// The A operand of a micro-kernel: row r's K values start at a[r]. A GEMM's rows are one
+/// stride apart (strided_rows); an NHWC convolution tile that spans output rows reads each
+/// pixel through a pointer of its own (pointer_rows: an indirection, as XNNPACK's).
+template <class T>
+struct strided_rows {
+  using value_type = T;
+  const T* base;
+  index_t ld;
+  KFUSE_INLINE const T* operator[](int r) const { return base + r * ld; }
+};
+template <class T, int Rows>
+struct pointer_rows {
+  using value_type = T;
+  const T* p[Rows];
+  KFUSE_INLINE const T* operator[](int r) const { return p[r]; }
+};
+
 /// f32 FMA on simd::vec: broadcast one A value per row, NV vectors of B per k. TA is A's storage
 /// type (f32). TB is the packed weights' storage: f32, or f16 for the f16-weight recipe
 /// (converted while loading, which halves the bytes a memory-bound small-M GEMM streams).
@@ -30,9 +47,10 @@ struct mk_fma {
   static constexpr bool integer = false;
   static constexpr std::string_view name = std::is_same_v<TB, f16_t> ? "f16w->f32 fma" : "f32 fma";
 
-  template <class V, int Rows, int NV, int NR>
-  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
-                                      const TB* KFUSE_RESTRICT bp, index_t k0, index_t k1) {
+  template <class V, int Rows, int NV, int NR, class AR>
+  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const AR& a, const TB* KFUSE_RESTRICT bp,
+                                      index_t k0, index_t k1) {
+    static_assert(std::is_same_v<typename AR::value_type, TA>);
     constexpr int L = V::lanes;
     for (index_t k = k0; k < k1; ++k) {
       V b[NV];
@@ -40,7 +58,7 @@ struct mk_fma {
       for (int j = 0; j < NV; ++j) b[j] = simd::load<V>(bp + k * NR + j * L);
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
-        const V av(to_float(a[r * lda + k]));
+        const V av(to_float(a[r][k]));
 #pragma GCC unroll 8
         for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(av, b[j], acc[r][j]);
       }
@@ -68,9 +86,8 @@ struct mk_bf16_pairs {
   // One pair of k (Pair) or, for an odd K, its last k alone, whose B partner is the zero
   // padding: vdpbf16ps adds that partner's zero product first (acc + 0, which only turns -0
   // into +0), then the product.
-  template <bool Pair, class V, int Rows, int NV>
-  static KFUSE_INLINE void step(V (&acc)[Rows][NV], const bf16_t* a, index_t lda,
-                                const bf16_t* b_row) {
+  template <bool Pair, class V, int Rows, int NV, class AR>
+  static KFUSE_INLINE void step(V (&acc)[Rows][NV], const AR& a, index_t k, const bf16_t* b_row) {
     using I = typename V::impl;
     constexpr int L = V::lanes;
     V b[NV];
@@ -79,7 +96,7 @@ struct mk_bf16_pairs {
       for (int j = 0; j < NV; ++j) b[j] = V::wrap(I::bf16_odd(I::load_bits(b_row + j * 2 * L)));
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
-        const V av = V::wrap(I::bf16_odd(I::set1(pair_bits(a + r * lda))));
+        const V av = V::wrap(I::bf16_odd(I::set1(pair_bits(a[r] + k))));
 #pragma GCC unroll 8
         for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(av, b[j], acc[r][j]);
       }
@@ -97,7 +114,7 @@ struct mk_bf16_pairs {
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       const V av =
-          Pair ? V::wrap(I::bf16_even(I::set1(pair_bits(a + r * lda)))) : V(to_float(a[r * lda]));
+          Pair ? V::wrap(I::bf16_even(I::set1(pair_bits(a[r] + k)))) : V(to_float(a[r][k]));
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = simd::fma(av, b[j], acc[r][j]);
     }
@@ -110,14 +127,13 @@ struct mk_bf16_pairs {
     return bits;
   }
 
-  template <class V, int Rows, int NV, int NR>
-  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const bf16_t* KFUSE_RESTRICT a,
-                                      index_t lda, const bf16_t* KFUSE_RESTRICT bp, index_t k0,
-                                      index_t k1) {
-    static_assert(NR == NV * V::lanes);
+  template <class V, int Rows, int NV, int NR, class AR>
+  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const AR& a,
+                                      const bf16_t* KFUSE_RESTRICT bp, index_t k0, index_t k1) {
+    static_assert(NR == NV * V::lanes && std::is_same_v<typename AR::value_type, bf16_t>);
     const index_t full_end = k1 - (k1 - k0) % 2;  // k0 is even
-    for (index_t k = k0; k < full_end; k += 2) step<true>(acc, a + k, lda, bp + (k / 2) * (2 * NR));
-    if (full_end < k1) step<false>(acc, a + full_end, lda, bp + (full_end / 2) * (2 * NR));
+    for (index_t k = k0; k < full_end; k += 2) step<true>(acc, a, k, bp + (k / 2) * (2 * NR));
+    if (full_end < k1) step<false>(acc, a, full_end, bp + (full_end / 2) * (2 * NR));
   }
 };
 
@@ -132,8 +148,8 @@ struct mk_bf16_dp {
   static constexpr std::string_view name = "bf16 vdpbf16ps";
 
   // One pair of k: NV loads of B, one 32-bit broadcast of A per row, Rows x NV vdpbf16ps.
-  template <int Rows, int NV>
-  static KFUSE_INLINE void step(__m512 (&acc)[Rows][NV], const bf16_t* a, index_t lda,
+  template <int Rows, int NV, class AR>
+  static KFUSE_INLINE void step(__m512 (&acc)[Rows][NV], const AR& a, index_t k,
                                 const bf16_t* b_row) {
     __m512bh b[NV];
 #pragma GCC unroll 8
@@ -141,31 +157,30 @@ struct mk_bf16_dp {
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       std::int32_t pair;
-      std::memcpy(&pair, a + r * lda, 4);
+      std::memcpy(&pair, a[r] + k, 4);
       const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, b[j]);
     }
   }
 
-  template <class V, int Rows, int NV, int NR>
-  static KFUSE_INLINE void accumulate(V (&vacc)[Rows][NV], const bf16_t* KFUSE_RESTRICT a,
-                                      index_t lda, const bf16_t* KFUSE_RESTRICT bp, index_t k0,
-                                      index_t k1) {
+  template <class V, int Rows, int NV, int NR, class AR>
+  static KFUSE_INLINE void accumulate(V (&vacc)[Rows][NV], const AR& a,
+                                      const bf16_t* KFUSE_RESTRICT bp, index_t k0, index_t k1) {
     static_assert(V::lanes == 16, "vdpbf16ps works on 16 f32 lanes");
+    static_assert(std::is_same_v<typename AR::value_type, bf16_t>);
     __m512 acc[Rows][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = std::bit_cast<__m512>(vacc[r][j].r);
     const index_t full_end = k1 - (k1 - k0) % 2;  // k0 is even
-    for (index_t k = k0; k < full_end; k += 2)
-      step<Rows, NV>(acc, a + k, lda, bp + (k / 2) * (2 * NR));
+    for (index_t k = k0; k < full_end; k += 2) step<Rows, NV>(acc, a, k, bp + (k / 2) * (2 * NR));
     if (full_end < k1) {
       // An odd K: the last A value pairs with zero (its B partner is the zero padding).
       alignas(64) bf16_t tail[Rows][2] = {};
-      for (int r = 0; r < Rows; ++r) tail[r][0] = a[r * lda + full_end];
-      step<Rows, NV>(acc, &tail[0][0], 2, bp + (full_end / 2) * (2 * NR));
+      for (int r = 0; r < Rows; ++r) tail[r][0] = a[r][full_end];
+      step<Rows, NV>(acc, strided_rows<bf16_t>{&tail[0][0], 2}, 0, bp + (full_end / 2) * (2 * NR));
     }
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r)
@@ -188,8 +203,8 @@ struct mk_int8_scalar {
   static constexpr bool integer = true;
   static constexpr std::string_view name = "i8 scalar";
 
-  template <class V, int Rows, int NV, int NR, class TA>
-  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
+  template <class V, int Rows, int NV, int NR, class AR>
+  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const AR& a,
                                       const std::int8_t* KFUSE_RESTRICT bp, index_t k0,
                                       index_t k1) {
     static_assert(V::lanes == 1);
@@ -197,7 +212,7 @@ struct mk_int8_scalar {
       for (int j = 0; j < NV; ++j) {
         std::int32_t s = std::bit_cast<std::int32_t>(acc[r][j].r);
         for (index_t k = k0; k < k1; ++k)
-          s += std::int32_t(a[r * lda + k]) * bp[(k / 4) * (4 * NR) + j * 4 + k % 4];
+          s += std::int32_t(a[r][k]) * bp[(k / 4) * (4 * NR) + j * 4 + k % 4];
         acc[r][j] = V::wrap(std::bit_cast<float>(s));
       }
   }
@@ -262,8 +277,8 @@ struct mk_int8_vnni {
   static constexpr std::string_view name = "i8 vpdpbusd";
 
   // One group of 4 k: NV loads of B, one broadcast of A per row, Rows x NV vpdpbusd.
-  template <class R, int Rows, int NV, class TA>
-  static KFUSE_INLINE void step(typename R::reg (&acc)[Rows][NV], const TA* a, index_t lda,
+  template <class R, int Rows, int NV, class AR>
+  static KFUSE_INLINE void step(typename R::reg (&acc)[Rows][NV], const AR& a, index_t k,
                                 const std::int8_t* b_row, std::int32_t flip) {
     constexpr int bytes = int(sizeof(typename R::reg));
     typename R::reg b[NV];
@@ -272,18 +287,19 @@ struct mk_int8_vnni {
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       std::int32_t quad;
-      std::memcpy(&quad, a + r * lda, 4);
+      std::memcpy(&quad, a[r] + k, 4);
       const typename R::reg av = R::set1(quad ^ flip);
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = R::dot(acc[r][j], av, b[j]);
     }
   }
 
-  template <class V, int Rows, int NV, int NR, class TA>
-  static KFUSE_INLINE void accumulate(V (&vacc)[Rows][NV], const TA* KFUSE_RESTRICT a, index_t lda,
+  template <class V, int Rows, int NV, int NR, class AR>
+  static KFUSE_INLINE void accumulate(V (&vacc)[Rows][NV], const AR& a,
                                       const std::int8_t* KFUSE_RESTRICT bp, index_t k0,
                                       index_t k1) {
     using R = vnni_regs<V::lanes>;
+    using TA = typename AR::value_type;
     using reg = typename R::reg;
     // s8 activations become u8 by flipping the sign bit of every byte (a + 128).
     const std::int32_t flip = std::is_signed_v<TA> ? std::int32_t(0x80808080u) : 0;
@@ -294,14 +310,15 @@ struct mk_int8_vnni {
       for (int j = 0; j < NV; ++j) acc[r][j] = std::bit_cast<reg>(vacc[r][j].r);
     const index_t full_end = k1 - (k1 - k0) % 4;  // k0 is a multiple of 4
     for (index_t k = k0; k < full_end; k += 4)
-      step<R, Rows, NV>(acc, a + k, lda, bp + (k / 4) * (4 * NR), flip);
+      step<R, Rows, NV>(acc, a, k, bp + (k / 4) * (4 * NR), flip);
     if (full_end < k1) {
       // K not a multiple of 4: copy the last A bytes into zero-padded quads. Flipped zero bytes
       // are 128 and meet B's zero padding, so they add nothing.
       alignas(64) TA tail[Rows][4] = {};
       for (int r = 0; r < Rows; ++r)
-        for (index_t k = full_end; k < k1; ++k) tail[r][k - full_end] = a[r * lda + k];
-      step<R, Rows, NV>(acc, &tail[0][0], 4, bp + (full_end / 4) * (4 * NR), flip);
+        for (index_t k = full_end; k < k1; ++k) tail[r][k - full_end] = a[r][k];
+      step<R, Rows, NV>(acc, strided_rows<TA>{&tail[0][0], 4}, 0, bp + (full_end / 4) * (4 * NR),
+                        flip);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r)
