@@ -717,9 +717,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
             const detail::nhwc_chunk chunk{ck * cc, std::min(c_end, (ck + 1) * cc),
                                            chunks > 1 ? sl.part + t * MR * NR : nullptr, ck == 0,
                                            ck + 1 == chunks};
-            detail::nhwc_tile_rows<MK, vec, MR, NV, MR>(rows, in, s, wblock, chunk, cgp,
-                                                        y + pix0 * s.k + ch0, pix0 * s.k + ch0, ch0,
-                                                        ch_valid, sums, a_zero, ep);
+            detail::nhwc_tile_any<MK, vec, MR, NV>(rows, in, s, wblock, chunk, cgp,
+                                                   y + pix0 * s.k + ch0, pix0 * s.k + ch0, ch0,
+                                                   ch_valid, sums, a_zero, ep);
             p += rows;
           }
         }

@@ -103,13 +103,13 @@ struct nhwc_chunk {
   bool first = true, last = true;
 };
 
-template <class MK, class V, int Rows, int NV, class TX, class Out, class Ep>
+/// NR is the weight block's width as packed; the tile computes its first NV vectors.
+template <class MK, class V, int Rows, int NV, int NR, class TX, class Out, class Ep>
 KFUSE_INLINE void nhwc_tile(const nhwc_pixels<TX>& in, const conv_shape& s,
                             const typename MK::storage* KFUSE_RESTRICT wblock, const nhwc_chunk& ck,
                             index_t cgp, Out* KFUSE_RESTRICT out, index_t flat0, index_t ch0,
                             index_t ch_valid, const std::int32_t* sums, std::int32_t a_zero,
                             const Ep& ep) {
-  constexpr int L = V::lanes, NR = NV * L;
   V acc[Rows][NV];
   start_tile(acc, ck.part, ck.first);
   // A row's S taps over whole channels of one group, without dilation, are one contiguous run
@@ -145,20 +145,48 @@ KFUSE_INLINE void nhwc_tile(const nhwc_pixels<TX>& in, const conv_shape& s,
   store_tile<true>(acc, out, s.k, flat0, s.k, ch0, ch_valid, ep);
 }
 
-template <class MK, class V, int MR, int NV, int Rows, class TX, class Out, class Ep>
+/// Dispatches `rows` (Floor < rows <= Rows) to the tile of that many rows.
+template <class MK, class V, int MR, int NV, int Rows, int NR, int Floor = 0, class TX, class Out,
+          class Ep>
 KFUSE_INLINE void nhwc_tile_rows(int rows, const nhwc_pixels<TX>& in, const conv_shape& s,
                                  const typename MK::storage* wblock, const nhwc_chunk& ck,
                                  index_t cgp, Out* out, index_t flat0, index_t ch0,
                                  index_t ch_valid, const std::int32_t* sums, std::int32_t a_zero,
                                  const Ep& ep) {
-  if constexpr (Rows >= 1) {
+  if constexpr (Rows > Floor) {
     if (rows == Rows)
-      nhwc_tile<MK, V, Rows, NV>(in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums, a_zero,
-                                 ep);
+      nhwc_tile<MK, V, Rows, NV, NR>(in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums,
+                                     a_zero, ep);
     else
-      nhwc_tile_rows<MK, V, MR, NV, Rows - 1>(rows, in, s, wblock, ck, cgp, out, flat0, ch0,
-                                              ch_valid, sums, a_zero, ep);
+      nhwc_tile_rows<MK, V, MR, NV, Rows - 1, NR, Floor>(rows, in, s, wblock, ck, cgp, out, flat0,
+                                                         ch0, ch_valid, sums, a_zero, ep);
   }
+}
+
+/// nhwc_tile_rows on a weight block of which only ch_valid channels are real: one of 16 or 24
+/// output channels (an RGB stem to 16) runs a tile of one or two vectors, not NV.
+template <class MK, class V, int MR, int NV, class TX, class Out, class Ep>
+KFUSE_INLINE void nhwc_tile_any(int rows, const nhwc_pixels<TX>& in, const conv_shape& s,
+                                const typename MK::storage* wblock, const nhwc_chunk& ck,
+                                index_t cgp, Out* out, index_t flat0, index_t ch0, index_t ch_valid,
+                                const std::int32_t* sums, std::int32_t a_zero, const Ep& ep) {
+  constexpr int L = V::lanes, NR = NV * L;
+  // Balanced tiles have MR or MR - 1 pixels but on tiny maps: the narrow tiles only come in
+  // those two sizes (each more would add tile code to every instantiation).
+  if constexpr (NV >= 4 && MR >= 2) {
+    if (rows >= MR - 1 && ch_valid <= L) {
+      nhwc_tile_rows<MK, V, MR, 1, MR, NR, MR - 2>(rows, in, s, wblock, ck, cgp, out, flat0, ch0,
+                                                   ch_valid, sums, a_zero, ep);
+      return;
+    }
+    if (rows >= MR - 1 && ch_valid <= 2 * L) {
+      nhwc_tile_rows<MK, V, MR, 2, MR, NR, MR - 2>(rows, in, s, wblock, ck, cgp, out, flat0, ch0,
+                                                   ch_valid, sums, a_zero, ep);
+      return;
+    }
+  }
+  nhwc_tile_rows<MK, V, MR, NV, MR, NR>(rows, in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid,
+                                        sums, a_zero, ep);
 }
 
 // -------------------------------------------------------------------------------- NCHW panel

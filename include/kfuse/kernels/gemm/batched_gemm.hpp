@@ -290,7 +290,7 @@ struct batched_gemm {
           ap = a + row0 * p.a_row;
           lda = p.a_row;
         }
-        detail::gemm_panel_rows<microkernel, vec, MR, NV, small_m>(
+        detail::gemm_panel<microkernel, vec, MR, NV, small_m>(
             rows, ap, lda, slot.panel, K, c, p.c_row, row0, pn * NR, N, ep, ia, flat_base);
       }
     }

@@ -163,6 +163,33 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
   }
 }
 
+/// gemm_panel_rows on a panel of which only the columns below N are real: a full row tile whose
+/// real columns fit in one or two of its NV vectors computes only those (a MobileNet 1x1 conv
+/// to 16 or 24 channels fills a quarter or under half of a 64-wide f32 panel; its tile did 4x or
+/// 2x the FMAs it needed).
+template <class MK, class V, int MR, int NV, int Rows, class TA, class Out, class Ep>
+KFUSE_INLINE void gemm_panel(int rows, const TA* a, index_t lda, const typename MK::storage* bp,
+                             index_t K, Out* c, index_t ldc, index_t row0, index_t col0, index_t N,
+                             const Ep& ep, const int_args& ia, index_t flat_base = 0) {
+  constexpr int L = V::lanes, NR = NV * L;
+  // Full row tiles only: the narrow tiles of every row count would triple the tile code.
+  if constexpr (NV >= 4) {
+    const index_t width = N - col0;
+    if (rows == MR && width <= L) {
+      gemm_tile<MK, V, MR, 1, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia, nullptr,
+                                  flat_base);
+      return;
+    }
+    if (rows == MR && width <= 2 * L) {
+      gemm_tile<MK, V, MR, 2, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia, nullptr,
+                                  flat_base);
+      return;
+    }
+  }
+  gemm_panel_rows<MK, V, MR, NV, Rows>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep, ia,
+                                       flat_base);
+}
+
 /// A's zero point: within A's element range for an integer micro-kernel, 0 otherwise.
 template <bool Integer, class TA>
 void check_zero_point(std::string_view kernel, std::int32_t a_zero_point) {
@@ -372,9 +399,9 @@ struct gemm {
     auto tile = [&](index_t rt, index_t p) {
       const index_t row0 = rt * tile_rows;
       const int rows = int(std::min<index_t>(tile_rows, M - row0));
-      detail::gemm_panel_rows<microkernel, vec, MR, NV, small_m>(
-          rows, a + row0 * lda, lda, w.panel(p), K, c, ldc, row0, p * config::nr, N, ep, ia,
-          flat_base);
+      detail::gemm_panel<microkernel, vec, MR, NV, small_m>(rows, a + row0 * lda, lda, w.panel(p),
+                                                            K, c, ldc, row0, p * config::nr, N, ep,
+                                                            ia, flat_base);
     };
     const int threads = pool_threads(opt.threads);
     // Weights that fit in L2 stay there while A streams through once, a row tile at a time

@@ -130,7 +130,7 @@ struct mk_bf16_pairs {
   template <class V, int Rows, int NV, int NR, class AR>
   static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const AR& a,
                                       const bf16_t* KFUSE_RESTRICT bp, index_t k0, index_t k1) {
-    static_assert(NR == NV * V::lanes && std::is_same_v<typename AR::value_type, bf16_t>);
+    static_assert(NR >= NV * V::lanes && std::is_same_v<typename AR::value_type, bf16_t>);
     const index_t full_end = k1 - (k1 - k0) % 2;  // k0 is even
     for (index_t k = k0; k < full_end; k += 2) step<true>(acc, a, k, bp + (k / 2) * (2 * NR));
     if (full_end < k1) step<false>(acc, a, full_end, bp + (full_end / 2) * (2 * NR));
