@@ -1,7 +1,8 @@
 // The store of a finished register tile (kernels/register_tile.hpp): a run-time chain of the
-// common form (bias, add, relu / clamp / hardswish) runs inline on the registers, and must give
-// bitwise what the same chain gives stage by stage on a saved tile, for every value (NaN, -0,
-// infinities), tail and channel walk. Also which chains graph_ops::with_shape finds common.
+// common form (per-channel mul, bias, add, relu / clamp / hardswish) runs inline on the registers,
+// and must give bitwise what the same chain gives stage by stage on a saved tile, for every value
+// (NaN, -0, infinities), tail and channel walk. Also which chains graph_ops::with_shape finds
+// common.
 #include "kfuse/kernels/register_tile.hpp"
 
 #include <cstring>
@@ -48,9 +49,10 @@ void check_tile(const go::chain_list& common, index_t valid, index_t ch_step, st
   const index_t ld = NV * L + 3, flat0 = 5, ch0 = 2;
   const std::size_t span = std::size_t(flat0 + Rows * ld + 8);
   std::vector<float> acc_vals(std::size_t(Rows * NV * L)), bias(std::size_t(ch0 + Rows + NV * L)),
-      addend(span);
+      scale(bias.size()), addend(span);
   fill_special(acc_vals.data(), acc_vals.size(), rng);
   fill_special(bias.data(), bias.size(), rng);
+  fill_special(scale.data(), scale.size(), rng);
   fill_special(addend.data(), addend.size(), rng);
   V acc[Rows][NV];
   for (int r = 0; r < Rows; ++r)
@@ -61,7 +63,7 @@ void check_tile(const go::chain_list& common, index_t valid, index_t ch_step, st
   general.shape = {};  // act::other: the stage-by-stage path
   std::vector<float> fast(span, 777.f), slow(span, 777.f);
   const auto run = [&](const go::chain_list& l, std::vector<float>& out) {
-    const go::chain c{&l, {bias.data(), addend.data(), nullptr}};
+    const go::chain c{&l, {bias.data(), addend.data(), scale.data()}};
     kfuse::detail::store_tile<PerLane>(acc, out.data() + flat0, ld, flat0, ld, ch0, valid,
                                        kfuse::epilogue<go::chain>{c}, ch_step);
   };
@@ -87,6 +89,10 @@ void check_all(std::mt19937& rng) {
       list_of({st(stage_kind::bias, 0), st(stage_kind::hardswish)}),
       list_of({st(stage_kind::add, 1), st(stage_kind::hardswish)}),
       list_of({st(stage_kind::relu)}),
+      // int8 kernels' dequantization scale first (operand 2: a third per-channel array)
+      list_of({st(stage_kind::mul, 2, 0, 0, true), st(stage_kind::bias, 0), st(stage_kind::relu)}),
+      list_of({st(stage_kind::mul, 2, 0, 0, true), st(stage_kind::bias, 0), st(stage_kind::add, 1),
+               st(stage_kind::hardswish)}),
   };
   for (const go::chain_list& l : chains) {
     REQUIRE(l.shape.kind != common_form::act::other);
@@ -120,6 +126,12 @@ TEST_CASE("register tile: which chains are of the common form", "[kernels][regis
   CHECK(hs.shape.kind == act::hardswish);
   CHECK(hs.shape.bias == 1);
   CHECK(hs.shape.addend == 0);
+  CHECK(hs.shape.scale == -1);
+  const go::chain_list dq =
+      list_of({st(stage_kind::mul, 2, 0, 0, true), st(stage_kind::bias, 0), st(stage_kind::relu)});
+  CHECK(dq.shape.kind == act::clamp);
+  CHECK(dq.shape.scale == 2);
+  CHECK(dq.shape.bias == 0);
   const go::chain_list cl = list_of({st(stage_kind::clamp, -1, -1.f, 6.f)});
   CHECK(cl.shape.kind == act::clamp);
   CHECK(cl.shape.bias == -1);
@@ -129,6 +141,9 @@ TEST_CASE("register tile: which chains are of the common form", "[kernels][regis
   CHECK(list_of({st(stage_kind::relu), st(stage_kind::bias, 0)}).shape.kind == act::other);
   CHECK(list_of({st(stage_kind::add, 1), st(stage_kind::bias, 0)}).shape.kind == act::other);
   CHECK(list_of({st(stage_kind::bias, 0), st(stage_kind::mul, 1)}).shape.kind == act::other);
+  CHECK(list_of({st(stage_kind::mul, 1), st(stage_kind::bias, 0)}).shape.kind == act::other);
+  CHECK(list_of({st(stage_kind::bias, 0), st(stage_kind::mul, 1, 0, 0, true)}).shape.kind ==
+        act::other);
   CHECK(list_of({st(stage_kind::bias, 0), st(stage_kind::sigmoid)}).shape.kind == act::other);
   CHECK(list_of({st(stage_kind::relu), st(stage_kind::relu)}).shape.kind == act::other);
   CHECK(

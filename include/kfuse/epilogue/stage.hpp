@@ -81,8 +81,9 @@ struct saved_tile {
   }
 };
 
-/// The shape most fused producer epilogues of a plan take: y = act(x + bias[c] + addend[i]),
-/// act a clamp (relu, relu6, clip; none is clamp(-inf, inf)) or hardswish. An out-of-line stage
+/// The shape most fused producer epilogues of a plan take: y = act(x * scale[c] + bias[c] +
+/// addend[i]), act a clamp (relu, relu6, clip; none is clamp(-inf, inf)) or hardswish (the
+/// scale: an int8 kernel's dequantization). An out-of-line stage
 /// that can state itself in this form (the graph's run-time chain) offers
 ///   common_form common() const;
 /// and kernels then apply it on the register tile, inline, instead of saving the tile for a
@@ -94,6 +95,7 @@ struct common_form {
   const float* addend = nullptr;  // at each output's flat index; null: none
   float lo = -std::numeric_limits<float>::infinity();
   float hi = std::numeric_limits<float>::infinity();
+  const float* scale = nullptr;  // per channel, applied first; null: none
 };
 
 /// What a stage may check before a kernel runs. fail() throws kfuse::error naming the kernel

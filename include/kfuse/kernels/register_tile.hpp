@@ -70,13 +70,14 @@ requires requires(const S& s) {
 }
 inline constexpr bool has_common_form<epilogue<S>> = true;
 
-/// A common_form's value of an accumulator: act(x + bias + addend).
+/// A common_form's value of an accumulator: act(x * scale + bias + addend).
 template <class Act>
 struct common_value {
   const common_form& f;
   Act act;
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, int, int, const Ctx& ctx) const {
+    if (f.scale) x = x * ctx.channel_param(f.scale);
     if (f.bias) x = x + ctx.channel_param(f.bias);
     if (f.addend) x = x + ctx.load(f.addend);
     return act(x, ctx);

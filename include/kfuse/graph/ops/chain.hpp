@@ -29,7 +29,7 @@ using chain_stage = stage_desc<std::int8_t>;
 /// the form has pointers.
 struct chain_shape {
   common_form::act kind = common_form::act::other;
-  std::int8_t bias = -1, addend = -1;  // operand slots; -1: none
+  std::int8_t scale = -1, bias = -1, addend = -1;  // operand slots; -1: none
   float lo = -std::numeric_limits<float>::infinity();
   float hi = std::numeric_limits<float>::infinity();
 };
@@ -40,14 +40,15 @@ struct chain_list {
   chain_shape shape;  // set by with_shape()
 };
 
-/// The list with its shape: [bias] [add] [relu | clamp | hardswish], each optional, in this
-/// order (the order of the arithmetic), or common_form::act::other.
+/// The list with its shape: [per-channel mul] [bias] [add] [relu | clamp | hardswish], each
+/// optional, in this order (the order of the arithmetic), or common_form::act::other.
 inline chain_list with_shape(chain_list l) {
   using act = common_form::act;
   chain_shape& sh = l.shape;
   sh = {};
   int s = 0;
   const auto at = [&](stage_kind k) { return s < l.count && l.stages[s].kind == k; };
+  if (at(stage_kind::mul) && l.stages[s].per_channel) sh.scale = l.stages[s++].operand;
   if ((at(stage_kind::bias) || at(stage_kind::add)) &&
       (l.stages[s].kind == stage_kind::bias || l.stages[s].per_channel))
     sh.bias = l.stages[s++].operand;
@@ -82,8 +83,12 @@ struct chain {
   /// The chain as a common_form when it has that shape (kernels then run it inline).
   KFUSE_INLINE common_form common() const {
     const chain_shape& sh = list->shape;
-    return {sh.kind, sh.bias >= 0 ? operands[sh.bias] : nullptr,
-            sh.addend >= 0 ? operands[sh.addend] : nullptr, sh.lo, sh.hi};
+    return {sh.kind,
+            sh.bias >= 0 ? operands[sh.bias] : nullptr,
+            sh.addend >= 0 ? operands[sh.addend] : nullptr,
+            sh.lo,
+            sh.hi,
+            sh.scale >= 0 ? operands[sh.scale] : nullptr};
   }
 
   template <class V, class Ctx>
