@@ -621,7 +621,6 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     const index_t OH = s.out_h(), OW = s.out_w(), cg = s.c / s.groups, kg = s.k / s.groups;
     const index_t KB = w.kblocks_, cgp = w.cgp_, rs = s.r * s.s;
     const bool copy_rows = nhwc_copy_rows(s);
-    const index_t wp = s.w + s.pad_left + s.pad_right;
     const index_t pix = nhwc_pixel_values(s);
     // The channels a chunk reduces end at the row's last value: the padding channels of a copy
     // are reduced too (against zero weights) so that each reduction is whole k groups.
@@ -645,28 +644,8 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     auto body = [&](range rg, int worker) {
       detail::slot_cursor cur(ws.slot<std::byte>(worker, slot));
       nhwc_slot<TX> sl = nhwc_layout<TX>(cur, s);
-      detail::padded_rows<TX>& row_cache = sl.rows;
-      // Copies input row `key` ((image, group, row) as set below) with its padding columns.
-      auto fill_row = [&](index_t key, TX* row) {
-        if (key == row_cache.pad_row) {
-          std::fill(row, row + wp * pix, pad);
-          return;
-        }
-        const index_t ih = key % s.h, ng = key / s.h;
-        const TX* src = x + ((ng / s.groups * s.h + ih) * s.w) * s.c + ng % s.groups * cg;
-        std::fill(row, row + s.pad_left * pix, pad);
-        if (cg == s.c && pix == cg) {
-          std::memcpy(row + s.pad_left * cg, src, sizeof(TX) * std::size_t(s.w * cg));
-        } else {
-          for (index_t iw = 0; iw < s.w; ++iw) {
-            TX* o = row + (s.pad_left + iw) * pix;
-            std::memcpy(o, src + iw * s.c, sizeof(TX) * std::size_t(cg));
-            std::fill(o + cg, o + pix, pad);
-          }
-        }
-        std::fill(row + (s.pad_left + s.w) * pix, row + wp * pix, pad);
-      };
-      const detail::nhwc_pixels<TX> in{sl.px, MR, pix};
+      detail::nhwc_input<TX, MR> in{x,        s,   sl.rows, sl.need,   sl.rowptr, sl.px,
+                                    sl.valid, pix, pad,     copy_rows, integer};
       for (index_t it = rg.begin; it < rg.end; ++it) {
         const index_t b = it % bands, n = (it / bands) % s.n, kb = (it / (bands * s.n)) % KB,
                       g = it / (bands * s.n * KB);
@@ -679,45 +658,15 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                       npix = std::min(OH, (b + 1) * band_rows) * OW - p_begin;
         const index_t ntiles = (npix + MR - 1) / MR, base = npix / ntiles, extra = npix % ntiles;
         for (index_t ck = 0; ck < chunks; ++ck) {
-          index_t p = p_begin, held_oh = -1, held_span = 0;
+          index_t p = p_begin;
           for (index_t t = 0; t < ntiles; ++t) {
             const int rows = int(base + (t < extra ? 1 : 0));
-            const index_t oh_a = p / OW, nspan = (p + rows - 1) / OW - oh_a + 1;
-            // Most tiles read the output rows the previous one did: the rows are then in place.
-            const bool same_rows = oh_a == held_oh && nspan == held_span;
-            held_oh = oh_a, held_span = nspan;
-            for (index_t j = 0; j < nspan && !same_rows; ++j)
-              for (index_t r = 0; r < s.r; ++r) {
-                const index_t ih = (oh_a + j) * s.stride_h - s.pad_top + r * s.dilation_h;
-                const bool valid = ih >= 0 && ih < s.h;
-                const index_t k = j * s.r + r;
-                sl.valid[k] = char(valid);
-                if (copy_rows)
-                  sl.need[k] = valid ? (n * s.groups + g) * s.h + ih : row_cache.pad_row;
-                else  // no padding at all: every row is valid
-                  sl.rowptr[k] = x + ((n * s.h + ih) * s.w) * s.c + g * cg;
-              }
-            if (copy_rows && !same_rows)
-              row_cache.assign(sl.need, int(nspan * s.r), sl.rowptr, fill_row);
-            index_t span_of[MR], col_of[MR];  // pixel i: its output row's index in the span,
-            for (int i = 0; i < rows; ++i) {  // and its first input value in that row
-              span_of[i] = (p + i) / OW - oh_a;
-              col_of[i] = (p + i) % OW * s.stride_w * pix;
-            }
-            for (index_t r = 0; r < s.r; ++r) {
-              bool any = integer;  // int8 reads its rows of zero points
-              for (int i = 0; i < rows; ++i) {
-                const index_t k = span_of[i] * s.r + r;
-                sl.px[r * MR + i] = sl.rowptr[k] + col_of[i];
-                any = any || sl.valid[k];
-              }
-              if (!any) sl.px[r * MR] = nullptr;
-            }
+            in.point(n, g, p, rows);
             const index_t pix0 = n * OH * OW + p;
             const detail::nhwc_chunk chunk{ck * cc, std::min(c_end, (ck + 1) * cc),
                                            chunks > 1 ? sl.part + t * MR * NR : nullptr, ck == 0,
                                            ck + 1 == chunks};
-            detail::nhwc_tile_any<MK, vec, MR, NV>(rows, in, s, wblock, chunk, cgp,
+            detail::nhwc_tile_any<MK, vec, MR, NV>(rows, in.pixels(), s, wblock, chunk, cgp,
                                                    y + pix0 * s.k + ch0, pix0 * s.k + ch0, ch0,
                                                    ch_valid, sums, a_zero, ep);
             p += rows;

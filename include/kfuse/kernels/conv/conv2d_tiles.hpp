@@ -95,6 +95,92 @@ struct nhwc_pixels {
   index_t pix = 0;
 };
 
+/// The input one thread's NHWC tiles read: copies of the input rows padded with `pad` (pix values
+/// per pixel: the group's channels padded to the k group), or the input itself when nothing is
+/// padded (copy == false), and each tile's pixel pointers (px, read by the tile as nhwc_pixels).
+/// Arrays from the thread's workspace slot: need / rowptr / valid of R per output row a tile can
+/// touch, px of R x MR.
+template <class TX, int MR>
+struct nhwc_input {
+  const TX* x;
+  const conv_shape& s;
+  padded_rows<TX>& rows;
+  index_t* need;
+  const TX** rowptr;
+  const TX** px;
+  char* valid;
+  index_t pix;
+  TX pad;
+  bool copy;
+  bool keep_pad_rows;  // int8: rows of zero points are read, never skipped
+  index_t held_key = -1, held_span = 0;
+
+  nhwc_pixels<TX> pixels() const { return {px, MR, pix}; }
+
+  /// Copies input row `key` ((image, group, row) as point() sets it) with its padding columns.
+  void fill_row(index_t key, TX* row) const {
+    const index_t cg = s.c / s.groups, wp = s.w + s.pad_left + s.pad_right;
+    if (key == rows.pad_row) {
+      std::fill(row, row + wp * pix, pad);
+      return;
+    }
+    const index_t ih = key % s.h, ng = key / s.h;
+    const TX* src = x + ((ng / s.groups * s.h + ih) * s.w) * s.c + ng % s.groups * cg;
+    std::fill(row, row + s.pad_left * pix, pad);
+    if (cg == s.c && pix == cg) {
+      std::memcpy(row + s.pad_left * cg, src, sizeof(TX) * std::size_t(s.w * cg));
+    } else {
+      for (index_t iw = 0; iw < s.w; ++iw) {
+        TX* o = row + (s.pad_left + iw) * pix;
+        std::memcpy(o, src + iw * s.c, sizeof(TX) * std::size_t(cg));
+        std::fill(o + cg, o + pix, pad);
+      }
+    }
+    std::fill(row + (s.pad_left + s.w) * pix, row + wp * pix, pad);
+  }
+
+  /// Points px at the inputs of the tile of output pixels [p, p + count) of image n, group g
+  /// (p flat within the image): R pointers per pixel, px[r * MR] null for a kernel row that is
+  /// padding for every pixel of a float tile.
+  void point(index_t n, index_t g, index_t p, int count) {
+    const index_t OW = s.out_w(), cg = s.c / s.groups;
+    const index_t oh_a = p / OW, nspan = (p + count - 1) / OW - oh_a + 1;
+    // Most tiles read the output rows the previous one did: the rows are then in place.
+    const index_t key = (n * s.groups + g) * s.out_h() + oh_a;
+    if (key != held_key || nspan != held_span) {
+      held_key = key, held_span = nspan;
+      for (index_t j = 0; j < nspan; ++j)
+        for (index_t r = 0; r < s.r; ++r) {
+          const index_t ih = (oh_a + j) * s.stride_h - s.pad_top + r * s.dilation_h;
+          const bool in_image = ih >= 0 && ih < s.h;
+          const index_t k = j * s.r + r;
+          valid[k] = char(in_image);
+          if (copy)
+            need[k] = in_image ? (n * s.groups + g) * s.h + ih : rows.pad_row;
+          else  // no padding at all: every row is in the image
+            rowptr[k] = x + ((n * s.h + ih) * s.w) * s.c + g * cg;
+        }
+      if (copy)
+        rows.assign(need, int(nspan * s.r), rowptr,
+                    [this](index_t k, TX* row) { fill_row(k, row); });
+    }
+    index_t span_of[MR], col_of[MR];   // pixel i: its output row's index in the span,
+    for (int i = 0; i < count; ++i) {  // and its first input value in that row
+      span_of[i] = (p + i) / OW - oh_a;
+      col_of[i] = (p + i) % OW * s.stride_w * pix;
+    }
+    for (index_t r = 0; r < s.r; ++r) {
+      bool any = keep_pad_rows;
+      for (int i = 0; i < count; ++i) {
+        const index_t k = span_of[i] * s.r + r;
+        px[r * MR + i] = rowptr[k] + col_of[i];
+        any = any || valid[k];
+      }
+      if (!any) px[r * MR] = nullptr;
+    }
+  }
+};
+
 /// The input channels [c0, c1) of a tile's reduction (a multiple of the k group apart); the tile
 /// starts from `part` unless `first` and saves to it unless `last` (then the epilogue runs).
 struct nhwc_chunk {

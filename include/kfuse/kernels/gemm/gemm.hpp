@@ -60,17 +60,6 @@ KFUSE_NOINLINE void accumulate_tile(V (&acc)[Rows][NV], const AR a,
   MK::template accumulate<V, Rows, NV, NR>(acc, a, bp, k0, k1);
 }
 
-/// The K loop of a tile: outlined for integer kernels with vectors (above), inlined otherwise.
-template <class MK, class V, int Rows, int NV, int NR, class AR>
-KFUSE_INLINE void accumulate_any(V (&acc)[Rows][NV], const AR& a,
-                                 const typename MK::storage* KFUSE_RESTRICT bp, index_t k0,
-                                 index_t k1) {
-  if constexpr (MK::integer && V::lanes > 1)
-    accumulate_tile<MK, V, Rows, NV, NR>(acc, a, bp, k0, k1);
-  else
-    MK::template accumulate<V, Rows, NV, NR>(acc, a, bp, k0, k1);
-}
-
 // One register tile: Rows x NV vectors of C, accumulated by micro-kernel MK over rows k0..k1 of K.
 // `bp` points at the tile's panel. With a partial-sum buffer `part` (Rows x NV x L floats) the
 // tile starts from `part` unless First and ends by saving to `part` unless Last; when Last, every
@@ -85,7 +74,11 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
   constexpr int L = V::lanes;
   V acc[Rows][NV];
   start_tile(acc, part, First);
-  accumulate_any<MK, V, Rows, NV, NR>(acc, strided_rows<TA>{a, lda}, bp, k0, k1);
+  const strided_rows<TA> ar{a, lda};
+  if constexpr (MK::integer && V::lanes > 1)
+    accumulate_tile<MK, V, Rows, NV, NR>(acc, ar, bp, k0, k1);
+  else
+    MK::template accumulate<V, Rows, NV, NR>(acc, ar, bp, k0, k1);
   if constexpr (!Last) {
     save_tile(acc, part);
     return;
