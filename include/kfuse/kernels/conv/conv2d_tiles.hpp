@@ -249,28 +249,21 @@ KFUSE_INLINE void nhwc_tile_rows(int rows, const nhwc_pixels<TX>& in, const conv
   }
 }
 
-/// nhwc_tile_rows on a weight block of which only ch_valid channels are real: one of 16 or 24
-/// output channels (an RGB stem to 16) runs a tile of one or two vectors, not NV.
+/// nhwc_tile_rows on a weight block of which only ch_valid channels are real: tiles of MR or
+/// MR - 1 pixels (balanced tiles have those sizes but on tiny maps; each size more would add tile
+/// code to every instantiation) compute only the vectors those need (with_needed_vectors).
 template <class MK, class V, int MR, int NV, class TX, class Out, class Ep>
 KFUSE_INLINE void nhwc_tile_any(int rows, const nhwc_pixels<TX>& in, const conv_shape& s,
                                 const typename MK::storage* wblock, const nhwc_chunk& ck,
                                 index_t cgp, Out* out, index_t flat0, index_t ch0, index_t ch_valid,
                                 const std::int32_t* sums, std::int32_t a_zero, const Ep& ep) {
   constexpr int L = V::lanes, NR = NV * L;
-  // Balanced tiles have MR or MR - 1 pixels but on tiny maps: the narrow tiles only come in
-  // those two sizes (each more would add tile code to every instantiation).
-  if constexpr (NV >= 4 && MR >= 2) {
-    if (rows >= MR - 1 && ch_valid <= L) {
-      nhwc_tile_rows<MK, V, MR, 1, MR, NR, MR - 2>(rows, in, s, wblock, ck, cgp, out, flat0, ch0,
-                                                   ch_valid, sums, a_zero, ep);
-      return;
-    }
-    if (rows >= MR - 1 && ch_valid <= 2 * L) {
-      nhwc_tile_rows<MK, V, MR, 2, MR, NR, MR - 2>(rows, in, s, wblock, ck, cgp, out, flat0, ch0,
-                                                   ch_valid, sums, a_zero, ep);
-      return;
-    }
-  }
+  static_assert(MR >= 2);
+  if (rows >= MR - 1)
+    return with_needed_vectors<NV, L>(ch_valid, [&](auto nv) KFUSE_INLINE_LAMBDA {
+      nhwc_tile_rows<MK, V, MR, decltype(nv)::value, MR, NR, MR - 2>(
+          rows, in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums, a_zero, ep);
+    });
   nhwc_tile_rows<MK, V, MR, NV, MR, NR>(rows, in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid,
                                         sums, a_zero, ep);
 }

@@ -156,29 +156,32 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
   }
 }
 
-/// gemm_panel_rows on a panel of which only the columns below N are real: a full row tile whose
-/// real columns fit in one or two of its NV vectors computes only those (a MobileNet 1x1 conv
-/// to 16 or 24 channels fills a quarter or under half of a 64-wide f32 panel; its tile did 4x or
-/// 2x the FMAs it needed).
+/// Calls f(std::integral_constant<int, nv>) with the vectors a tile of NV vectors of L lanes
+/// needs for `width` real columns: 1 or 2 when they fit in a tile of 4 or more (AVX-512 f32
+/// panels are 64 columns: a 16- or 24-channel layer did 4x or 2.7x the FMAs it needed), NV
+/// otherwise.
+template <int NV, int L, class F>
+KFUSE_INLINE void with_needed_vectors(index_t width, F&& f) {
+  if constexpr (NV >= 4) {
+    if (width <= L) return f(std::integral_constant<int, 1>{});
+    if (width <= 2 * L) return f(std::integral_constant<int, 2>{});
+  }
+  f(std::integral_constant<int, NV>{});
+}
+
+/// gemm_panel_rows on a panel of which only the columns below N are real: a full row tile
+/// computes only the vectors those need (with_needed_vectors; full tiles only: narrow tiles of
+/// every row count would triple the tile code).
 template <class MK, class V, int MR, int NV, int Rows, class TA, class Out, class Ep>
 KFUSE_INLINE void gemm_panel(int rows, const TA* a, index_t lda, const typename MK::storage* bp,
                              index_t K, Out* c, index_t ldc, index_t row0, index_t col0, index_t N,
                              const Ep& ep, const int_args& ia, index_t flat_base = 0) {
   constexpr int L = V::lanes, NR = NV * L;
-  // Full row tiles only: the narrow tiles of every row count would triple the tile code.
-  if constexpr (NV >= 4) {
-    const index_t width = N - col0;
-    if (rows == MR && width <= L) {
-      gemm_tile<MK, V, MR, 1, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia, nullptr,
-                                  flat_base);
-      return;
-    }
-    if (rows == MR && width <= 2 * L) {
-      gemm_tile<MK, V, MR, 2, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia, nullptr,
-                                  flat_base);
-      return;
-    }
-  }
+  if (rows == MR)
+    return with_needed_vectors<NV, L>(N - col0, [&](auto nv) KFUSE_INLINE_LAMBDA {
+      gemm_tile<MK, V, MR, decltype(nv)::value, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia,
+                                                    nullptr, flat_base);
+    });
   gemm_panel_rows<MK, V, MR, NV, Rows>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep, ia,
                                        flat_base);
 }
