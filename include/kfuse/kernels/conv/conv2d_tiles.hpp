@@ -1,8 +1,9 @@
 #pragma once
 // The register tiles of conv2d (kernels/conv/conv2d.hpp) and the operands they read: the NHWC
-// implicit-GEMM tile over padded input rows (padded_rows, a per-thread row cache), the NCHW
-// channel-row tile over pixel panels (build_panel), and the f32 NCHW tile over padded input
-// bands (build_band). conv2d.hpp holds the kernel: weights, paths, threading and workspace.
+// implicit-GEMM tile over pixel pointers into padded input rows (nhwc_input over padded_rows, a
+// per-thread row cache), the NCHW channel-row tile over pixel panels (build_panel), and the f32
+// NCHW tile over padded input bands (build_band). conv2d.hpp holds the kernel: weights, paths,
+// threading and workspace.
 #include <algorithm>
 #include <cstring>
 #include <limits>
