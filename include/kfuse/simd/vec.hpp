@@ -148,9 +148,17 @@ KFUSE_INLINE V load_odd(const float* p) {
   return V::wrap(V::impl::load_odd(p));
 }
 
+/// Whether impl I has masked f32 partial loads and stores (x86 AVX2 / AVX-512 xsimd).
+template <class I>
+inline constexpr bool has_partial_f32 = false;
+template <class I>
+requires(I::has_partial_f32) inline constexpr bool has_partial_f32<I> = true;
+
 /// Loads the first n (< lanes) values; the other lanes are zero. Never reads past p + n.
 template <class V, class T>
 KFUSE_INLINE V load_partial(const T* p, int n) {
+  if constexpr (std::is_same_v<T, float> && has_partial_f32<typename V::impl>)
+    return V::wrap(V::impl::load_partial_f32(p, n));
   alignas(64) T tmp[V::lanes] = {};
   std::memcpy(tmp, p, sizeof(T) * std::size_t(n));
   return load<V>(tmp);
@@ -165,6 +173,8 @@ KFUSE_INLINE void store(T* p, V v) {
 /// Stores the first n lanes. Never writes past p + n.
 template <class T, class V>
 KFUSE_INLINE void store_partial(T* p, V v, int n) {
+  if constexpr (std::is_same_v<T, float> && has_partial_f32<typename V::impl>)
+    return V::impl::store_partial_f32(p, v.r, n);
   alignas(64) T tmp[V::lanes];
   store(tmp, v);
   std::memcpy(p, tmp, sizeof(T) * std::size_t(n));

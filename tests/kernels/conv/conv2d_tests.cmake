@@ -17,3 +17,13 @@ foreach(part f32 f32_nchw lowp lowp_nchw errors)
                         LABELS "full" ARCHS ${conv2d_full_archs})
   endif()
 endforeach()
+
+# conv_transpose2d (GEMM + banded col2im): the CI archs; every other under "full".
+set(conv_transpose_full_archs ${archs})
+list(REMOVE_ITEM conv_transpose_full_archs ${conv2d_ci_archs})
+kfuse_add_arch_test(kernels_conv_transpose2d SOURCES kernels/conv/conv_transpose2d_test.cpp
+                    LABELS "ci" ARCHS ${conv2d_ci_archs})
+if(KFUSE_FULL_TESTS AND conv_transpose_full_archs)
+  kfuse_add_arch_test(kernels_conv_transpose2d SOURCES kernels/conv/conv_transpose2d_test.cpp
+                      LABELS "full" ARCHS ${conv_transpose_full_archs})
+endif()

@@ -1,34 +1,15 @@
 #pragma once
 // conv_transpose2d as a graph op: NHWC f32 images, weights [C, K / groups, R, S] packed once at
 // compile time, optional bias [K]; the output size is the node's (ONNX's output_padding and
-// output_shape decide it). Output rows split over threads by FLOPs.
+// output_shape decide it). Lowered onto kfuse::conv_transpose2d through the kernel contract's
+// adapter (its workspace a slice of the arena).
+#include "kfuse/graph/ops/kernel_command.hpp"
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/conv/conv_transpose2d.hpp"
-#include "kfuse/threading/thread_pool.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
-
-struct conv_transpose_params {
-  conv_transpose_shape shape;
-  std::vector<float> packed, bias;
-};
-
-inline void conv_transpose_cmd(const command& c) {
-  const auto& p = *static_cast<const conv_transpose_params*>(c.params);
-  const float* x = static_cast<const float*>(c.in[0]);
-  float* out = static_cast<float*>(c.out);
-  const float* bias = p.bias.empty() ? nullptr : p.bias.data();
-  if (c.threads <= 1)
-    return conv_transpose_rows(x, p.packed.data(), bias, out, p.shape, c.begin, c.end);
-  parallel_for(
-      c.begin, c.end, 1,
-      [&](range r, int) {
-        conv_transpose_rows(x, p.packed.data(), bias, out, p.shape, r.begin, r.end);
-      },
-      c.threads);
-}
 
 struct conv_transpose2d_rule : op_rule {
   static constexpr op_kind kind = op_kind::conv_transpose2d;
@@ -74,24 +55,22 @@ struct conv_transpose2d_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& st, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
-    auto p = std::make_shared<conv_transpose_params>();
-    p->shape = shape_of(cx.T(st.x), cx.T(st.others[0]), n);
+    using K = conv_transpose2d<A, B>;
+    const conv_transpose_shape s = shape_of(cx.T(st.x), cx.T(st.others[0]), n);
     const std::vector<float> w = cx.constant_f32(st.others[0]);
-    p->packed = pack_conv_transpose_weights(w.data(), p->shape);
-    if (st.others.size() > 1) p->bias = cx.constant_f32(st.others[1]);
+    const std::vector<float> bias =
+        st.others.size() > 1 ? cx.constant_f32(st.others[1]) : std::vector<float>{};
+    auto p = std::make_shared<kernel_params<K>>();
+    p->packed = K::initialize(s, w.data(), bias.empty() ? nullptr : bias.data());
+    p->in = s.in_dims();
+    p->out = s.out_dims();
     detail::plan_command c;
-    c.fn = &conv_transpose_cmd;
     c.in[0] = st.x;
     c.out = st.out;
-    c.begin = 0;
-    c.end = p->shape.n * p->shape.out_h;
-    const conv_transpose_shape& s = p->shape;
-    info.flops = 2.0 * double(s.n * s.h * s.w) * double(s.c / s.groups) * double(s.k * s.r * s.s);
+    info.flops = s.flops();
     info.bytes = double(cx.T(st.x).bytes) + double(cx.T(st.out).bytes) + 4.0 * double(w.size());
-    c.threads = cx.threads_for(info.bytes, info.flops);
-    c.params = cx.own(p);
-    info.kernel = "conv_transpose2d nhwc f32";
-    cmds.push_back(c);
+    info.kernel = "conv_transpose2d nhwc f32 (gemm + col2im)";
+    add_kernel_command<K, float, float>(cx, std::move(p), s, c, info, cmds);
   }
 };
 
