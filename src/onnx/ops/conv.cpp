@@ -127,17 +127,20 @@ void import_conv(context& cx, const node_proto& n) {
 
 namespace kfuse::onnx::detail {
 
-// ConvTranspose (2-D): pads, auto_pad, output_padding and output_shape decide the output size
-// and the top / left padding the kernel needs; it runs on NHWC data (converted here if needed).
+// ConvTranspose (1-D and 2-D): pads, auto_pad, output_padding and output_shape decide the output
+// size and the top / left padding the kernel needs; it runs on NHWC data (converted here if
+// needed). A 1-D one runs as a 2-D one of height 1, as Conv does.
 void import_conv_transpose(context& cx, const node_proto& n) {
   cx.only_attrs(n, {"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
                     "output_shape", "pads", "strides"});
   run_value x = cx.float_in(n, 0);
   const const_value& w = cx.const_in(n, 1, "weight W");
-  if (x.shape.size() != 4 || w.shape.size() != 4 || !w.is_float())
-    cx.fail(n,
-            "input " + shape_str(x.shape) + " / weight " + shape_str(w.shape) +
-                ": kfuse has 2-D transposed convolutions with float weights [C, K / group, R, S]");
+  const std::size_t rank = x.shape.size();
+  if ((rank != 3 && rank != 4) || w.shape.size() != rank || !w.is_float())
+    cx.fail(n, "input " + shape_str(x.shape) + " / weight " + shape_str(w.shape) +
+                   ": kfuse has 1-D and 2-D transposed convolutions with float weights [C, K / "
+                   "group, (R,) S]");
+  const std::size_t sp = rank - 2;  // spatial axes
   auto ints = [&](const char* name, std::int64_t dflt, std::size_t count) {
     std::vector<std::int64_t> v = cx.attr_ints(n, name);
     if (v.empty()) v.assign(count, dflt);
@@ -147,11 +150,23 @@ void import_conv_transpose(context& cx, const node_proto& n) {
       if (e < 0 || e > (1 << 20)) cx.fail(n, std::string(name) + " value " + std::to_string(e));
     return v;
   };
-  const auto strides = ints("strides", 1, 2), dil = ints("dilations", 1, 2);
-  const auto out_pad = ints("output_padding", 0, 2);
-  auto pads = ints("pads", 0, 4);
+  // Every attribute as its 2-D form: a 1-D node's height axis has extent, window and stride 1.
+  auto two_d = [&](std::vector<std::int64_t> v, std::int64_t h) {
+    if (sp == 2) return v;
+    return v.size() == 2 ? std::vector<std::int64_t>{h, v[0], h, v[1]}
+                         : std::vector<std::int64_t>{h, v[0]};
+  };
+  const auto strides = two_d(ints("strides", 1, sp), 1), dil = two_d(ints("dilations", 1, sp), 1);
+  const auto out_pad = two_d(ints("output_padding", 0, sp), 0);
+  auto pads = two_d(ints("pads", 0, 2 * sp), 0);
   const std::string auto_pad = cx.attr_string(n, "auto_pad", "NOTSET");
-  const auto out_shape = cx.attr_ints(n, "output_shape");
+  auto out_shape = cx.attr_ints(n, "output_shape");
+  if (!out_shape.empty()) {
+    if (out_shape.size() != sp && out_shape.size() != rank)
+      cx.fail(n, "output_shape must have " + std::to_string(sp) + " values");
+    out_shape.erase(out_shape.begin(), out_shape.end() - std::ptrdiff_t(sp));
+    out_shape = two_d(out_shape, 1);
+  }
   const std::int64_t group = cx.attr_int(n, "group", 1);
   if (group < 1 || x.shape[1] % group || w.shape[0] != x.shape[1])
     cx.fail(n, "weight " + shape_str(w.shape) + " does not match " + std::to_string(x.shape[1]) +
@@ -160,29 +175,28 @@ void import_conv_transpose(context& cx, const node_proto& n) {
     if (v < 1) cx.fail(n, "strides must be >= 1");
   for (auto v : dil)
     if (v < 1) cx.fail(n, "dilations must be >= 1");
+  std::vector<index_t> wshape = w.shape;
+  if (sp == 1) {
+    x = cx.reshape(x, {x.shape[0], x.shape[1], 1, x.shape[2]}, n.output(0) + "/as_2d");
+    wshape = {w.shape[0], w.shape[1], 1, w.shape[2]};
+  }
   index_t out[2];
-  for (int d = 0; d < 2; ++d) {
-    const index_t in = x.shape[std::size_t(2 + d)], k = w.shape[std::size_t(2 + d)];
-    const index_t full = strides[std::size_t(d)] * (in - 1) + out_pad[std::size_t(d)] +
-                         (k - 1) * dil[std::size_t(d)] + 1;
+  for (std::size_t d = 0; d < 2; ++d) {
+    const index_t in = x.shape[2 + d], k = wshape[2 + d];
+    const index_t full = strides[d] * (in - 1) + out_pad[d] + (k - 1) * dil[d] + 1;
     if (!out_shape.empty() || (auto_pad != "NOTSET" && auto_pad != "VALID")) {
-      index_t want = in * strides[std::size_t(d)];
-      if (!out_shape.empty()) {
-        if (out_shape.size() != 2 && out_shape.size() != 4)
-          cx.fail(n, "output_shape must have 2 values");
-        want = out_shape[out_shape.size() - 2 + std::size_t(d)];
-      }
+      const index_t want = out_shape.empty() ? in * strides[d] : out_shape[d];
       // A negative total (output_shape past the full extent) pads the end of the output.
       const index_t total = full - want;
       const bool upper = auto_pad == "SAME_UPPER";
-      pads[std::size_t(d)] = total < 0 ? 0 : upper ? total / 2 : total - total / 2;
-      pads[std::size_t(d + 2)] = total - pads[std::size_t(d)];
+      pads[d] = total < 0 ? 0 : upper ? total / 2 : total - total / 2;
+      pads[d + 2] = total - pads[d];
     } else if (auto_pad == "VALID") {
-      pads[std::size_t(d)] = pads[std::size_t(d + 2)] = 0;
+      pads[d] = pads[d + 2] = 0;
     } else if (auto_pad != "NOTSET") {
       cx.fail(n, "auto_pad='" + auto_pad + "'");
     }
-    out[d] = full - pads[std::size_t(d)] - pads[std::size_t(d + 2)];
+    out[d] = full - pads[d] - pads[d + 2];
     if (out[d] < 1) cx.fail(n, "the output would be empty");
   }
   conv2d_params p;
@@ -201,15 +215,20 @@ void import_conv_transpose(context& cx, const node_proto& n) {
       cx.fail(n, "bias B must hold " + std::to_string(k) + " floats");
     bias = cx.graph_constant(b, cx.unique(n.input(2))).id;
   }
-  const run_value wt = cx.graph_constant(w, cx.unique(n.input(1)));
+  const run_value wt = cx.graph_constant(w, cx.unique(n.input(1)), tensor_layout::plain, &wshape);
   x = cx.to_layout(cx.as_image(x, n.output(0)), tensor_layout::nhwc, n.output(0) + "/nhwc");
-  const bool back = cx.image_layout() != tensor_layout::nhwc;
+  const bool back = sp == 1 || cx.image_layout() != tensor_layout::nhwc;
   run_value y = x;
   y.id = cx.g.conv_transpose2d(back ? cx.unique(n.output(0) + "/nhwc_out") : cx.out_name(n), x.id,
                                wt.id, bias, p, out[0], out[1]);
   y.shape = {x.shape[0], k, out[0], out[1]};
   y.layout = tensor_layout::nhwc;
-  if (back) y = cx.to_layout(y, tensor_layout::nchw, n.output(0));
+  if (sp == 1) {
+    y = cx.to_layout(y, tensor_layout::nchw, n.output(0) + "/nchw");
+    y = cx.reshape(y, {x.shape[0], k, out[1]}, n.output(0));
+  } else if (back) {
+    y = cx.to_layout(y, tensor_layout::nchw, n.output(0));
+  }
   cx.set_run(n, 0, y);
 }
 
