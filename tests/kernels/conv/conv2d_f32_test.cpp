@@ -46,6 +46,10 @@ std::vector<conv_shape> test_shapes() {
       make(1, 6, 9, 3, 10, 3, 1, 1, {1, 0, 1, 0}),
       make(2, 9, 5, 5, 18, 3, 3, 2, {1, 1, 1, 1}),
       make(1, 300, 5, 5, 20, 3, 3, 1, {1, 1, 1, 1}),
+      // A stride-2 RGB stem, and channels in chunks with one vector
+      // of outputs.
+      make(1, 3, 40, 30, 16, 3, 3, 2, {1, 1, 1, 1}),
+      make(1, 300, 5, 5, 8, 3, 3, 1, {1, 1, 1, 1}),
   };
 }
 

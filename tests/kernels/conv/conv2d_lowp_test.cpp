@@ -33,6 +33,12 @@ std::vector<conv_shape> lowp_shapes() {
       make(2, 5, 6, 4, 7, 3, 3, 1),                         // nhwc tiles over 4 output rows
       make(1, 6, 9, 3, 10, 3, 1, 1, {1, 0, 1, 0}),          // pads on top and bottom only
       make(2, 9, 5, 5, 18, 3, 3, 2, {1, 1, 1, 1}),          // stride 2 on 5x5
+      // Few channels (NHWC im2col patches): dilation 2 (no row runs), 4 channels with
+      // asymmetric pads, batch 2 with blocks spanning images, a 1-row map.
+      make(1, 2, 9, 8, 6, 3, 3, 1, {2, 2, 2, 2}, 2),
+      make(2, 4, 11, 13, 19, 5, 5, 2, {2, 1, 0, 2}),
+      make(3, 3, 30, 30, 24, 3, 3, 2, {1, 1, 1, 1}),
+      make(1, 1, 1, 9, 8, 1, 3, 1, {0, 1, 0, 1}),
   };
 }
 
@@ -62,6 +68,8 @@ void check_bf16(const conv_shape& s, std::mt19937& rng, const Ep& ep, std::strin
     CHECK(mk.find("bf16 vdpbf16ps") != std::string_view::npos);
   else
     CHECK(mk.find("bf16->f32 fma") != std::string_view::npos);
+  CHECK((mk.substr(0, 22) == "conv patches gemm nhwc") ==
+        (std::is_same_v<L, kfuse::nhwc> && kfuse::detail::patch_shape(s)));
   REQUIRE(y.guards_intact());
   int failures = 0;
   for (index_t i = 0; i < n_out && failures < 5; ++i) {
@@ -107,6 +115,8 @@ void check_int8(const conv_shape& s, std::int32_t za, std::mt19937& rng) {
       CHECK(std::string_view(info.micro_kernel).find("i8 vpdpbusd") != std::string_view::npos);
     else
       CHECK(std::string_view(info.micro_kernel).find("i8 scalar") != std::string_view::npos);
+    CHECK((std::string_view(info.micro_kernel).substr(0, 22) == "conv patches gemm nhwc") ==
+          (std::is_same_v<L, kfuse::nhwc> && kfuse::detail::patch_shape(s)));
     REQUIRE(y.guards_intact());
     int failures = 0;
     for (index_t i = 0; i < n_out; ++i)

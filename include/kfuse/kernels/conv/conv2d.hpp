@@ -46,6 +46,7 @@
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/conv/conv2d_tiles.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
+#include "kfuse/kernels/conv/conv_weights.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/kernel_contract.hpp"
@@ -54,60 +55,6 @@
 #include "kfuse/threading/thread_pool.hpp"
 
 KFUSE_BEGIN_NAMESPACE
-
-namespace detail {
-
-/// 64-byte aligned array that owns its memory.
-template <class T>
-class aligned_array {
- public:
-  aligned_array() = default;
-  explicit aligned_array(std::size_t n) : n_(n) {
-    if (n == 0) return;
-    void* mem = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
-    if (!mem) throw std::bad_alloc();
-    data_.reset(static_cast<T*>(mem));
-  }
-  T* data() noexcept { return data_.get(); }
-  const T* data() const noexcept { return data_.get(); }
-  std::size_t size() const noexcept { return n_; }
-
- private:
-  std::size_t n_ = 0;
-  std::unique_ptr<T, aligned_free> data_;
-};
-
-/// The layouts' packing of one convolution's weights.
-enum class conv_path { gemm_1x1, nhwc_implicit, nchw_rows, depthwise };
-
-}  // namespace detail
-
-/// Weights of one convolution packed once for conv2d<...> (owns aligned memory).
-/// TW: what the packed tiles hold; TG: what the 1x1 gemm path's panels hold; DW: the depthwise
-/// kernel's packed weights (depthwise shapes).
-template <class TW, class TG, class DW>
-class conv_weights {
- public:
-  conv_weights() = default;
-  const conv_shape& shape() const noexcept { return shape_; }
-  bool empty() const noexcept { return data_.size() == 0 && gemm_.empty() && dw_.empty(); }
-  /// Time spent packing (reported separately from the convolution itself).
-  double pack_seconds() const noexcept { return pack_seconds_; }
-
-  // Read by conv2d.
-  detail::conv_path path_ = detail::conv_path::nhwc_implicit;
-  conv_shape shape_{};
-  std::string_view layout_{};
-  int block_ = 0;        // NR (nhwc tiles) or MR (nchw rows): the micro-kernel it was packed for
-  index_t kblocks_ = 0;  // nhwc: NR-channel blocks per group
-  index_t cgp_ = 0;      // nhwc: channels per group rounded up to the k group
-  index_t crsp_ = 0;     // nchw: C/groups * R * S rounded up to the k group
-  detail::aligned_array<TW> data_;
-  std::vector<std::int32_t> sums_;  // int8: per (padded) output channel weight sums
-  packed_weights<TG> gemm_;
-  DW dw_;
-  double pack_seconds_ = 0;
-};
 
 template <class Elem, class Layout, class A = arch::native, class Ep = epilogue<>,
           class B = backend::xsimd>
@@ -188,6 +135,18 @@ struct conv2d : image_kernel_types<Layout, Ep> {
       w.path_ = detail::conv_path::gemm_1x1;
       w.block_ = NR;
       w.gemm_ = gemm_type::pack(oihw, s.c, s.k, b_layout::nk);
+    } else if (uses_patches(s)) {
+      // A GEMM [pixels, R*S*C] x [R*S*C, K] over im2col blocks: weights as [K, (r, s, c)],
+      // padded with zero rows to the k group.
+      w.path_ = detail::conv_path::nhwc_patches;
+      w.block_ = NR;
+      w.crsp_ = (s.c * rs + G - 1) / G * G;
+      std::vector<Src> b(std::size_t(s.k * w.crsp_), Src{});
+      for (index_t kk = 0; kk < s.k; ++kk)
+        for (index_t c = 0; c < s.c; ++c)
+          for (index_t t = 0; t < rs; ++t)
+            b[std::size_t(kk * w.crsp_ + t * s.c + c)] = oihw[(kk * s.c + c) * rs + t];
+      w.gemm_ = gemm_type::pack(b.data(), w.crsp_, s.k, b_layout::nk);
     } else if constexpr (is_nhwc) {
       w.path_ = detail::conv_path::nhwc_implicit;
       w.block_ = NR;
@@ -241,10 +200,12 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     static const std::string tile = std::string(microkernel::name) + " " + std::to_string(MR) +
                                     "x" + std::to_string(NV) + (L == 1 ? "" : "v");
     static const std::string n1 = "conv 1x1 gemm " + tile;
+    static const std::string n4 = "conv patches gemm nhwc " + tile;
     static const std::string n2 = "conv implicit-gemm nhwc " + tile;
     static const std::string n3 =
         std::string("conv channel-rows nchw ") + (band_path ? "" : "panel ") + tile;
     return p == detail::conv_path::depthwise       ? "depthwise"
+           : p == detail::conv_path::nhwc_patches  ? n4.c_str()
            : p == detail::conv_path::gemm_1x1      ? n1.c_str()
            : p == detail::conv_path::nhwc_implicit ? n2.c_str()
                                                    : n3.c_str();
@@ -354,6 +315,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         if constexpr (is_nhwc)
           info.threads = run_nhwc(x.data, w, y.data, sh, ep, pool, ws, slot, x_zero_point);
         break;
+      case detail::conv_path::nhwc_patches:
+        if constexpr (is_nhwc)
+          info.threads = run_patches(x.data, w, y.data, sh, ep, pool, ws, slot, x_zero_point);
+        break;
       case detail::conv_path::nchw_rows:
         if constexpr (!is_nhwc) {
           if constexpr (band_path)
@@ -426,6 +391,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   static std::size_t slot_bytes(const conv_shape& s) {
     if (s.n <= 0 || s.out_h() <= 0 || s.out_w() <= 0 || gemm_shape(s)) return 0;
     detail::slot_cursor m;
+    if constexpr (is_nhwc)
+      if (uses_patches(s))
+        return workspace_round(std::size_t(patch_pixels(s) * patch_values(s)) * sizeof(TXs));
     if constexpr (is_nhwc)
       (void)nhwc_layout<std::conditional_t<integer, std::uint8_t, storage_t<Elem>>>(m, s);
     else if constexpr (band_path)
@@ -672,6 +640,41 @@ struct conv2d : image_kernel_types<Layout, Ep> {
             p += rows;
           }
         }
+      }
+    };
+    parallel_for(0, items, (items + threads - 1) / threads, body, threads);
+    return threads;
+  }
+
+  /// The patch path (detail::patch_shape): few-channel NHWC layers of the bf16 and int8 recipes.
+  static constexpr bool uses_patches(const conv_shape& s) {
+    return is_nhwc && !std::is_same_v<Elem, f32> && detail::patch_shape(s);
+  }
+  /// The activations' storage type.
+  using TXs = std::conditional_t<integer, std::uint8_t, storage_t<Elem>>;
+  /// The patch path: values per im2col row (R*S*C rounded up to the k group) and rows per block
+  /// (about 64 KiB: the block stays in L1/L2 while the GEMM's column panels pass over it).
+  static index_t patch_values(const conv_shape& s) { return (s.c * s.r * s.s + G - 1) / G * G; }
+  static index_t patch_pixels(const conv_shape& s) {
+    const index_t want = index_t(16 * 1024) / (patch_values(s) * index_t(sizeof(TXs)));
+    return std::clamp<index_t>(want / MR * MR, MR, 1024);
+  }
+  /// The patch path: blocks of output pixels over the whole batch, each an im2col block in the
+  /// thread's slot and one GEMM with the epilogue (its flat index offset to the block).
+  template <class TX, class Out>
+  static int run_patches(const TX* x, const weights& w, Out* y, const conv_shape& s, const Ep& ep,
+                         int pool, const workspace& ws, std::size_t slot, std::int32_t za) {
+    const index_t total = s.n * s.out_h() * s.out_w(), block = patch_pixels(s), ld = w.crsp_;
+    const index_t items = (total + block - 1) / block;
+    const int threads = int(std::min<index_t>(pool, items));
+    const TX pad = TX(integer ? za : 0);
+    auto body = [&](range rg, int worker) {
+      TX* patches = ws.slot<TX>(worker, slot);
+      for (index_t it = rg.begin; it < rg.end; ++it) {
+        const index_t p0 = it * block, np = std::min(block, total - p0);
+        detail::build_patches(x, s, p0, np, ld, pad, patches);
+        gemm_type::run(patches, np, ld, w.gemm_, y + p0 * s.k, s.k, ep, run_options{1}, za,
+                       output_slice{p0 * s.k, total * s.k});
       }
     };
     parallel_for(0, items, (items + threads - 1) / threads, body, threads);

@@ -165,10 +165,15 @@ struct nhwc_input {
         rows.assign(need, int(nspan * s.r), rowptr,
                     [this](index_t k, TX* row) { fill_row(k, row); });
     }
-    index_t span_of[MR], col_of[MR];   // pixel i: its output row's index in the span,
-    for (int i = 0; i < count; ++i) {  // and its first input value in that row
-      span_of[i] = (p + i) / OW - oh_a;
-      col_of[i] = (p + i) % OW * s.stride_w * pix;
+    // Pixel i: its output row's index in the span, and its first input value in that row
+    // (stepped, not divided: two divisions per pixel were most of a 3-channel stem's time).
+    index_t span_of[MR], col_of[MR];
+    const index_t step = s.stride_w * pix;
+    index_t span = 0, ow = p - oh_a * OW;
+    for (int i = 0; i < count; ++i) {
+      span_of[i] = span;
+      col_of[i] = ow * step;
+      if (++ow == OW) ow = 0, ++span;
     }
     for (index_t r = 0; r < s.r; ++r) {
       bool any = keep_pad_rows;
@@ -267,6 +272,80 @@ KFUSE_INLINE void nhwc_tile_any(int rows, const nhwc_pixels<TX>& in, const conv_
     });
   nhwc_tile_rows<MK, V, MR, NV, MR, NR>(rows, in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid,
                                         sums, a_zero, ep);
+}
+
+// -------------------------------------------------------------------------------- NHWC patches
+
+/// Few input channels (an RGB stem): each output pixel's R x S x C inputs are one short row of
+/// an im2col block (27 values for 3x3 x 3) and the conv is a GEMM over such blocks. The tiles
+/// above reduce one kernel row per micro-kernel call, each pixel padded to the k group (an RGB
+/// pixel is 4 bf16 or int8 values: a third of the work is padding); a block row is padded once.
+/// bf16 / int8 stems ran 1.2-2x faster this way; f32 ones (k group 1) 5-30% slower (building
+/// the block costs more than the calls it saves), so conv2d takes it for bf16 and int8 only.
+constexpr bool patch_shape(const conv_shape& s) {
+  return s.groups == 1 && !s.is_pointwise() && s.c <= 4 && s.c * s.r * s.s <= 256;
+}
+/// Copies n bytes (a kernel row of an im2col block: tens of bytes) with fixed-size, overlapping
+/// moves: GCC turned the element loop into a memmove call per row, which cost more than the
+/// block's GEMM.
+KFUSE_INLINE void copy_short(void* KFUSE_RESTRICT dst, const void* KFUSE_RESTRICT src,
+                             std::size_t n) {
+  auto* o = static_cast<unsigned char*>(dst);
+  const auto* i = static_cast<const unsigned char*>(src);
+  if (n >= 32) {
+    for (std::size_t k = 0; k + 32 <= n; k += 32) std::memcpy(o + k, i + k, 32);
+    std::memcpy(o + n - 32, i + n - 32, 32);
+  } else if (n >= 16) {
+    std::memcpy(o, i, 16);
+    std::memcpy(o + n - 16, i + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(o, i, 8);
+    std::memcpy(o + n - 8, i + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(o, i, 4);
+    std::memcpy(o + n - 4, i + n - 4, 4);
+  } else {
+    for (std::size_t k = 0; k < n; ++k) o[k] = i[k];
+  }
+}
+
+/// The im2col rows of output pixels [p0, p0 + np) (flat over the batch) of a patch_shape conv:
+/// row i (ld values) holds pixel p0 + i's inputs in (r, s, c) order, padding taps and the values
+/// past R x S x C as `pad`.
+template <class TX>
+void build_patches(const TX* KFUSE_RESTRICT x, const conv_shape& s, index_t p0, index_t np,
+                   index_t ld, TX pad, TX* KFUSE_RESTRICT out) {
+  const index_t OH = s.out_h(), OW = s.out_w(), C = s.c, SC = s.s * C;
+  index_t n = p0 / (OH * OW), oh = p0 / OW % OH, ow = p0 % OW;
+  for (index_t i = 0; i < np; ++i) {
+    TX* o = out + i * ld;
+    const TX* img = x + n * s.h * s.w * C;
+    const index_t ih0 = oh * s.stride_h - s.pad_top, iw0 = ow * s.stride_w - s.pad_left;
+    // Without dilation, a kernel row inside the image is one run of S x C inputs.
+    const bool run = s.dilation_w == 1 && iw0 >= 0 && iw0 + s.s <= s.w;
+    for (index_t r = 0; r < s.r; ++r, o += SC) {
+      const index_t ih = ih0 + r * s.dilation_h;
+      if (ih < 0 || ih >= s.h) {
+        for (index_t j = 0; j < SC; ++j) o[j] = pad;
+        continue;
+      }
+      const TX* row = img + ih * s.w * C;
+      if (run) {
+        copy_short(o, row + iw0 * C, sizeof(TX) * std::size_t(SC));
+        continue;
+      }
+      for (index_t q = 0; q < s.s; ++q) {
+        const index_t iw = iw0 + q * s.dilation_w;
+        const bool in = iw >= 0 && iw < s.w;
+        for (index_t c = 0; c < C; ++c) o[q * C + c] = in ? row[iw * C + c] : pad;
+      }
+    }
+    for (index_t j = s.r * SC; j < ld; ++j) out[i * ld + j] = pad;
+    if (++ow == OW) {
+      ow = 0;
+      if (++oh == OH) oh = 0, ++n;
+    }
+  }
 }
 
 // -------------------------------------------------------------------------------- NCHW panel
