@@ -157,14 +157,15 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
 }
 
 /// Calls f(std::integral_constant<int, nv>) with the vectors a tile of NV vectors of L lanes
-/// needs for `width` real columns: 1 or 2 when they fit in a tile of 4 or more (AVX-512 f32
-/// panels are 64 columns: a 16- or 24-channel layer did 4x or 2.7x the FMAs it needed), NV
-/// otherwise.
+/// needs for `width` real columns: 1, 2 or 3 when they fit in a tile of 4 or more (AVX-512 f32
+/// panels are 64 columns: a 16-, 24- or 40-channel layer did 4x, 2.7x or 1.6x the FMAs it
+/// needed), NV otherwise.
 template <int NV, int L, class F>
 KFUSE_INLINE void with_needed_vectors(index_t width, F&& f) {
   if constexpr (NV >= 4) {
     if (width <= L) return f(std::integral_constant<int, 1>{});
     if (width <= 2 * L) return f(std::integral_constant<int, 2>{});
+    if (width <= 3 * L) return f(std::integral_constant<int, 3>{});
   }
   f(std::integral_constant<int, NV>{});
 }
