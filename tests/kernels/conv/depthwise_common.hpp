@@ -46,7 +46,10 @@ inline std::vector<kfuse::conv_shape> dw_shapes() {
       dw_shape(5, 6, 6, 3, 3, 1, 1, 3, 3, 0, 0),          // pad 3 > kernel: zero-tap outputs
       dw_shape(19, 30, 31, 5, 5, 2, 1, 2, 2, 2, 2),       // 5x5 stride (2, 1)
       dw_shape(33, 12, 40, 3, 3, 1, 1, 1, 1, 1, 1),       // wide rows: several NCHW tiles
-      dw_shape(70, 7, 7, 5, 5, 1, 1, 2, 2, 2, 2),         // 5x5 on 7x7: single-pixel tiles only
+      dw_shape(70, 7, 7, 5, 5, 1, 1, 2, 2, 2, 2),         // 5x5 on 7x7: two overlapping edge tiles
+      dw_shape(24, 13, 13, 5, 5, 2, 2, 2, 2, 2, 2),       // 5x5 stride 2 on 13x13 -> 7x7
+      dw_shape(16, 9, 20, 3, 3, 1, 1, 2, 2, 2, 2, 2),     // dilated 3x3: edge tiles, no fast path
+      dw_shape(9, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1),          // narrower than a tile: single pixels
   };
 }
 
