@@ -77,6 +77,8 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   static constexpr int MR = config::mr, NV = config::nv, NR = config::nr, L = vec::lanes;
   /// The weights' element type in OIHW: float (f32, bf16 recipes; bf16_t accepted too) or int8_t.
   static constexpr bool integer = microkernel::integer;
+  /// The activations' storage type (int8: u8; s8 inputs have the same size).
+  using TXs = std::conditional_t<integer, std::uint8_t, storage_t<Elem>>;
 
   // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
   static constexpr std::string_view name = "conv2d";
@@ -140,7 +142,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
       // padded with zero rows to the k group.
       w.path_ = detail::conv_path::nhwc_patches;
       w.block_ = NR;
-      w.crsp_ = (s.c * rs + G - 1) / G * G;
+      w.crsp_ = patch_values(s);
       std::vector<Src> b(std::size_t(s.k * w.crsp_), Src{});
       for (index_t kk = 0; kk < s.k; ++kk)
         for (index_t c = 0; c < s.c; ++c)
@@ -395,7 +397,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
       if (uses_patches(s))
         return workspace_round(std::size_t(patch_pixels(s) * patch_values(s)) * sizeof(TXs));
     if constexpr (is_nhwc)
-      (void)nhwc_layout<std::conditional_t<integer, std::uint8_t, storage_t<Elem>>>(m, s);
+      (void)nhwc_layout<TXs>(m, s);
     else if constexpr (band_path)
       (void)band_layout(m, s);
     else
@@ -650,10 +652,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   static constexpr bool uses_patches(const conv_shape& s) {
     return is_nhwc && !std::is_same_v<Elem, f32> && detail::patch_shape(s);
   }
-  /// The activations' storage type.
-  using TXs = std::conditional_t<integer, std::uint8_t, storage_t<Elem>>;
   /// The patch path: values per im2col row (R*S*C rounded up to the k group) and rows per block
-  /// (about 64 KiB: the block stays in L1/L2 while the GEMM's column panels pass over it).
+  /// (about 16 KiB: the block stays in L1 while the GEMM's column panels pass over it; 64 KiB
+  /// blocks measured the same).
   static index_t patch_values(const conv_shape& s) { return (s.c * s.r * s.s + G - 1) / G * G; }
   static index_t patch_pixels(const conv_shape& s) {
     const index_t want = index_t(16 * 1024) / (patch_values(s) * index_t(sizeof(TXs)));
