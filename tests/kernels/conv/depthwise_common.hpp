@@ -48,8 +48,9 @@ inline std::vector<kfuse::conv_shape> dw_shapes() {
       dw_shape(33, 12, 40, 3, 3, 1, 1, 1, 1, 1, 1),       // wide rows: several NCHW tiles
       dw_shape(70, 7, 7, 5, 5, 1, 1, 2, 2, 2, 2),         // 5x5 on 7x7: two overlapping edge tiles
       dw_shape(24, 13, 13, 5, 5, 2, 2, 2, 2, 2, 2),       // 5x5 stride 2 on 13x13 -> 7x7
-      dw_shape(16, 9, 20, 3, 3, 1, 1, 2, 2, 2, 2, 2),     // dilated 3x3: edge tiles, no fast path
-      dw_shape(9, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1),          // narrower than a tile: single pixels
+      dw_shape(20, 9, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2),   // dilated 3x3 on 9x9: whole-row edge tiles
+      dw_shape(16, 9, 20, 3, 3, 1, 1, 2, 2, 2, 2, 2),  // dilated 3x3, 20 wide: border pixels
+      dw_shape(9, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1),       // narrower than a tile: single pixels
   };
 }
 

@@ -249,11 +249,11 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
     return;
   }
   // Output columns whose every tap is inside the input: [ow_a, ow_b): tiles of PW pixels there
-  // (the last one ends at ow_b), single pixels at the borders. Where that would leave many single
-  // pixels (a 5x5: two on each side; every pixel of a 7x7 map), tiles over the whole row instead,
-  // edge tiles skipping the padded taps (5x5 layers on 7x7 maps 15-25% faster; on stride-2
-  // layers with one border pixel the tiles' extra overlap cost 10-15%). Rows narrower than a tile
-  // run pixel by pixel.
+  // (the last one ends at ow_b), single pixels at the borders. Where that interior is narrower
+  // than a tile (a 5x5 on a 7x7 map ran every pixel alone), tiles over the whole row instead,
+  // edge tiles skipping the padded taps: 5x5 layers with 7x7 outputs 18-22% faster; on 14x14
+  // and 28x28 maps the whole-row tiles' extra overlap cost up to 11%, so those keep the borders
+  // as single pixels. Rows narrower than a tile run pixel by pixel.
   const index_t ow_a = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
   const index_t reach = g.w - 1 + g.pl - (g.s - 1) * g.dw;  // ow * sw <= reach
   const index_t ow_b = std::max(ow_a, reach < 0 ? 0 : std::min(g.ow, reach / g.sw + 1));
@@ -261,7 +261,7 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
     for (index_t ow = 0; ow < g.ow; ++ow) single(ow);
     return;
   }
-  const bool whole_row = ow_a + (g.ow - ow_b) >= 4 || ow_b - ow_a < PW;
+  const bool whole_row = ow_b - ow_a < PW;
   const index_t t0 = whole_row ? 0 : ow_a, t1 = whole_row ? g.ow : ow_b;
   for (index_t ow = 0; ow < t0; ++ow) single(ow);
   for (index_t ow = t0;; ow += PW) {
