@@ -64,6 +64,7 @@ struct concat_rule : op_rule {
       c.in[0] = id.index;
       c.out = s.out;
       c.params = cx.own(p);
+      c.threads = cx.threads_for(2.0 * double(x.bytes), 0);
       cmds.push_back(c);
       info.bytes += 2.0 * double(x.bytes);
     }

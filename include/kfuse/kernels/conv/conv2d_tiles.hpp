@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kfuse/detail/checks.hpp"
+#include "kfuse/detail/copy_short.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
@@ -285,30 +286,6 @@ KFUSE_INLINE void nhwc_tile_any(int rows, const nhwc_pixels<TX>& in, const conv_
 constexpr bool patch_shape(const conv_shape& s) {
   return s.groups == 1 && !s.is_pointwise() && s.c <= 4 && s.c * s.r * s.s <= 256;
 }
-/// Copies n bytes (a kernel row of an im2col block: tens of bytes) with fixed-size, overlapping
-/// moves: GCC turned the element loop into a memmove call per row, which cost more than the
-/// block's GEMM.
-KFUSE_INLINE void copy_short(void* KFUSE_RESTRICT dst, const void* KFUSE_RESTRICT src,
-                             std::size_t n) {
-  auto* o = static_cast<unsigned char*>(dst);
-  const auto* i = static_cast<const unsigned char*>(src);
-  if (n >= 32) {
-    for (std::size_t k = 0; k + 32 <= n; k += 32) std::memcpy(o + k, i + k, 32);
-    std::memcpy(o + n - 32, i + n - 32, 32);
-  } else if (n >= 16) {
-    std::memcpy(o, i, 16);
-    std::memcpy(o + n - 16, i + n - 16, 16);
-  } else if (n >= 8) {
-    std::memcpy(o, i, 8);
-    std::memcpy(o + n - 8, i + n - 8, 8);
-  } else if (n >= 4) {
-    std::memcpy(o, i, 4);
-    std::memcpy(o + n - 4, i + n - 4, 4);
-  } else {
-    for (std::size_t k = 0; k < n; ++k) o[k] = i[k];
-  }
-}
-
 /// The im2col rows of output pixels [p0, p0 + np) (flat over the batch) of a patch_shape conv:
 /// row i (ld values) holds pixel p0 + i's inputs in (r, s, c) order, padding taps and the values
 /// past R x S x C as `pad`.
