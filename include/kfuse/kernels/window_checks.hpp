@@ -1,7 +1,10 @@
 #pragma once
 // The geometry checks every sliding-window image kernel shares (conv2d, depthwise, pool2d): the
-// input extents, the window, strides and padding, and the padded extents checked for overflow.
+// input extents, the window, strides and padding, and the padded extents checked for overflow;
+// and valid_taps, the taps of one window position that land inside an extent (depthwise rows,
+// the transposed conv's scatter).
 // Each throws kfuse::error "<kernel>: ..." naming the first problem.
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +46,15 @@ inline std::pair<index_t, index_t> check_window(std::string_view kernel, std::st
   const index_t pw = checked_add(kernel, "padded width",
                                  checked_add(kernel, "padded width", w, g.pad_left), g.pad_right);
   return {ph, pw};
+}
+
+/// First tap t in [0, taps) with start + t * dil >= 0, and one past the last with < extent.
+inline void valid_taps(index_t start, index_t dil, index_t taps, index_t extent, index_t& t0,
+                       index_t& t1) {
+  t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  const index_t last = extent - 1 - start;  // t * dil <= last
+  t1 = last < 0 ? 0 : std::min(taps, last / dil + 1);
+  if (t0 > t1) t0 = t1;
 }
 
 }  // namespace detail

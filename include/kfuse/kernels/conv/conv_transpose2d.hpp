@@ -28,6 +28,7 @@
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/run_info.hpp"
+#include "kfuse/kernels/window_checks.hpp"
 #include "kfuse/kernels/workspace.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/threading/thread_pool.hpp"
@@ -209,12 +210,16 @@ struct conv_transpose2d : image_kernel_types<nhwc, epilogue<>> {
         for (index_t i = 0; i < m; ++i) {
           const index_t ih = (b0 + i) / s.w, iw = (b0 + i) % s.w;
           const float* src = scratch + i * cols;
-          for (index_t rr = 0; rr < s.r; ++rr) {
-            const index_t oh = ih * s.stride_h - s.pad_top + rr * s.dil_h;
-            if (oh < oh0 || oh >= oh1) continue;
-            for (index_t ss = 0; ss < s.s; ++ss) {
-              const index_t ow = iw * s.stride_w - s.pad_left + ss * s.dil_w;
-              if (ow < 0 || ow >= s.out_w) continue;
+          // The taps landing in rows [oh0, oh1) and columns [0, out_w).
+          const index_t oh_base = ih * s.stride_h - s.pad_top,
+                        ow_base = iw * s.stride_w - s.pad_left;
+          index_t r0, r1, s0, s1;
+          detail::valid_taps(oh_base - oh0, s.dil_h, s.r, oh1 - oh0, r0, r1);
+          detail::valid_taps(ow_base, s.dil_w, s.s, s.out_w, s0, s1);
+          for (index_t rr = r0; rr < r1; ++rr) {
+            const index_t oh = oh_base + rr * s.dil_h;
+            for (index_t ss = s0; ss < s1; ++ss) {
+              const index_t ow = ow_base + ss * s.dil_w;
               add_run(out + (oh * s.out_w + ow) * s.k + g * kg, src + (rr * s.s + ss) * kg, kg);
             }
           }

@@ -52,15 +52,6 @@ inline dw_geom dw_geom_of(const conv_shape& s) {
           s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_left, s.dilation_h, s.dilation_w};
 }
 
-/// First tap t in [0, taps) with start + t * dil >= 0, and one past the last with < extent.
-inline void dw_valid_taps(index_t start, index_t dil, index_t taps, index_t extent, index_t& t0,
-                          index_t& t1) {
-  t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
-  const index_t last = extent - 1 - start;  // t * dil <= last
-  t1 = last < 0 ? 0 : std::min(taps, last / dil + 1);
-  if (t0 > t1) t0 = t1;
-}
-
 /// Loads a vector of activations (n lanes when Partial) as f32, minus the zero point for
 /// integer activations.
 template <class V, bool Partial, class T>
@@ -203,7 +194,7 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
   const index_t C = g.c;
   const T* img = in + n * g.h * g.w * C;
   index_t r0, r1;
-  dw_valid_taps(oh * g.sh - g.pt, g.dh, g.r, g.h, r0, r1);
+  valid_taps(oh * g.sh - g.pt, g.dh, g.r, g.h, r0, r1);
   const index_t row_flat = ((n * g.oh + oh) * g.ow) * C;
   // kernel(NV, Partial, c0, cn) runs one channel block of the current pixel tile.
   // Wide blocks first (single-pixel tiles: CVW vectors, so enough FMA chains are in flight
@@ -225,7 +216,7 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
   auto channels = [&](auto&& kernel) { channels_from.template operator()<CV>(kernel); };
   auto single = [&](index_t ow) {
     index_t s0, s1;
-    dw_valid_taps(ow * g.sw - g.pl, g.dw, g.s, g.w, s0, s1);
+    valid_taps(ow * g.sw - g.pl, g.dw, g.s, g.w, s0, s1);
     channels_from.template operator()<cfg::single_cv>(
         [&]<int NV, bool Partial>(index_t c0, int cn) {
           dw_nhwc_tile<V, 1, NV, Partial>(img, wp, cpad, g, oh, ow, c0, cn, r0, r1, s0, s1, zp, out,
