@@ -1,7 +1,8 @@
 // The store of a finished register tile (kernels/register_tile.hpp): a run-time chain of the
-// common form (per-channel mul, bias, add, relu / clamp / hardswish) runs inline on the registers,
-// and must give bitwise what the same chain gives stage by stage on a saved tile, for every value
-// (NaN, -0, infinities), tail and channel walk. Also which chains graph_ops::with_shape finds
+// common form (per-channel mul, bias, add, relu / clamp / hardswish / gelu / silu), alone or
+// followed by an int8 output's quantize, runs in one pass over the registers and must give
+// bitwise what the same chain gives stage by stage on a saved tile, for every value (NaN, -0,
+// infinities), tail and channel walk. Also which chains graph_ops::with_shape finds
 // common.
 #include "kfuse/kernels/register_tile.hpp"
 
@@ -43,9 +44,12 @@ void fill_special(float* p, std::size_t n, std::mt19937& rng) {
   for (std::size_t i = 0; i < n; i += 5) p[i] = specials[(i / 5) % std::size(specials)];
 }
 
-template <class V, bool PerLane, int Rows, int NV>
+/// The same tile stored through the common form and stage by stage: bitwise equal. Out = uint8_t
+/// or int8_t adds the plan's quantize<E> of an int8 output after the chain.
+template <class V, bool PerLane, int Rows, int NV, class Out = float>
 void check_tile(const go::chain_list& common, index_t valid, index_t ch_step, std::mt19937& rng) {
   constexpr int L = V::lanes;
+  constexpr bool quantized = !std::is_same_v<Out, float>;
   const index_t ld = NV * L + 3, flat0 = 5, ch0 = 2;
   const std::size_t span = std::size_t(flat0 + Rows * ld + 8);
   std::vector<float> acc_vals(std::size_t(Rows * NV * L)), bias(std::size_t(ch0 + Rows + NV * L)),
@@ -61,18 +65,28 @@ void check_tile(const go::chain_list& common, index_t valid, index_t ch_step, st
 
   go::chain_list general = common;
   general.shape = {};  // act::other: the stage-by-stage path
-  std::vector<float> fast(span, 777.f), slow(span, 777.f);
-  const auto run = [&](const go::chain_list& l, std::vector<float>& out) {
+  const Out poison = quantized ? Out(77) : Out(777.f);
+  std::vector<Out> fast(span, poison), slow(span, poison);
+  const auto run = [&](const go::chain_list& l, std::vector<Out>& out) {
     const go::chain c{&l, {bias.data(), addend.data(), scale.data()}};
-    kfuse::detail::store_tile<PerLane>(acc, out.data() + flat0, ld, flat0, ld, ch0, valid,
-                                       kfuse::epilogue<go::chain>{c}, ch_step);
+    if constexpr (quantized) {
+      using E = kfuse::elem_of<Out>;
+      // zero point 3 and scale 0.05: the values above cover the whole range and saturate
+      const kfuse::quantize<E> q{kfuse::quant_params{0.05f, 3}};
+      kfuse::detail::store_tile<PerLane>(acc, out.data() + flat0, ld, flat0, ld, ch0, valid,
+                                         kfuse::epilogue<go::chain, kfuse::quantize<E>>{c, q},
+                                         ch_step);
+    } else {
+      kfuse::detail::store_tile<PerLane>(acc, out.data() + flat0, ld, flat0, ld, ch0, valid,
+                                         kfuse::epilogue<go::chain>{c}, ch_step);
+    }
   };
   run(common, fast);
   run(general, slow);
-  CHECK(std::memcmp(fast.data(), slow.data(), span * sizeof(float)) == 0);
+  CHECK(std::memcmp(fast.data(), slow.data(), span * sizeof(Out)) == 0);
   for (int r = 0; r < Rows; ++r)  // past `valid`: untouched
     for (index_t col = valid; col < ld; ++col)
-      CHECK(fast[std::size_t(flat0 + r * ld + col)] == 777.f);
+      CHECK(fast[std::size_t(flat0 + r * ld + col)] == poison);
 }
 
 template <class V>
@@ -93,6 +107,11 @@ void check_all(std::mt19937& rng) {
       list_of({st(stage_kind::mul, 2, 0, 0, true), st(stage_kind::bias, 0), st(stage_kind::relu)}),
       list_of({st(stage_kind::mul, 2, 0, 0, true), st(stage_kind::bias, 0), st(stage_kind::add, 1),
                st(stage_kind::hardswish)}),
+      list_of({st(stage_kind::bias, 0), st(stage_kind::gelu_erf)}),
+      list_of(
+          {st(stage_kind::mul, 2, 0, 0, true), st(stage_kind::bias, 0), st(stage_kind::gelu_erf)}),
+      list_of({st(stage_kind::add, 1), st(stage_kind::gelu_tanh)}),
+      list_of({st(stage_kind::bias, 0), st(stage_kind::add, 1), st(stage_kind::silu)}),
   };
   for (const go::chain_list& l : chains) {
     REQUIRE(l.shape.kind != common_form::act::other);
@@ -103,6 +122,8 @@ void check_all(std::mt19937& rng) {
       check_tile<V, false, 3, 2>(l, valid, 1, rng);
       check_tile<V, false, 3, 2>(l, valid, 0, rng);
       check_tile<V, true, 1, 2>(l, valid, 1, rng);
+      check_tile<V, true, 3, 2, std::uint8_t>(l, valid, 1, rng);
+      check_tile<V, false, 3, 2, std::int8_t>(l, valid, 0, rng);
     }
   }
 }
@@ -132,6 +153,9 @@ TEST_CASE("register tile: which chains are of the common form", "[kernels][regis
   CHECK(dq.shape.kind == act::clamp);
   CHECK(dq.shape.scale == 2);
   CHECK(dq.shape.bias == 0);
+  CHECK(list_of({st(stage_kind::bias, 0), st(stage_kind::gelu_erf)}).shape.kind == act::gelu_erf);
+  CHECK(list_of({st(stage_kind::gelu_tanh)}).shape.kind == act::gelu_tanh);
+  CHECK(list_of({st(stage_kind::add, 1), st(stage_kind::silu)}).shape.kind == act::silu);
   const go::chain_list cl = list_of({st(stage_kind::clamp, -1, -1.f, 6.f)});
   CHECK(cl.shape.kind == act::clamp);
   CHECK(cl.shape.bias == -1);

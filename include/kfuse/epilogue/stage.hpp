@@ -82,14 +82,15 @@ struct saved_tile {
 };
 
 /// The shape most fused producer epilogues of a plan take: y = act(x * scale[c] + bias[c] +
-/// addend[i]), act a clamp (relu, relu6, clip; none is clamp(-inf, inf)) or hardswish (the
-/// scale: an int8 kernel's dequantization). An out-of-line stage
+/// addend[i]), act a clamp (relu, relu6, clip; none is clamp(-inf, inf)), hardswish, gelu (erf
+/// or tanh form) or silu (the scale: an int8 kernel's dequantization). An out-of-line stage
 /// that can state itself in this form (the graph's run-time chain) offers
 ///   common_form common() const;
 /// and kernels then apply it on the register tile, inline, instead of saving the tile for a
 /// pass per stage (detail::store_tile): on MobileNetV3 those passes were 18% of the time.
 struct common_form {
-  enum class act : std::uint8_t { other, clamp, hardswish };  // other: not of this form
+  // other: not of this form
+  enum class act : std::uint8_t { other, clamp, hardswish, gelu_erf, gelu_tanh, silu };
   act kind = act::other;
   const float* bias = nullptr;    // per channel; null: none
   const float* addend = nullptr;  // at each output's flat index; null: none

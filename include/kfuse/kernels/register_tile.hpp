@@ -7,6 +7,7 @@
 
 #include "kfuse/epilogue/activations.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/epilogue/quantize.hpp"
 #include "kfuse/simd/vec.hpp"
 
 KFUSE_BEGIN_NAMESPACE
@@ -61,38 +62,74 @@ KFUSE_INLINE void store_each(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, 
   }
 }
 
-/// An epilogue of one stage that can state itself as a common_form (the graph's chain).
+/// An epilogue the kernels run inline: one stage that can state itself as a common_form (the
+/// graph's chain), alone or followed by the quantize<E> of a plan's int8 output.
+template <class S>
+concept common_stage = requires(const S& s) {
+  { s.common() } -> std::same_as<common_form>;
+};
 template <class Ep>
 inline constexpr bool has_common_form = false;
-template <class S>
-requires requires(const S& s) {
-  { s.common() } -> std::same_as<common_form>;
-}
+template <common_stage S>
 inline constexpr bool has_common_form<epilogue<S>> = true;
+template <common_stage S, class E>
+inline constexpr bool has_common_form<epilogue<S, quantize<E>>> = true;
 
-/// A common_form's value of an accumulator: act(x * scale + bias + addend).
-template <class Act>
+/// What runs after the common form: nothing, or the output's quantize<E>.
+struct no_tail {
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx&) const {
+    return x;
+  }
+};
+template <class S>
+KFUSE_INLINE no_tail common_tail(const epilogue<S>&) {
+  return {};
+}
+template <class S, class E>
+KFUSE_INLINE quantize<E> common_tail(const epilogue<S, quantize<E>>& ep) {
+  return stage_at<1>(ep.stages);
+}
+
+/// A common_form's value of an accumulator: tail(act(x * scale + bias + addend)).
+template <class Act, class Tail>
 struct common_value {
   const common_form& f;
   Act act;
+  Tail tail;
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, int, int, const Ctx& ctx) const {
     if (f.scale) x = x * ctx.channel_param(f.scale);
     if (f.bias) x = x + ctx.channel_param(f.bias);
     if (f.addend) x = x + ctx.load(f.addend);
-    return act(x, ctx);
+    return tail(act(x, ctx), ctx);
   }
 };
 
-/// A saved tile stored through a common_form with hardswish (see store_tile).
-template <bool PerLane, class V, int Rows, int NV, class Out>
+/// A saved tile stored through a common_form whose activation is not a clamp (see store_tile).
+template <bool PerLane, class V, int Rows, int NV, class Out, class Tail>
 KFUSE_NOINLINE void store_saved_common(const float* saved, Out* KFUSE_RESTRICT out, index_t ld,
                                        index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
-                                       index_t ch_step, const common_form& f) {
+                                       index_t ch_step, const common_form& f, const Tail& tail) {
+  using act = common_form::act;
   V acc[Rows][NV];
   start_tile(acc, saved, false);
-  store_each<PerLane>(acc, out, ld, flat0, flat_ld, ch0, valid, ch_step,
-                      common_value<kfuse::hardswish>{f, {}});
+  const auto store = [&](auto a) {
+    store_each<PerLane>(acc, out, ld, flat0, flat_ld, ch0, valid, ch_step,
+                        common_value<decltype(a), Tail>{f, a, tail});
+  };
+  switch (f.kind) {
+    case act::hardswish:
+      return store(kfuse::hardswish{});
+    case act::gelu_erf:
+      return store(kfuse::gelu_erf{});
+    case act::gelu_tanh:
+      return store(kfuse::gelu_tanh{});
+    case act::silu:
+      return store(kfuse::silu{});
+    default:
+      return;
+  }
 }
 
 /// Runs the epilogue on a finished Rows x NV tile and stores it once (store_each). An
@@ -100,7 +137,11 @@ KFUSE_NOINLINE void store_saved_common(const float* saved, Out* KFUSE_RESTRICT o
 /// output vector, and each call clobbers every vector register (GCC saved and restored the tile
 /// around each one, and the chain dispatched its stages once per vector: gemm ran 10-15% slower
 /// than with the same compile-time stages). So the tile is saved to memory and the epilogue
-/// runs on it stage by stage, unless the epilogue is of the common form, which runs inline.
+/// runs on it stage by stage, unless the epilogue is of the common form, which runs in one pass:
+/// inline for a clamp, out of line from a saved copy for the other activations (inlined, their
+/// constants were hoisted into registers for the whole kernel and GCC spilled the accumulators
+/// of the K loop instead). One pass instead of one per stage: MiniLM's int8 FFN linear with
+/// [dequantize, bias, gelu_erf, quantize] went from ~47 to ~N cycles of epilogue per vector.
 template <bool PerLane, class V, int Rows, int NV, class Out, class Ep>
 KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
                              index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
@@ -108,16 +149,15 @@ KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, 
   constexpr int L = V::lanes;
   if constexpr (has_common_form<Ep>) {
     const common_form f = stage_at<0>(ep.stages).common();
+    const auto tail = common_tail(ep);
     if (f.kind == common_form::act::clamp)
       return store_each<PerLane>(acc, out, ld, flat0, flat_ld, ch0, valid, ch_step,
-                                 common_value<kfuse::clamp>{f, {f.lo, f.hi}});
-    if (f.kind == common_form::act::hardswish) {
-      // Out of line, from a saved copy: inlined, its constants (3, 6, 1/6) were hoisted into
-      // registers for the whole kernel and GCC spilled the accumulators of the K loop instead.
+                                 common_value<kfuse::clamp, decltype(tail)>{f, {f.lo, f.hi}, tail});
+    if (f.kind != common_form::act::other) {
       alignas(64) float saved[Rows * NV * L];
       save_tile(acc, saved);
       return store_saved_common<PerLane, V, Rows, NV>(saved, out, ld, flat0, flat_ld, ch0, valid,
-                                                      ch_step, f);
+                                                      ch_step, f, tail);
     }
   }
   if constexpr (epilogue_traits<Ep>::out_of_line) {

@@ -40,7 +40,8 @@ struct chain_list {
   chain_shape shape;  // set by with_shape()
 };
 
-/// The list with its shape: [per-channel mul] [bias] [add] [relu | clamp | hardswish], each
+/// The list with its shape: [per-channel mul] [bias] [add] [relu | clamp | hardswish | gelu_erf |
+/// gelu_tanh | silu], each
 /// optional, in this order (the order of the arithmetic), or common_form::act::other.
 inline chain_list with_shape(chain_list l) {
   using act = common_form::act;
@@ -63,6 +64,15 @@ inline chain_list with_shape(chain_list l) {
     ++s;
   } else if (at(stage_kind::hardswish)) {
     kind = act::hardswish;
+    ++s;
+  } else if (at(stage_kind::gelu_erf)) {
+    kind = act::gelu_erf;
+    ++s;
+  } else if (at(stage_kind::gelu_tanh)) {
+    kind = act::gelu_tanh;
+    ++s;
+  } else if (at(stage_kind::silu)) {
+    kind = act::silu;
     ++s;
   }
   sh.kind = s == l.count ? kind : act::other;
