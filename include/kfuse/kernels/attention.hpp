@@ -249,12 +249,12 @@ struct attention_kernel {
     }
     // K^T [d, S] and V [S, d] as gemm's B operands (row group kk of panel pn at kk * G * NR).
     for (index_t pn = 0; pn < panels(S); ++pn)
-      detail::pack_b_panel(kb, index_t(1), p.k_strides[2], d, S, pn, NR, G,
-                           s.kt + pn * grouped(d) * NR);
+      detail::pack_b_panel<vec>(kb, index_t(1), p.k_strides[2], d, S, pn, NR, G,
+                                s.kt + pn * grouped(d) * NR);
     const index_t w = v_width(d);
     for (index_t pn = 0; pn < v_panels(d); ++pn)
-      detail::pack_b_panel(vb, p.v_strides[2], index_t(1), S, d, pn, int(w), G,
-                           s.vp + pn * grouped(S) * w);
+      detail::pack_b_panel<vec>(vb, p.v_strides[2], index_t(1), S, d, pn, int(w), G,
+                                s.vp + pn * grouped(S) * w);
     const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
     T* ob = out + b * p.out_strides[0] + h * p.out_strides[1];
     const float* bb = bias ? bias + b * p.bias_strides[0] + h * p.bias_strides[1] : nullptr;
@@ -364,8 +364,13 @@ struct attention_kernel {
     if constexpr (std::is_same_v<T, st>) {
       qr = qt;
     } else {
-      for (int r = 0; r < nr; ++r)
-        detail::row_map<V>(qt + r * p.q_strides[2], s.qrows + r * d, d, [](V x) { return x; });
+      for (int r = 0; r < nr; ++r) {
+        const T* from = qt + r * p.q_strides[2];
+        st* to = s.qrows + r * d;
+        index_t j = 0;
+        for (; j + L <= d; j += L) simd::store_dot(to + j, simd::load<V>(from + j));
+        for (; j < d; ++j) to[j] = from_float<st>(to_float(from[j]));
+      }
       qr = s.qrows;
       q_stride = d;
     }
