@@ -314,9 +314,10 @@ struct attention_kernel {
   }
 
   /// x[j] = x[j] * scale + bias[j * bias_stride] (no bias: null) for j < n, in one vector pass
-  /// that also returns the new values' maximum (-inf for n = 0).
+  /// that also returns the new values' maximum (-inf for n = 0). Store = false: x stays as it
+  /// is, only the maximum of the scaled values is found (no bias: the exp pass scales).
   static float scale_bias_max(float* x, const float* bias, index_t bias_stride, index_t n,
-                              float scale) {
+                              float scale, bool store = true) {
     using V = vec;
     constexpr int L = V::lanes;
     const V vs(scale);
@@ -326,13 +327,14 @@ struct attention_kernel {
       for (; j + L <= n; j += L) {
         const V y = bias ? simd::fma(simd::load<V>(x + j), vs, simd::load<V>(bias + j))
                          : simd::load<V>(x + j) * vs;
-        simd::store(x + j, y);
+        if (store) simd::store(x + j, y);
         m = simd::max(m, y);
       }
     float mt = detail::lane_max(m);
     for (; j < n; ++j) {
-      x[j] = bias ? x[j] * scale + bias[j * bias_stride] : x[j] * scale;
-      mt = std::max(mt, x[j]);
+      const float y = bias ? x[j] * scale + bias[j * bias_stride] : x[j] * scale;
+      if (store) x[j] = y;
+      mt = std::max(mt, y);
     }
     return mt;
   }
@@ -400,7 +402,9 @@ struct attention_kernel {
         const float* brow = br ? br + r * p.bias_strides[2] + k0 * p.bias_strides[3] : nullptr;
         index_t valid = nk;
         if (p.causal) valid = std::clamp<index_t>(r0 + r + shift - k0 + 1, 0, nk);
-        const float bm = scale_bias_max(srow, brow, p.bias_strides[3], valid, scale);
+        // No bias and a positive scale: the scores stay raw and the exp pass scales them.
+        const bool raw = !brow && scale > 0.f;
+        const float bm = scale_bias_max(srow, brow, p.bias_strides[3], valid, scale, !raw);
         for (index_t j = valid; j < nk; ++j) srow[j] = ninf;
         // Online softmax: the new max, the old terms rescaled, this block's exp stored as P.V's
         // operand (in place for f32 products, rounded once into probs for bf16 ones).
@@ -411,7 +415,11 @@ struct attention_kernel {
           continue;
         }
         const float alpha = std::exp(m[r] - m_new);  // m[r] = -inf: 0 (nothing accumulated)
-        const float sum = detail::row_exp_sum<V, true, st>(srow, prow, nk, m_new);
+        // exp(y - m) as 2^(y log2(e) - m log2(e)): scale, max and base in one FMA (coarse
+        // polynomial for bf16 probabilities).
+        constexpr float log2e = 1.4426950408889634f;
+        const float sum = detail::row_exp2_sum<V, std::is_same_v<st, bf16_t>>(
+            srow, prow, nk, (raw ? scale : 1.f) * log2e, -m_new * log2e);
         l[r] = l[r] * alpha + sum;
         m[r] = m_new;
         if (alpha != 1.f) {

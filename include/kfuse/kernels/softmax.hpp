@@ -147,6 +147,48 @@ KFUSE_INLINE float row_exp_sum(const In* x, std::type_identity_t<Y>* y, index_t 
   return lane_sum((s0 + s1) + (s2 + s3)) + tail;
 }
 
+// Sum of 2^max(-127, x * a + b) over the row, also written to y as Y (simd::store_dot): the
+// online softmax of attention, whose scale, running max and change of base to 2 are the one FMA
+// (a = scale * log2(e) on raw scores, or log2(e) on scores already scaled and biased; b = -max *
+// log2(e)). Coarse: exp2_coarse (8e-5 relative) for probabilities rounded to bf16 after.
+template <class V, bool Coarse, class Y>
+KFUSE_INLINE float row_exp2_sum(const float* x, Y* y, index_t n, float a, float b) {
+  constexpr int L = V::lanes;
+  const V va(a), vb(b);
+  const auto e2 = [&](V v) KFUSE_INLINE_LAMBDA {
+    const V s = simd::max(V(-127.f), simd::fma(v, va, vb));  // max(lo, s): NaN survives
+    if constexpr (Coarse)
+      return simd::exp2_coarse(s);
+    else
+      return simd::exp2_bounded(s);
+  };
+  V s0(0.f), s1(0.f);
+  index_t j = 0;
+  for (; j + 2 * L <= n; j += 2 * L) {
+    const V e0 = e2(simd::load<V>(x + j)), e1 = e2(simd::load<V>(x + j + L));
+    simd::store_dot(y + j, e0);
+    simd::store_dot(y + j + L, e1);
+    s0 += e0;
+    s1 += e1;
+  }
+  for (; j + L <= n; j += L) {
+    const V e = e2(simd::load<V>(x + j));
+    simd::store_dot(y + j, e);
+    s0 += e;
+  }
+  float tail = 0.f;
+  if (j < n) {  // the padding lanes of a partial load must not reach the sum
+    const int r = int(n - j);
+    alignas(64) float t[L];
+    simd::store(t, e2(simd::load_partial<V>(x + j, r)));
+    for (int k = 0; k < r; ++k) {
+      y[j + k] = from_float<Y>(t[k]);
+      tail += t[k];
+    }
+  }
+  return lane_sum(s0 + s1) + tail;
+}
+
 // y = f(x) over the row, with f a V -> V map (the last pass).
 // With Stream, y is vector-aligned, n a whole number of vectors, and the stores non-temporal.
 template <class V, bool Stream = false, class In, class Out, class F>
