@@ -33,6 +33,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kfuse/detail/prefetch.hpp"
 #include "kfuse/kernels/gemm/batched_gemm.hpp"
 #include "kfuse/kernels/softmax.hpp"
 
@@ -247,6 +248,9 @@ struct attention_kernel {
       return one_query(p, q + b * p.q_strides[0] + h * p.q_strides[1], kb, vb, bb,
                        out + b * p.out_strides[0] + h * p.out_strides[1], s);
     }
+    const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
+    for (index_t r = 0; r < std::min<index_t>(MR, p.q_len); ++r)  // arriving while K, V pack
+      detail::prefetch_lines(qb + r * p.q_strides[2], std::size_t(d) * sizeof(T));
     // K^T [d, S] and V [S, d] as gemm's B operands (row group kk of panel pn at kk * G * NR).
     for (index_t pn = 0; pn < panels(S); ++pn)
       detail::pack_b_panel<vec>(kb, index_t(1), p.k_strides[2], d, S, pn, NR, G,
@@ -255,7 +259,6 @@ struct attention_kernel {
     for (index_t pn = 0; pn < v_panels(d); ++pn)
       detail::pack_b_panel<vec>(vb, p.v_strides[2], index_t(1), S, d, pn, int(w), G,
                                 s.vp + pn * grouped(S) * w);
-    const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
     T* ob = out + b * p.out_strides[0] + h * p.out_strides[1];
     const float* bb = bias ? bias + b * p.bias_strides[0] + h * p.bias_strides[1] : nullptr;
     for (index_t r0 = 0; r0 < p.q_len; r0 += MR)
@@ -360,6 +363,10 @@ struct attention_kernel {
     const index_t d = p.head_dim, S = p.kv_len, dp = v_cols(d);
     const float scale = p.scale_or_default();
     const float ninf = -std::numeric_limits<float>::infinity();
+    // The next tile's query rows, asked for now: strided slices of rows, which the hardware
+    // prefetchers leave to a stall on the first load when the Q buffer is past L2.
+    for (index_t r = r0 + MR; r < std::min<index_t>(r0 + 2 * MR, p.q_len); ++r)
+      detail::prefetch_lines(qt + (r - r0) * p.q_strides[2], std::size_t(d) * sizeof(T));
     // The micro-kernel reads rows of st: queries of another type are converted once per tile.
     const st* qr = nullptr;
     index_t q_stride = p.q_strides[2];

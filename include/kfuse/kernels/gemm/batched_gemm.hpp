@@ -27,6 +27,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "kfuse/detail/prefetch.hpp"
 #include "kfuse/kernels/gemm/batched_gemm_problem.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
 
@@ -66,13 +67,17 @@ KFUSE_INLINE void pack_b_rows(const Src* b, index_t sk, index_t K, index_t N, in
     return j + L <= valid ? simd::load<V>(s) : simd::load_partial<V>(s, valid - j);
   };
   const index_t kp = (K + G - 1) / G * G;
-  for (index_t k = 0; k < kp; k += G, out += G * nr)
+  for (index_t k = 0; k < kp; k += G, out += G * nr) {
+    if (k + 8 < K) prefetch_lines(b + (k + 8) * sk + n0, std::size_t(valid) * sizeof(Src));
+    if (G == 2 && k + 9 < K)
+      prefetch_lines(b + (k + 9) * sk + n0, std::size_t(valid) * sizeof(Src));
     for (int j = 0; j < nr; j += L) {
       if (G == 1)
         simd::store_dot(out + j, row(k, j));
       else
         simd::store_dot_pairs(out + 2 * j, row(k, j), row(k + 1, j));
     }
+  }
 }
 
 /// A float panel from B's columns when they are contiguous (sk == 1: attention's K^T): each
@@ -85,6 +90,8 @@ KFUSE_INLINE void pack_b_columns(const Src* b, index_t sn, index_t K, index_t N,
   const index_t n0 = p * nr, kp = (K + G - 1) / G * G;
   for (int j = 0; j < nr; ++j) {
     const Src* s = b + (n0 + j) * sn;
+    if (n0 + j + 8 < N)  // (the start of the column: attention's heads are <= 512 bytes)
+      prefetch_lines(s + 8 * sn, std::min<std::size_t>(std::size_t(K) * sizeof(Src), 512));
     if (n0 + j >= N) {  // group k / G starts at k * nr; column j at G * j in it
       for (index_t k = 0; k < kp; k += G) std::fill_n(out + k * nr + G * j, G, T{});
       continue;

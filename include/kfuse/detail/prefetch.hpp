@@ -1,0 +1,31 @@
+#pragma once
+// prefetch_lines: software prefetch of a short run of memory, for strided rows the hardware
+// prefetchers do not follow.
+#include <cstddef>
+#include <cstdint>
+
+#include "kfuse/config/macros.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// Asks for the cache lines under [p, p + bytes) (a hint: never faults, costs no wait). For the
+/// 128-byte slices of a head that attention reads out of each 4.6 KB row of a batch's Q / K / V
+/// buffer: at batch 8 (a 4.7 MB buffer, past L2) the first load of each query tile waited on
+/// memory for 17% of the tile's time.
+KFUSE_INLINE void prefetch_lines(const void* p, std::size_t bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  const auto first = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(63);
+  const auto end = reinterpret_cast<std::uintptr_t>(p) + bytes;
+  for (std::uintptr_t a = first; a < end; a += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(a));
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+}  // namespace detail
+
+KFUSE_END_NAMESPACE
