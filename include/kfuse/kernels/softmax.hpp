@@ -104,8 +104,7 @@ KFUSE_INLINE float row_max(const In* x, index_t n) {
 }
 
 // Sum of exp(x - m) over the row; with Store, exp(x - m) is also written to y, as Y (f32, or
-// rounded once to a narrower type: attention's bf16 probabilities, a dot product's operand:
-// simd::store_dot).
+// rounded once to a narrower type).
 template <class V, bool Store, class Y = float, class In>
 KFUSE_INLINE float row_exp_sum(const In* x, std::type_identity_t<Y>* y, index_t n, float m) {
   constexpr int L = V::lanes;
@@ -118,10 +117,10 @@ KFUSE_INLINE float row_exp_sum(const In* x, std::type_identity_t<Y>* y, index_t 
     const V e2 = softmax_exp(simd::load<V>(x + j + 2 * L) - vm);
     const V e3 = softmax_exp(simd::load<V>(x + j + 3 * L) - vm);
     if constexpr (Store) {
-      simd::store_dot(y + j, e0);
-      simd::store_dot(y + j + L, e1);
-      simd::store_dot(y + j + 2 * L, e2);
-      simd::store_dot(y + j + 3 * L, e3);
+      simd::store(y + j, e0);
+      simd::store(y + j + L, e1);
+      simd::store(y + j + 2 * L, e2);
+      simd::store(y + j + 3 * L, e3);
     }
     s0 += e0;
     s1 += e1;
@@ -130,7 +129,7 @@ KFUSE_INLINE float row_exp_sum(const In* x, std::type_identity_t<Y>* y, index_t 
   }
   for (; j + L <= n; j += L) {
     const V e = softmax_exp(simd::load<V>(x + j) - vm);
-    if constexpr (Store) simd::store_dot(y + j, e);
+    if constexpr (Store) simd::store(y + j, e);
     s0 += e;
   }
   float tail = 0.f;

@@ -73,19 +73,27 @@ KFUSE_INLINE vec<I> pow2_scale(vec<I> p, vec<I> n) {
   return vec<I>::wrap(fast_math_detail::ops<I>::pow2_scale(p.r, n.r));
 }
 
+namespace fast_math_detail {
+/// 2^n * poly(s - n), n = round(s): the fraction f = s - n is exact, |f| <= 1/2.
+template <class I, class Poly>
+KFUSE_INLINE vec<I> exp2_by(vec<I> s, Poly poly) {
+  const vec<I> n = simd::round_even(s);
+  return pow2_scale(poly(s - n), n);
+}
+}  // namespace fast_math_detail
+
 /// 2^s for s in [-126, 126] (callers clamp; NaN stays NaN): 2^n * P(s - n), n = round(s).
 template <class I>
 KFUSE_INLINE vec<I> exp2_bounded(vec<I> s) {
   using V = vec<I>;
-  const V n = simd::round_even(s);
-  const V f = s - n;  // exact, |f| <= 1/2
-  V p = V(1.3276472167819944e-3f);
-  p = simd::fma(p, f, V(9.675541331021392e-3f));
-  p = simd::fma(p, f, V(5.550713272875391e-2f));
-  p = simd::fma(p, f, V(2.402211972396918e-1f));
-  p = simd::fma(p, f, V(6.931469670652649e-1f));
-  p = simd::fma(p, f, V(1.0000000716546416f));
-  return pow2_scale(p, n);
+  return fast_math_detail::exp2_by(s, [](V f) KFUSE_INLINE_LAMBDA {
+    V p = V(1.3276472167819944e-3f);
+    p = simd::fma(p, f, V(9.675541331021392e-3f));
+    p = simd::fma(p, f, V(5.550713272875391e-2f));
+    p = simd::fma(p, f, V(2.402211972396918e-1f));
+    p = simd::fma(p, f, V(6.931469670652649e-1f));
+    return simd::fma(p, f, V(1.0000000716546416f));
+  });
 }
 
 /// 2^s for s in [-126, 126] to a relative error < 8e-5 (degree-3 minimax fit of 2^f, |f| <= 1/2,
@@ -94,13 +102,12 @@ KFUSE_INLINE vec<I> exp2_bounded(vec<I> s) {
 template <class I>
 KFUSE_INLINE vec<I> exp2_coarse(vec<I> s) {
   using V = vec<I>;
-  const V n = simd::round_even(s);
-  const V f = s - n;
-  V p = V(5.517161265e-02f);
-  p = simd::fma(p, f, V(2.426111698e-01f));
-  p = simd::fma(p, f, V(6.932610273e-01f));
-  p = simd::fma(p, f, V(9.999280572e-01f));
-  return pow2_scale(p, n);
+  return fast_math_detail::exp2_by(s, [](V f) KFUSE_INLINE_LAMBDA {
+    V p = V(5.517161265e-02f);
+    p = simd::fma(p, f, V(2.426111698e-01f));
+    p = simd::fma(p, f, V(6.932610273e-01f));
+    return simd::fma(p, f, V(9.999280572e-01f));
+  });
 }
 
 /// erf(x) as one rational function: no branches, no exp (GELU's erf: the epilogue of an FFN

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "kfuse/epilogue.hpp"
 #include "kfuse/graph/types.hpp"
@@ -62,18 +63,17 @@ inline chain_list with_shape(chain_list l) {
     sh.lo = l.stages[s].p0;
     sh.hi = l.stages[s].p1;
     ++s;
-  } else if (at(stage_kind::hardswish)) {
-    kind = act::hardswish;
-    ++s;
-  } else if (at(stage_kind::gelu_erf)) {
-    kind = act::gelu_erf;
-    ++s;
-  } else if (at(stage_kind::gelu_tanh)) {
-    kind = act::gelu_tanh;
-    ++s;
-  } else if (at(stage_kind::silu)) {
-    kind = act::silu;
-    ++s;
+  } else {
+    constexpr std::pair<stage_kind, act> named[] = {{stage_kind::hardswish, act::hardswish},
+                                                    {stage_kind::gelu_erf, act::gelu_erf},
+                                                    {stage_kind::gelu_tanh, act::gelu_tanh},
+                                                    {stage_kind::silu, act::silu}};
+    for (const auto& [stage, a] : named)
+      if (at(stage)) {
+        kind = a;
+        ++s;
+        break;
+      }
   }
   sh.kind = s == l.count ? kind : act::other;
   return l;
