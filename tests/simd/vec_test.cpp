@@ -1,10 +1,13 @@
 // simd::vec on every backend of the arch under test: math accuracy (erf, exp, tanh) against
 // <cmath> in double, overflow / underflow, partial loads and stores that never touch memory past
-// n (checked with a protected page right after the data), round_even ties, select / min / max.
+// n (checked with a protected page right after the data), round_even ties, select / min / max,
+// the bf16 stores of dot-product operands.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <bit>
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "support/test_support.hpp"
@@ -270,6 +273,47 @@ TEST_CASE("vec: load_even / load_odd deinterleave exactly 2 x lanes floats", "[s
     for (int i = 0; i < L; ++i) {
       REQUIRE(even[std::size_t(i)] == float(3 * (2 * i) + 1));
       REQUIRE(odd[std::size_t(i)] == float(3 * (2 * i + 1) + 1));
+    }
+  });
+}
+
+// store_dot / store_dot_pairs (a dot product's bf16 operands): every normal value, infinity and
+// NaN as the bit-exact scalar rounding (ties both ways, values rounding into the next binade);
+// a denormal either rounded so or flushed to a zero of its sign (vcvtneps2bf16, AVX512-BF16);
+// pairs interleaved even / odd.
+TEST_CASE("vec: store_dot and store_dot_pairs round like the scalar bf16 conversion",
+          "[simd][memory]") {
+  if (!cpu_can_run()) return;
+  each_backend([&](auto b) {
+    using V = simd::vec_for<test_arch, decltype(b)>;
+    constexpr int L = V::lanes;
+    std::mt19937 rng(5);
+    // whole blocks of 2L values, room for the specials at every second element
+    std::vector<float> x(std::size_t(2 * L) * std::size_t(std::max(4, 32 / L)));
+    fill_random(x.data(), index_t(x.size()), rng, -100.f, 100.f);
+    const std::uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3fffffffu,
+                                      0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00001u,
+                                      0x80000000u, 0x00000001u, 0x00408000u, 0x80400000u};
+    for (std::size_t i = 0; i < std::size(specials); ++i) std::memcpy(&x[i * 2], &specials[i], 4);
+    const auto agrees = [](float v, kfuse::bf16_t got) {
+      const kfuse::bf16_t want = kfuse::from_float<kfuse::bf16_t>(v);
+      if (std::isnan(v)) return std::isnan(kfuse::to_float(got));
+      if (got.bits == want.bits) return true;
+      // a denormal flushed to zero, sign kept
+      return std::fpclassify(v) == FP_SUBNORMAL && (got.bits & 0x7fffu) == 0 &&
+             std::signbit(v) == bool(got.bits & 0x8000u);
+    };
+    std::vector<kfuse::bf16_t> one(x.size()), two(x.size());
+    for (std::size_t i = 0; i < x.size(); i += L) simd::store_dot(&one[i], simd::load<V>(&x[i]));
+    for (std::size_t i = 0; i < x.size(); i += 2 * L)
+      simd::store_dot_pairs(&two[i], simd::load<V>(&x[i]), simd::load<V>(&x[i + L]));
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO(impl_of(b) << " x[" << i << "] = " << x[i]);
+      CHECK(agrees(x[i], one[i]));
+      // pairs: element 2j of a block is lane j of the first vector, 2j + 1 lane j of the second
+      const std::size_t block = i / (2 * L) * (2 * L), j = (i - block) / 2;
+      const float src = x[block + j + ((i - block) % 2 ? std::size_t(L) : 0)];
+      CHECK(agrees(src, two[i]));
     }
   });
 }
