@@ -181,31 +181,18 @@ struct xsimd_impl {
   }
 
 #if KFUSE_X86 && KFUSE_TIER == KFUSE_TIER_AVX512_BF16
-  // simd::store_dot / store_dot_pairs: the hardware conversion (denormals flushed to zero).
-  static KFUSE_INLINE void store_dot(bf16_t* p, reg v) {
-    if constexpr (lanes == 16) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
-    } else {
-      store(p, v);
-    }
+  // simd::store_dot / store_dot_pairs: the hardware conversion (denormals flushed to zero), for
+  // 16 lanes; other widths take vec.hpp's fallback.
+  static KFUSE_INLINE void store_dot(bf16_t* p, reg v) requires(lanes == 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
   }
-  static KFUSE_INLINE void store_dot_pairs(bf16_t* p, reg even, reg odd) {
-    if constexpr (lanes == 16) {
-      // [even 0..15, odd 0..15] as 32 bf16, then interleaved: word i = (even i, odd i).
-      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
-      const __m512i order =
-          _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                           6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-      _mm512_storeu_si512(p, _mm512_permutexvar_epi16(order, both));
-    } else {
-      alignas(64) bf16_t e[lanes], o[lanes];
-      store(e, even);
-      store(o, odd);
-      for (int i = 0; i < lanes; ++i) {
-        p[2 * i] = e[i];
-        p[2 * i + 1] = o[i];
-      }
-    }
+  static KFUSE_INLINE void store_dot_pairs(bf16_t* p, reg even, reg odd) requires(lanes == 16) {
+    // [even 0..15, odd 0..15] as 32 bf16, then interleaved: word i = (even i, odd i).
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+    const __m512i order =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    _mm512_storeu_si512(p, _mm512_permutexvar_epi16(order, both));
   }
 #endif
 

@@ -41,9 +41,9 @@ struct chain_list {
   chain_shape shape;  // set by with_shape()
 };
 
-/// The list with its shape: [per-channel mul] [bias] [add] [relu | clamp | hardswish | gelu_erf |
-/// gelu_tanh | silu], each
-/// optional, in this order (the order of the arithmetic), or common_form::act::other.
+/// The list with its shape: [per-channel mul] [bias] [add] [relu | clamp | hardswish | gelu_erf
+/// | gelu_tanh | silu], each optional, in this order (the order of the arithmetic), or
+/// common_form::act::other.
 inline chain_list with_shape(chain_list l) {
   using act = common_form::act;
   chain_shape& sh = l.shape;

@@ -68,9 +68,8 @@ KFUSE_INLINE void pack_b_rows(const Src* b, index_t sk, index_t K, index_t N, in
   };
   const index_t kp = (K + G - 1) / G * G;
   for (index_t k = 0; k < kp; k += G, out += G * nr) {
-    if (k + 8 < K) prefetch_lines(b + (k + 8) * sk + n0, std::size_t(valid) * sizeof(Src));
-    if (G == 2 && k + 9 < K)
-      prefetch_lines(b + (k + 9) * sk + n0, std::size_t(valid) * sizeof(Src));
+    for (index_t ahead = k + 8; ahead < std::min(k + 8 + G, K); ++ahead)
+      prefetch_lines(b + ahead * sk + n0, std::size_t(valid) * sizeof(Src));
     for (int j = 0; j < nr; j += L) {
       if (G == 1)
         simd::store_dot(out + j, row(k, j));
