@@ -141,7 +141,7 @@ std::vector<float> load_floats(const host_tensor& h) {
 /// and --layout auto times both imports).
 kfuse::compile_options plan_options(const run_args& a,
                                     kfuse::precision prec = kfuse::precision::f32) {
-  return {.threads = a.threads, .prec = prec, .choose_layout = false};
+  return {.threads = a.threads, .prec = prec, .choose_layout = false, .winograd = a.winograd};
 }
 
 /// The import options of the flags. An input given as a file and not by --shape takes the

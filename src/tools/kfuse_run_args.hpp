@@ -31,6 +31,7 @@ struct run_args {
   kfuse::tensor_layout layout = kfuse::tensor_layout::nchw;
   bool auto_layout = true;  // --layout auto (the default): the faster of nchw and nhwc, timed
   int threads = 0;          // 0: the default pool's size
+  bool winograd = true;     // --conv auto (default) | direct
   int reps = 100;
   int warmup = 10;
   bool profile = false;
@@ -75,6 +76,10 @@ Plan:
                          same number for every input; token ids and masks too); needs --prec
                          int8. Without it an int8 run calibrates on its own inputs
   --threads N            threads a node may use (default 0: the default pool's size)
+  --conv auto|direct     f32 3x3 stride-1 convs of an NHWC plan: auto (default) runs them as
+                         Winograd F(4x4, 3x3) where kfuse's cost model says it pays (3-4x fewer
+                         multiply-adds, outputs within ~1e-6 of the direct conv's scale);
+                         direct: never
 
 Timing and reports:
   --warmup N             untimed replays first (default 10)
@@ -233,6 +238,11 @@ inline run_args parse_args(std::span<const std::string_view> args) {
         a.layout = kfuse::tensor_layout::nhwc;
       else if (v != "auto")
         bad("--layout: '" + std::string(v) + "' is not one of auto, nchw, nhwc");
+    } else if (opt == "--conv") {
+      const std::string_view v = value();
+      if (v != "auto" && v != "direct")
+        bad("--conv: '" + std::string(v) + "' is not one of auto, direct");
+      a.winograd = v == "auto";
     } else if (opt == "--threads") {
       a.threads = int(detail::parse_int(value(), opt, 0, 4096));
     } else if (opt == "--reps") {

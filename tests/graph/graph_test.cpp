@@ -868,7 +868,7 @@ namespace {
 struct block {
   index_t N = 2, C = 8, H = 9, W = 7, classes = 5;
   std::vector<float> w1, w2, bn[2][4], fw, fb;
-  block() {
+  block(index_t c = 8, index_t h = 9, index_t w = 7) : C(c), H(h), W(w) {
     w1 = gt::kaiming(C, C * 9, 21);
     w2 = gt::kaiming(C, C * 9, 22);
     for (int i = 0; i < 2; ++i) {
@@ -998,6 +998,43 @@ TEST_CASE("graph: ResNet basic block (conv-BN-ReLU x2, residual, pool, linear)",
     for (std::size_t i = 0; i < y.size(); ++i)
       REQUIRE(std::fabs(yb[i] - ref[i]) <= 0.03 * (1 + max_ref));
   }
+}
+
+// 16 channels on 16x12 maps x 2 images: 24 tiles of 4x4 outputs, so conv2d's cost model takes
+// Winograd F(4x4, 3x3) for both convs in NHWC (in a bf16 plan too: its full tiles save more than
+// bf16's dot product would); compile_options::winograd = false keeps them direct.
+TEST_CASE("graph: 3x3 convs run as Winograd where it pays, direct when told", "[graph]") {
+  const block b(16, 16, 12);
+  const graph g = b.build(tensor_layout::nhwc);
+  const auto x = gt::random_vec(std::size_t(b.N * b.C * b.H * b.W), 26, -1, 1);
+  const auto ref = b.reference(x, tensor_layout::nhwc);
+  double max_ref = 0;
+  for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
+  const auto kernels = [](const plan& p) {
+    std::string k;
+    for (const step_info& s : p.steps()) k += s.kernel + "\n";
+    return k;
+  };
+  for (const bool wino : {true, false})
+    for (const precision pr : {precision::f32, precision::bf16}) {
+      const plan p = compile(g, {.threads = 2, .prec = pr, .fork_join_ns = 0, .winograd = wino});
+      const std::string k = kernels(p), rep = p.report().text();
+      INFO(k << rep);
+      if (wino) {
+        CHECK(k.find("conv2d f32 nhwc winograd [bias, relu]") != std::string::npos);
+        CHECK(k.find("conv2d f32 nhwc winograd [bias, add, relu]") != std::string::npos);
+      } else {
+        CHECK(k.find("winograd") == std::string::npos);
+      }
+      const bool noted = rep.find("f32 Winograd") != std::string::npos;
+      CHECK(noted == (wino && pr == precision::bf16));
+      std::vector<float> y(ref.size(), std::nanf(""));
+      auto r = p.record({bind(x)}, {bind(y)});
+      r.replay();
+      const double tol = pr == precision::bf16 ? 0.03 : 1e-4;  // the bf16 plan's linear
+      for (std::size_t i = 0; i < y.size(); ++i)
+        REQUIRE(std::fabs(y[i] - ref[i]) <= tol * (1 + max_ref));
+    }
 }
 
 TEST_CASE("graph: max and average pooling nodes", "[graph]") {

@@ -42,6 +42,7 @@ TEST_CASE("kfuse-run args: defaults", "[tools][kfuse_run]") {
   CHECK(a.calib_dir.empty());
   CHECK(a.auto_layout);  // --layout auto: both layouts timed, the faster runs
   CHECK(a.threads == 0);
+  CHECK(a.winograd);  // --conv auto
   CHECK(a.reps == 100);
   CHECK(a.warmup == 10);
   CHECK_FALSE(a.profile);
@@ -71,6 +72,8 @@ TEST_CASE("kfuse-run args: every option", "[tools][kfuse_run]") {
                             "--layout=nhwc",
                             "--threads",
                             "2",
+                            "--conv",
+                            "direct",
                             "--reps=300",
                             "--warmup",
                             "0",
@@ -92,6 +95,7 @@ TEST_CASE("kfuse-run args: every option", "[tools][kfuse_run]") {
   CHECK(a.layout == kfuse::tensor_layout::nhwc);
   CHECK_FALSE(a.auto_layout);
   CHECK(a.threads == 2);
+  CHECK_FALSE(a.winograd);
   CHECK(a.reps == 300);
   CHECK(a.warmup == 0);
   CHECK(a.profile);
@@ -112,9 +116,9 @@ TEST_CASE("kfuse-run args: --help wins", "[tools][kfuse_run]") {
   CHECK(parse({"-h"}).help);
   CHECK(parse({"--bogus", "--reps", "x", "-h"}).help);  // no model, bad options: still help
   const std::string u = kfuse_run::usage();
-  for (const char* opt :
-       {"--dim", "--shape", "--input", "--output-dir", "--prec", "--calib", "--layout", "--threads",
-        "--reps", "--warmup", "--profile", "--trace", "--compare-fp32", "--batch-sweep", "--help"})
+  for (const char* opt : {"--dim", "--shape", "--input", "--output-dir", "--prec", "--calib",
+                          "--layout", "--threads", "--conv", "--reps", "--warmup", "--profile",
+                          "--trace", "--compare-fp32", "--batch-sweep", "--help"})
     CHECK(u.find(opt) != std::string::npos);
 }
 
@@ -144,6 +148,8 @@ TEST_CASE("kfuse-run args: errors name the option", "[tools][kfuse_run]") {
   CHECK(error_of({"m.onnx", "--prec", "fp16"}) == "--prec: 'fp16' is not one of f32, bf16, int8");
   CHECK(error_of({"m.onnx", "--layout", "NCHW"}) ==
         "--layout: 'NCHW' is not one of auto, nchw, nhwc");
+  CHECK(error_of({"m.onnx", "--conv", "winograd"}) ==
+        "--conv: 'winograd' is not one of auto, direct");
   CHECK(error_of({"m.onnx", "--dim", "batch"}) == "--dim: 'batch' is not of the form NAME=VALUE");
   CHECK(error_of({"m.onnx", "--dim", "=3"}) == "--dim: '=3' is not of the form NAME=VALUE");
   CHECK(error_of({"m.onnx", "--dim", "batch="}) == "--dim: 'batch=' is not of the form NAME=VALUE");

@@ -226,6 +226,10 @@ struct compile_options {
   /// edges (graph/passes/layout_choice.hpp lists the ops; the report says so). false: every
   /// tensor in its declared layout.
   bool choose_layout = true;
+  /// Let f32 NHWC 3x3 stride-1 convs run as Winograd F(4x4, 3x3) where conv2d's cost model says
+  /// it pays (kernels/conv/winograd.hpp: ~3-4x fewer multiply-adds; outputs differ from the
+  /// direct conv by ~1e-6 of sum |x w|). false: the direct conv everywhere.
+  bool winograd = true;
 };
 
 }  // namespace kfuse

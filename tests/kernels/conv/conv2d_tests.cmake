@@ -27,3 +27,15 @@ if(KFUSE_FULL_TESTS AND conv_transpose_full_archs)
   kfuse_add_arch_test(kernels_conv_transpose2d SOURCES kernels/conv/conv_transpose2d_test.cpp
                       LABELS "full" ARCHS ${conv_transpose_full_archs})
 endif()
+
+# conv2d's Winograd F(4x4, 3x3) path: the CI archs plus avx2 (8-lane tails); every other under
+# "full".
+set(winograd_ci ${conv2d_ci_archs} ${conv2d_f32_tails})
+set(winograd_full_archs ${archs})
+list(REMOVE_ITEM winograd_full_archs ${winograd_ci})
+kfuse_add_arch_test(kernels_conv_winograd SOURCES kernels/conv/winograd_test.cpp LABELS "ci"
+                    ARCHS ${winograd_ci})
+if(KFUSE_FULL_TESTS AND winograd_full_archs)
+  kfuse_add_arch_test(kernels_conv_winograd SOURCES kernels/conv/winograd_test.cpp LABELS "full"
+                      ARCHS ${winograd_full_archs})
+endif()

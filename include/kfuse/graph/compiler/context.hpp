@@ -233,6 +233,11 @@ struct compile_context {
   }
 
   // ---- lowering helpers ----------------------------------------------------------------------
+  /// Adds a note to the fusion report unless it is there already (a choice made per node).
+  void note_once(const std::string& note) {
+    auto& notes = d->report.notes;
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+  }
   int threads_for(double bytes, double flops) const {
     return node_threads(d->threads, d->fork_join_ns, bytes, flops);
   }

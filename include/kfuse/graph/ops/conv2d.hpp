@@ -125,6 +125,14 @@ struct conv2d_rule : op_rule {
     const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
     switch (pr) {
       case precision::bf16:
+        if (cl && cx.opt.winograd && cx.T(s.x).type == dtype::f32 && detail::winograd_pays(cs)) {
+          // Winograd's 3-4x fewer multiply-adds beat bf16's 2x dot product rate (docs/conv.md).
+          cx.note_once(
+              "bf16: 3x3 stride-1 convs where Winograd pays run as f32 Winograd F(4x4, 3x3), "
+              "faster than bf16's direct conv and more accurate (compile_options::winograd = "
+              "false keeps them bf16)");
+          return lower_dense<f32, nhwc, A, B>(cx, s, n, info, cmds, cs, "f32");
+        }
         return cl ? lower_dense<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs, "bf16")
                   : lower_dense<bf16, nchw, A, B>(cx, s, n, info, cmds, cs, "bf16");
       case precision::int8:
@@ -254,7 +262,8 @@ struct conv2d_rule : op_rule {
         chain.insert(chain.begin(), {stage_kind::mul, 0, 0,
                                      cx.new_constant(n.name + ".dequant", {cs.k}, deq), true});
       } else {
-        p->packed = K::initialize(cs, w.data());
+        p->packed = K::pack(w.data(), cs, -1,
+                            cx.opt.winograd ? conv_algorithm::automatic : conv_algorithm::direct);
         if (std::is_same_v<Recipe, bf16> && x.type != dtype::bf16)
           c.in[0] = convert_input<A, B>(cx, s, n, dtype::bf16, {}, cmds);
       }
@@ -266,8 +275,9 @@ struct conv2d_rule : op_rule {
       info.flops = cs.flops();
       info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) +
                    double(w.size()) * double(sizeof(typename K::weight_storage));
-      info.kernel =
-          "conv2d " + std::string(recipe) + " " + std::string(L::name) + cx.chain_suffix(s, chain);
+      const bool wino = p->packed.path_ == detail::conv_path::winograd;
+      info.kernel = "conv2d " + std::string(recipe) + " " + std::string(L::name) +
+                    (wino ? " winograd" : "") + cx.chain_suffix(s, chain);
       add_kernel_command<K, conv_input_t<Recipe>, Out>(cx, p, cs, c, info, cmds);
     }
   }

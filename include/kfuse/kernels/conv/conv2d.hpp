@@ -28,6 +28,8 @@
 //    channel is the tile row. The pixel operand is a per-thread panel of NR output pixels
 //    (flattened over rows, so small images waste no lanes) x a chunk of the C*R*S taps, built
 //    from the NCHW rows with vector copies; it stays in L1/L2 while every channel row tile uses it.
+//  * f32 NHWC 3x3 stride-1 shapes where it pays run as Winograd F(4x4, 3x3)
+//    (kernels/conv/winograd.hpp; pack's conv_algorithm chooses).
 //  * Depthwise shapes (groups == C == K > 1) go to kfuse::depthwise_conv2d
 //    (kernels/conv/depthwise.hpp), whose packed weights the conv2d weights then hold.
 // The tiles and the operands they read live in kernels/conv/conv2d_tiles.hpp; this header is the
@@ -48,6 +50,7 @@
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/conv/conv_weights.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
+#include "kfuse/kernels/conv/winograd.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/run_info.hpp"
@@ -71,6 +74,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   using weight_storage =
       std::conditional_t<is_nhwc, typename kernels::storage, typename kernels::row_weight>;
   using depthwise = depthwise_conv2d<Elem, Layout, A, Ep, B>;
+  /// Winograd F(4x4, 3x3): the f32 NHWC recipe only.
+  static constexpr bool has_winograd = is_nhwc && std::is_same_v<Elem, f32>;
+  using winograd = detail::winograd_f43<vec, microkernel, config::mr, config::nv>;
   using weights =
       conv_weights<weight_storage, typename kernels::storage, typename depthwise::packed>;
   static constexpr int G = microkernel::k_group;
@@ -106,9 +112,12 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   static constexpr bool gemm_shape(const conv_shape& s) { return is_nhwc && s.is_pointwise(); }
 
   /// Packs OIHW weights [K, C/groups, R, S] once. `count` (if given) must equal
-  /// shape.weight_count().
+  /// shape.weight_count(). `algo`: automatic takes Winograd F(4x4, 3x3) for f32 NHWC 3x3
+  /// stride-1 shapes where detail::winograd_pays (s.n is the batch it plans for); direct never;
+  /// winograd wherever the shape allows it (else kfuse::error).
   template <class Src>
-  static weights pack(const Src* oihw, const conv_shape& s, index_t count = -1) {
+  static weights pack(const Src* oihw, const conv_shape& s, index_t count = -1,
+                      conv_algorithm algo = conv_algorithm::automatic) {
     constexpr std::string_view k = "conv2d pack";
     if constexpr (integer)
       static_assert(std::is_same_v<Src, std::int8_t>,
@@ -129,7 +138,12 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     const index_t cg = s.c / s.groups, kg = s.k / s.groups, rs = s.r * s.s;
     constexpr bool dw_takes = integer || std::is_same_v<Src, float> ||
                               (std::is_same_v<Elem, bf16> && std::is_same_v<Src, bf16_t>);
-    if (s.is_depthwise() && dw_takes) {
+    if (detail::winograd_chosen(s, algo, has_winograd, k)) {
+      w.path_ = detail::conv_path::winograd;
+      w.block_ = NR;
+      if constexpr (has_winograd)
+        w.kblocks_ = winograd::panels(s.k), w.data_ = winograd::pack(oihw, s);
+    } else if (s.is_depthwise() && dw_takes) {
       w.path_ = detail::conv_path::depthwise;
       w.block_ = NR;
       if constexpr (dw_takes) w.dw_ = depthwise::pack(oihw, s);
@@ -199,18 +213,18 @@ struct conv2d : image_kernel_types<Layout, Ep> {
 
   /// "conv implicit-gemm nhwc f32 fma 6x4v", "conv 1x1 gemm f32 fma 6x4v", ...
   static const char* micro_kernel(detail::conv_path p) {
+    if (p == detail::conv_path::depthwise) return "depthwise";
     static const std::string tile = std::string(microkernel::name) + " " + std::to_string(MR) +
                                     "x" + std::to_string(NV) + (L == 1 ? "" : "v");
-    static const std::string n1 = "conv 1x1 gemm " + tile;
-    static const std::string n4 = "conv patches gemm nhwc " + tile;
-    static const std::string n2 = "conv implicit-gemm nhwc " + tile;
-    static const std::string n3 =
-        std::string("conv channel-rows nchw ") + (band_path ? "" : "panel ") + tile;
-    return p == detail::conv_path::depthwise       ? "depthwise"
-           : p == detail::conv_path::nhwc_patches  ? n4.c_str()
-           : p == detail::conv_path::gemm_1x1      ? n1.c_str()
-           : p == detail::conv_path::nhwc_implicit ? n2.c_str()
-                                                   : n3.c_str();
+    static const std::string names[] = {
+        // in conv_path's order
+        "conv 1x1 gemm " + tile,
+        "conv implicit-gemm nhwc " + tile,
+        std::string("conv channel-rows nchw ") + (band_path ? "" : "panel ") + tile,
+        "",
+        "conv patches gemm nhwc " + tile,
+        "conv winograd f(4x4,3x3) nhwc " + tile};
+    return names[int(p)].c_str();
   }
 
   /// The convenience form for direct callers: a workspace per call.
@@ -321,6 +335,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         if constexpr (is_nhwc)
           info.threads = run_patches(x.data, w, y.data, sh, ep, pool, ws, slot, x_zero_point);
         break;
+      case detail::conv_path::winograd:
+        if constexpr (has_winograd)
+          info.threads = winograd::run(x.data, w.data_.data(), y.data, sh, ep, pool, ws, slot);
+        break;
       case detail::conv_path::nchw_rows:
         if constexpr (!is_nhwc) {
           if constexpr (band_path)
@@ -392,6 +410,11 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   /// One thread's scratch on the shape's path (measured from the path's slot layout).
   static std::size_t slot_bytes(const conv_shape& s) {
     if (s.n <= 0 || s.out_h() <= 0 || s.out_w() <= 0 || gemm_shape(s)) return 0;
+    if constexpr (has_winograd)  // either path may have been packed: room for both
+      if (detail::winograd_shape(s)) return std::max(winograd::slot_bytes(s), direct_slot_bytes(s));
+    return direct_slot_bytes(s);
+  }
+  static std::size_t direct_slot_bytes(const conv_shape& s) {
     detail::slot_cursor m;
     if constexpr (is_nhwc)
       if (uses_patches(s))

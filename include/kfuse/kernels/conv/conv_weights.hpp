@@ -37,7 +37,7 @@ class aligned_array {
 };
 
 /// The layouts' packing of one convolution's weights.
-enum class conv_path { gemm_1x1, nhwc_implicit, nchw_rows, depthwise, nhwc_patches };
+enum class conv_path { gemm_1x1, nhwc_implicit, nchw_rows, depthwise, nhwc_patches, winograd };
 
 }  // namespace detail
 
@@ -58,7 +58,7 @@ class conv_weights {
   conv_shape shape_{};
   std::string_view layout_{};
   int block_ = 0;        // NR (nhwc tiles) or MR (nchw rows): the micro-kernel it was packed for
-  index_t kblocks_ = 0;  // nhwc: NR-channel blocks per group
+  index_t kblocks_ = 0;  // nhwc, winograd: NR-channel blocks per group
   index_t cgp_ = 0;      // nhwc: channels per group rounded up to the k group
   index_t crsp_ = 0;     // nchw, patches: C/groups * R * S rounded up to the k group
   detail::aligned_array<TW> data_;
