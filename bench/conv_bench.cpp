@@ -14,6 +14,7 @@
 
 #include "bench_common.hpp"
 #include "kfuse/kernels/conv/conv2d.hpp"
+#include "kfuse/kernels/conv/few_channel_conv2d.hpp"
 #include "kfuse/kfuse.hpp"
 
 namespace {
@@ -70,7 +71,7 @@ void BM_peak_fp32(benchmark::State& st) {
 }
 
 // ------------------------------------------------------------------------------------ kfuse
-template <class L, bool Fused>
+template <class L, bool Fused, kfuse::conv_algorithm Algo = kfuse::conv_algorithm::automatic>
 void BM_kfuse(benchmark::State& st) {
   const conv_shape s = shape_of(st.range(0), st.range(1));
   const int threads = int(st.range(2));
@@ -81,7 +82,7 @@ void BM_kfuse(benchmark::State& st) {
   const auto x = random_vector(std::size_t(kfuse::numel(s.in_dims())), 1);
   const auto bias = random_vector(std::size_t(s.k), 3);
   std::vector<float> y(std::size_t(kfuse::numel(s.out_dims())));
-  const auto w = C::pack(w_oihw.data(), s);
+  const auto w = C::pack(w_oihw.data(), s, -1, Algo);
   Ep ep{};
   if constexpr (Fused) ep = Ep{{{bias.data(), bias.size()}}, {}};
   const auto xv = kfuse::view<L>(static_cast<const float*>(x.data()), s.in_dims());
@@ -93,6 +94,46 @@ void BM_kfuse(benchmark::State& st) {
   st.SetLabel(std::string(info.micro_kernel));
   kfuse_bench::set_flops(st, s.flops());
   st.counters["pack_ms"] = w.pack_seconds() * 1e3;
+}
+
+// ------------------------------------------------------------------------------------ stems
+// RGB stems at 224x224, stride 2: MobileNetV3 (3x3 -> 16), EfficientNet-B0 (3x3 -> 32), ResNet
+// (7x7 -> 64); kfuse few_channel_conv2d (NCHW in, NHWC out: the network's entry conversion
+// included) vs conv2d NHWC (its input already NHWC, the conversion not counted).
+const layer stems[] = {{3, 224, 16, 3, 1}, {3, 224, 32, 3, 1}, {3, 224, 64, 7, 3}};
+
+template <bool Few>
+void BM_stem(benchmark::State& st) {
+  const layer& l = stems[st.range(0)];
+  conv_shape s;
+  s.n = st.range(1), s.c = l.c, s.h = s.w = l.hw, s.k = l.k, s.r = s.s = l.rs;
+  s.stride_h = s.stride_w = 2;
+  s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = l.pad;
+  const int threads = int(st.range(2));
+  using Ep = kfuse::epilogue<kfuse::bias, kfuse::relu>;
+  const auto w_oihw = random_vector(std::size_t(s.weight_count()), 2);
+  const auto x = random_vector(std::size_t(kfuse::numel(s.in_dims())), 1);
+  const auto bias = random_vector(std::size_t(s.k), 3);
+  std::vector<float> y(std::size_t(kfuse::numel(s.out_dims())));
+  const Ep ep{{{bias.data(), bias.size()}}, {}};
+  kfuse::run_info info;
+  if constexpr (Few) {
+    using C = kfuse::few_channel_conv2d<kfuse::arch::native, Ep>;
+    const auto w = C::pack(w_oihw.data(), s);
+    const kfuse::workspace_buffer ws(C::workspace_size(s, threads));
+    for (auto _ : st)
+      info = C::run(kfuse::view<kfuse::nchw>(static_cast<const float*>(x.data()), s.in_dims()), w,
+                    kfuse::view<kfuse::nhwc>(y.data(), s.out_dims()), ep, ws.view(), {threads});
+  } else {
+    using C = kfuse::conv2d<kfuse::f32, kfuse::nhwc, kfuse::arch::native, Ep>;
+    const auto w = C::pack(w_oihw.data(), s);
+    const kfuse::workspace_buffer ws(C::workspace_size(s, threads));
+    for (auto _ : st)
+      info = C::run(kfuse::view<kfuse::nhwc>(static_cast<const float*>(x.data()), s.in_dims()), w,
+                    kfuse::view<kfuse::nhwc>(y.data(), s.out_dims()), ep, ws.view(), {threads});
+  }
+  st.SetLabel(std::string(info.micro_kernel));
+  kfuse_bench::set_flops(st, s.flops());
 }
 
 // ------------------------------------------------------------------------------------ oneDNN
@@ -205,9 +246,24 @@ const bool registered = [] {
   for (int t : {1, 2})
     benchmark::RegisterBenchmark("peak/fp32", BM_peak_fp32)->Arg(t)->UseRealTime();
   add_layers("bare/kfuse_nhwc", BM_kfuse<kfuse::nhwc, false>);
+  add_layers("bare/kfuse_nhwc_direct", BM_kfuse<kfuse::nhwc, false, kfuse::conv_algorithm::direct>);
   add_layers("bare/kfuse_nchw", BM_kfuse<kfuse::nchw, false>);
   add_layers("bias_relu/kfuse_nhwc", BM_kfuse<kfuse::nhwc, true>);
+  add_layers("bias_relu/kfuse_nhwc_direct",
+             BM_kfuse<kfuse::nhwc, true, kfuse::conv_algorithm::direct>);
   add_layers("bias_relu/kfuse_nchw", BM_kfuse<kfuse::nchw, true>);
+  for (int t : {1, 2})
+    for (index_t batch : {1, 8})
+      for (index_t li = 0; li < index_t(std::size(stems)); ++li) {
+        benchmark::RegisterBenchmark("stem/kfuse_few_channel", BM_stem<true>)
+            ->Args({li, batch, t})
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("stem/kfuse_nhwc", BM_stem<false>)
+            ->Args({li, batch, t})
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
 #if KFUSE_BENCH_HAVE_DNNL
   add_layers("bare/onednn_any", BM_onednn<false, false>);
   add_layers("bare/onednn_nhwc", BM_onednn<true, false>);

@@ -1731,9 +1731,16 @@ TEST_CASE("graph: an nchw CNN runs its image ops in nhwc, the caller's layouts a
     CHECK(chosen.output(0).name == "head");
     CHECK(chosen.output(1).name == "gated");
     CHECK(chosen.output(1).layout == tensor_layout::nchw);
-    bool nhwc_conv = false;
-    for (const auto& st : chosen.steps()) nhwc_conv |= st.kernel.find("nhwc") != std::string::npos;
+    bool nhwc_conv = false, stem = false;
+    for (const auto& st : chosen.steps()) {
+      nhwc_conv |= st.kernel.find("nhwc") != std::string::npos;
+      stem |= st.kernel == "few_channel_conv2d f32 nchw->nhwc [bias, relu]";
+    }
     CHECK(nhwc_conv);
+    // The entry conversion is read by the 3-channel conv itself (passes/entry_layout.hpp).
+    CHECK(stem);
+    CHECK(rep.find("(convert_layout) into c1 (conv2d): reads its NCHW input, writes NHWC") !=
+          std::string::npos);
     std::vector<float> hd(std::size_t(N * 5), std::nanf("")),
         gd(std::size_t(N * K * 30), std::nanf(""));
     std::vector<float> hc = hd, gc = gd;
@@ -1745,6 +1752,13 @@ TEST_CASE("graph: an nchw CNN runs its image ops in nhwc, the caller's layouts a
     for (std::size_t i = 0; i < gd.size(); ++i)
       REQUIRE(std::fabs(gc[i] - gd[i]) <= 1e-4f * (1 + std::fabs(gd[i])));
   }
+  // A bf16 plan runs the 8-channel stem in f32 too, and says so.
+  const plan low = compile(g, {.threads = 1, .prec = precision::bf16});
+  CHECK(low.report().text().find("low precision: a stem conv") != std::string::npos);
+  bool f32_stem = false;
+  for (const auto& st : low.steps())
+    f32_stem |= st.kernel == "few_channel_conv2d f32 nchw->nhwc [bias, relu]";
+  CHECK(f32_stem);
   // Without a conv2d the graph stays as declared; a bad graph reports its own nodes' errors.
   graph pool_only;
   pool_only.output(pool_only.pool2d(

@@ -27,6 +27,7 @@
 #include "kfuse/graph/compiler/context.hpp"
 #include "kfuse/graph/passes/build_steps.hpp"
 #include "kfuse/graph/passes/channel_gate.hpp"
+#include "kfuse/graph/passes/entry_layout.hpp"
 #include "kfuse/graph/passes/fusion.hpp"
 #include "kfuse/graph/passes/graph_checks.hpp"
 #include "kfuse/graph/passes/layout_choice.hpp"
@@ -75,6 +76,7 @@ inline void analyze(compile_context& cx) {
     absorb_quantize(cx);
     fuse_channel_gates(cx);
     absorb_views(cx);
+    absorb_entry_layout(cx);
   }
 }
 

@@ -52,9 +52,11 @@ TEST_CASE("layout choice: an nchw conv region runs in nhwc, converted at its edg
   // The caller's inputs are the declared ones.
   CHECK(h.inputs().size() == 1);
   CHECK(h.tensor(h.inputs()[0]).layout == tensor_layout::nchw);
-  // The rewritten graph analyzes: the conv reads nhwc.
+  // The rewritten graph analyzes: the conv writes nhwc, and reads the entry conversion's NCHW
+  // input itself (3 channels: passes/entry_layout.hpp).
   const analyzed a(h);
-  CHECK(a.tensor(a.step_of("c").x).layout == tensor_layout::nhwc);
+  CHECK(a.tensor(a.step_of("c").out).layout == tensor_layout::nhwc);
+  CHECK(a.tensor(a.step_of("c").x).name == "x");
 }
 
 TEST_CASE("layout choice: nothing to do without an nchw conv") {
@@ -124,7 +126,7 @@ TEST_CASE("layout choice: a squeeze-excite gate from the region multiplies per c
   CHECK(r.region_nodes == 5);  // c, gap, fc, gate, se
   CHECK(r.conversions == 2);
   const analyzed a(r.g);
-  CHECK(a.tensor(a.step_of("c").x).layout == tensor_layout::nhwc);
+  CHECK(a.tensor(a.step_of("c").out).layout == tensor_layout::nhwc);
 }
 
 TEST_CASE("layout choice: conversions the graph has are kept, nhwc-only ops stay in the region") {

@@ -39,3 +39,11 @@ if(KFUSE_FULL_TESTS AND winograd_full_archs)
   kfuse_add_arch_test(kernels_conv_winograd SOURCES kernels/conv/winograd_test.cpp LABELS "full"
                       ARCHS ${winograd_full_archs})
 endif()
+
+# few_channel_conv2d (NCHW in, NHWC out stems): as the Winograd path.
+kfuse_add_arch_test(kernels_conv_few_channel SOURCES kernels/conv/few_channel_conv2d_test.cpp
+                    LABELS "ci" ARCHS ${winograd_ci})
+if(KFUSE_FULL_TESTS AND winograd_full_archs)
+  kfuse_add_arch_test(kernels_conv_few_channel SOURCES kernels/conv/few_channel_conv2d_test.cpp
+                      LABELS "full" ARCHS ${winograd_full_archs})
+endif()

@@ -11,6 +11,7 @@
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/conv/conv2d.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
+#include "kfuse/kernels/conv/few_channel_conv2d.hpp"
 #include "kfuse/kernels/conv/fold_batch_norm.hpp"
 
 KFUSE_BEGIN_NAMESPACE
@@ -38,6 +39,22 @@ void gated_conv_cmd(const command& c) {
                view<nhwc>(static_cast<float*>(c.out), p.out),
                epilogue<chain>{command_chain(c, p.stages)}, command_workspace(c),
                run_options{c.threads});
+}
+
+/// A stem conv reading NCHW and writing NHWC (passes/entry_layout.hpp): its parameters and
+/// replay command.
+template <class K>
+struct few_channel_params {
+  typename K::packed packed;
+  dims4 in{}, out{};
+  chain_list stages;
+};
+template <class K>
+void few_channel_cmd(const command& c) {
+  const auto& p = *static_cast<const few_channel_params<K>*>(c.params);
+  K::run(view<nchw>(static_cast<const float*>(c.in[0]), p.in), p.packed,
+         view<nhwc>(static_cast<float*>(c.out), p.out), epilogue<chain>{command_chain(c, p.stages)},
+         command_workspace(c), run_options{c.threads});
 }
 
 struct conv2d_rule : op_rule {
@@ -122,6 +139,8 @@ struct conv2d_rule : op_rule {
                 : lower_depthwise<f32, nchw, A, B>(cx, s, n, info, cmds, cs);
     }
     if (s.gate >= 0) return lower_gated<A, B>(cx, s, n, info, cmds, cs);
+    if (!cl && cx.T(s.out).layout == tensor_layout::nhwc)
+      return lower_few_channel<A, B>(cx, s, n, info, cmds, cs);
     const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
     switch (pr) {
       case precision::bf16:
@@ -201,6 +220,32 @@ struct conv2d_rule : op_rule {
     c.fn = &gated_conv_cmd<K>;
     c.threads = cx.threads_for(info.bytes, info.flops);
     c.workspace_bytes = K::gated_workspace_size(p->packed);
+    c.params = cx.own(p);
+    cmds.push_back(c);
+  }
+
+  template <class A, class B>
+  static void lower_few_channel(detail::compile_context& cx, const detail::step& s,
+                                const node_desc& n, step_info& info,
+                                std::vector<detail::plan_command>& cmds, const conv_shape& cs) {
+    using K = few_channel_conv2d<A, epilogue<chain>, B>;
+    auto p = std::make_shared<few_channel_params<K>>();
+    std::vector<detail::op_stage> chain;
+    const std::vector<float> w = weights(cx, s, cs, chain);
+    p->packed = cx.for_node(n, [&] { return K::pack(w.data(), cs); });
+    p->in = cs.in_dims();
+    p->out = cs.out_dims();
+    detail::plan_command c;
+    c.in[0] = s.x;
+    c.out = s.out;
+    cx.need_operand_room(n, chain);
+    p->stages = cx.make_chain(chain, c, 1);
+    info.flops = cs.flops();
+    info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) + 4.0 * double(w.size());
+    info.kernel = "few_channel_conv2d f32 nchw->nhwc" + cx.chain_suffix(s, chain);
+    c.fn = &few_channel_cmd<K>;
+    c.threads = cx.threads_for(info.bytes, info.flops);
+    c.workspace_bytes = K::workspace_size(cs, c.threads);
     c.params = cx.own(p);
     cmds.push_back(c);
   }
