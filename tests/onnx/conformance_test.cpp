@@ -218,7 +218,8 @@ result run_case(const ::onnx::ModelProto& model, const std::vector<std::string>&
 }
 
 // A case: first with every float input at run time, then (if the importer needs constants)
-// with every input but the first as an initializer, then all of them.
+// with every input but the first as an initializer, then all of them, then (integer data a
+// kernel takes, such as uint8 max pooling) every input at run time.
 result run_case_dir(const fs::path& dir, kfuse::tensor_layout layout) {
   ::onnx::ModelProto m;
   if (!m.ParseFromString(read_file(dir / "model.onnx"))) return {verdict::failed, "bad model"};
@@ -242,15 +243,22 @@ result run_case_dir(const fs::path& dir, kfuse::tensor_layout layout) {
   for (std::size_t k = 1; k < n; ++k) rest[k] = true;
   tries.push_back(rest);
   tries.push_back(std::vector<bool>(n, true));
-  result r;
+  tries.push_back(std::vector<bool>(n, false));  // integer data at run time (uint8 MaxPool)
+  result all_constant;  // an unsupported case's reason: the one with every input a constant
   for (std::size_t k = 0; k < tries.size(); ++k) {
-    r = run_case(m, in, out, tries[k], layout);
+    result r;
+    try {
+      r = run_case(m, in, out, tries[k], layout);
+    } catch (const kfuse::error& e) {  // input data kfuse does not read (strings)
+      r = {verdict::unsupported, reason_of(e.what())};
+    }
     // Passed only with every input a constant: evaluated at load time, no run-time kernel.
-    if (r.v == verdict::passed && k + 1 == tries.size() && n > 0 && tries[0] != tries[k])
-      r.folded = true;
+    const bool constants = tries[k] == std::vector<bool>(n, true);
+    if (r.v == verdict::passed && constants && n > 0 && tries[0] != tries[k]) r.folded = true;
     if (r.v != verdict::unsupported) return r;
+    if (constants) all_constant = r;
   }
-  return r;
+  return all_constant;
 }
 
 struct op_row {

@@ -66,7 +66,12 @@ void import_pool(context& cx, const node_proto& n) {
     cx.only_attrs(
         n, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
   const bool indices = is_max && !global && cx.output_used(n, 1);
-  run_value x = cx.float_in(n, 0);
+  // Max pooling also takes uint8 / int8 data (ONNX allows it; the pool2d kernels have u8 / i8
+  // instantiations): the maximum needs no scale.
+  const value& xv = cx.in(n, 0);
+  const bool int8_data =
+      is_max && !xv.is_const && (xv.r.type == dtype::u8 || xv.r.type == dtype::i8);
+  run_value x = int8_data ? cx.run_in(n, 0) : cx.float_in(n, 0);
   const int rank = int(x.shape.size());
   if (rank != 3 && rank != 4)
     cx.fail(n, "input is " + std::to_string(rank) + "-D " + shape_str(x.shape) +
@@ -153,6 +158,10 @@ void import_pool(context& cx, const node_proto& n) {
   }
   const bool wide = p.pad_top > p.kernel_h / 2 || p.pad_bottom > p.kernel_h / 2 ||
                     p.pad_left > p.kernel_w / 2 || p.pad_right > p.kernel_w / 2;
+  if (int8_data && (dil_h > 1 || dil_w > 1 || wide || indices))
+    cx.fail(n, "input 'x' is " + std::string(dtype_name(x.type)) +
+                   ": a dilated max pooling, one with padding wider than half the window or one "
+                   "whose Indices output is used takes float32");
   if (indices) {
     // The Indices output: the flat NCHW index of each window's maximum (max_pool_indices).
     if (dil_h > 1 || dil_w > 1 || wide)
