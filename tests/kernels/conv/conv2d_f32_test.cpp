@@ -53,26 +53,8 @@ std::vector<conv_shape> test_shapes() {
   };
 }
 
-/// One problem: random input, weights, bias, residual; exact sums and their error scale.
 template <class L>
-struct problem {
-  conv_shape s;
-  std::vector<float> x, w, bias, residual;
-  std::vector<double> exact, scale;
-  problem(const conv_shape& shape, std::mt19937& rng)
-      : s(shape),
-        x(random_activations<float>(kfuse::numel(shape.in_dims()), rng)),
-        w(random_weights_oihw<float>(shape, rng)),
-        bias(random_activations<float>(shape.k, rng)),
-        residual(random_activations<float>(kfuse::numel(shape.out_dims()), rng)) {
-    exact = ref_conv2d<L>(s, x.data(), w.data());
-    scale = ref_conv2d_abs<L>(s, x.data(), w.data());
-  }
-  index_t channel_of(index_t i) const {
-    const kfuse::dims4 d = s.out_dims();
-    return std::is_same_v<L, kfuse::nhwc> ? i % d.c : (i / (d.h * d.w)) % d.c;
-  }
-};
+using problem = conv_problem<L>;
 
 template <class L, class B, class Out = float, class Ep>
 void check_conv(const problem<L>& p, const Ep& ep, std::string_view what, int threads = 0) {

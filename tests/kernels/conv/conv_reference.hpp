@@ -125,4 +125,27 @@ std::vector<T> random_activations(kfuse::index_t count, std::mt19937& rng, float
   return x;
 }
 
+/// One problem in layout L: random input, weights, bias, residual; the exact sums and their
+/// error scale (sum |x w|), both in L.
+template <class L>
+struct conv_problem {
+  kfuse::conv_shape s;
+  std::vector<float> x, w, bias, residual;
+  std::vector<double> exact, scale;
+  conv_problem(const kfuse::conv_shape& shape, std::mt19937& rng)
+      : s(shape),
+        x(random_activations<float>(kfuse::numel(shape.in_dims()), rng)),
+        w(random_weights_oihw<float>(shape, rng)),
+        bias(random_activations<float>(shape.k, rng)),
+        residual(random_activations<float>(kfuse::numel(shape.out_dims()), rng)) {
+    exact = ref_conv2d<L>(s, x.data(), w.data());
+    scale = ref_conv2d_abs<L>(s, x.data(), w.data());
+  }
+  /// The output channel of flat output index i.
+  kfuse::index_t channel_of(kfuse::index_t i) const {
+    const kfuse::dims4 d = s.out_dims();
+    return std::is_same_v<L, kfuse::nhwc> ? i % d.c : (i / (d.h * d.w)) % d.c;
+  }
+};
+
 }  // namespace kt

@@ -26,22 +26,11 @@ std::vector<conv_shape> shapes() {
   };
 }
 
-/// x in NCHW and the exact result in NHWC.
-struct problem {
-  conv_shape s;
-  std::vector<float> x, w, bias, residual;
-  std::vector<double> exact, scale;  // NHWC
-  problem(const conv_shape& shape, std::mt19937& rng)
-      : s(shape),
-        x(random_activations<float>(kfuse::numel(shape.in_dims()), rng)),
-        w(random_weights_oihw<float>(shape, rng)),
-        bias(random_activations<float>(shape.k, rng)),
-        residual(random_activations<float>(kfuse::numel(shape.out_dims()), rng)) {
-    const auto e = ref_conv2d<kfuse::nchw>(s, x.data(), w.data());
-    const auto a = ref_conv2d_abs<kfuse::nchw>(s, x.data(), w.data());
+/// x in NCHW, the exact result (and its scale) converted to NHWC.
+struct problem : conv_problem<kfuse::nchw> {
+  problem(const conv_shape& shape, std::mt19937& rng) : conv_problem(shape, rng) {
     const kfuse::dims4 d = s.out_dims();
-    exact.resize(e.size());
-    scale.resize(e.size());
+    const std::vector<double> e = exact, a = scale;
     for (index_t n = 0; n < d.n; ++n)
       for (index_t k = 0; k < d.c; ++k)
         for (index_t i = 0; i < d.h * d.w; ++i) {

@@ -34,20 +34,7 @@ std::vector<conv_shape> winograd_shapes() {
   };
 }
 
-struct problem {
-  conv_shape s;
-  std::vector<float> x, w, bias, residual;
-  std::vector<double> exact, scale;
-  problem(const conv_shape& shape, std::mt19937& rng)
-      : s(shape),
-        x(random_activations<float>(kfuse::numel(shape.in_dims()), rng)),
-        w(random_weights_oihw<float>(shape, rng)),
-        bias(random_activations<float>(shape.k, rng)),
-        residual(random_activations<float>(kfuse::numel(shape.out_dims()), rng)) {
-    exact = ref_conv2d<L>(s, x.data(), w.data());
-    scale = ref_conv2d_abs<L>(s, x.data(), w.data());
-  }
-};
+using problem = conv_problem<L>;
 
 template <class B, class Out = float, class Ep>
 void check_winograd(const problem& p, const Ep& ep, std::string_view what, int threads = 0) {

@@ -130,12 +130,15 @@ struct winograd_f43 {
   }
 
   /// Tiles per block: V[36][T][C] within ~384 KiB of L2, but at least 24 tiles (each
-  /// transformed weight panel is streamed once per block) and at most 96.
+  /// transformed weight panel is streamed once per block) and at most 96; then evened out over
+  /// the blocks that needs (49 tiles: 3 blocks of 18, not 24 + 24 + 1, which left one of two
+  /// threads a third of the work).
   static index_t block_tiles(const conv_shape& s) {
     const index_t fit = index_t(384 * 1024) / (XI * s.c * index_t(sizeof(float)));
     const index_t t = std::clamp<index_t>(fit, 24, 96) / MR * MR;
     const index_t tiles = s.n * ((s.out_h() + 3) / 4) * ((s.out_w() + 3) / 4);
-    return std::min(t, (tiles + MR - 1) / MR * MR);
+    const index_t blocks = std::max<index_t>(1, (tiles + t - 1) / t);
+    return ((tiles + blocks - 1) / blocks + MR - 1) / MR * MR;
   }
   /// One thread's slot: V, M and the 4x4 outputs of one tile.
   static std::size_t slot_bytes(const conv_shape& s) {
