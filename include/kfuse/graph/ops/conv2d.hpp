@@ -41,17 +41,11 @@ void gated_conv_cmd(const command& c) {
                run_options{c.threads});
 }
 
-/// A stem conv reading NCHW and writing NHWC (passes/entry_layout.hpp): its parameters and
-/// replay command.
-template <class K>
-struct few_channel_params {
-  typename K::packed packed;
-  dims4 in{}, out{};
-  chain_list stages;
-};
+/// The replay command of a stem conv reading NCHW and writing NHWC (passes/entry_layout.hpp):
+/// kernel_cmd's, with a view of each layout.
 template <class K>
 void few_channel_cmd(const command& c) {
-  const auto& p = *static_cast<const few_channel_params<K>*>(c.params);
+  const auto& p = *static_cast<const kernel_params<K>*>(c.params);
   K::run(view<nchw>(static_cast<const float*>(c.in[0]), p.in), p.packed,
          view<nhwc>(static_cast<float*>(c.out), p.out), epilogue<chain>{command_chain(c, p.stages)},
          command_workspace(c), run_options{c.threads});
@@ -229,7 +223,7 @@ struct conv2d_rule : op_rule {
                                 const node_desc& n, step_info& info,
                                 std::vector<detail::plan_command>& cmds, const conv_shape& cs) {
     using K = few_channel_conv2d<A, epilogue<chain>, B>;
-    auto p = std::make_shared<few_channel_params<K>>();
+    auto p = std::make_shared<kernel_params<K>>();
     std::vector<detail::op_stage> chain;
     const std::vector<float> w = weights(cx, s, cs, chain);
     p->packed = cx.for_node(n, [&] { return K::pack(w.data(), cs); });

@@ -48,6 +48,7 @@ struct few_channel_conv2d {
   /// Output pixels per tile; 1 or 2 vectors of output channels per tile (16 / 32 on AVX-512).
   static constexpr int MR = L == 1 ? 4 : 12, PV_MAX = 2;
   static constexpr std::string_view name = "few_channel_conv2d";
+  using extents = dims4;  // what a view needs besides its pointer (graph_ops::kernel_params)
 
   static constexpr bool takes(const conv_shape& s) { return detail::few_channel_shape(s); }
 

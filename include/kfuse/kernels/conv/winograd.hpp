@@ -35,6 +35,18 @@ constexpr bool winograd_shape(const conv_shape& s) {
          s.dilation_w == 1 && s.groups == 1 && s.out_h() > 0 && s.out_w() > 0;
 }
 
+/// The 4x4 output tiles of a shape: th x tw per image; tile g's image and first output pixel.
+struct winograd_tiles {
+  index_t th, tw;
+  explicit constexpr winograd_tiles(const conv_shape& s)
+      : th((s.out_h() + 3) / 4), tw((s.out_w() + 3) / 4) {}
+  constexpr index_t count(index_t n) const { return n * th * tw; }
+  struct origin {
+    index_t n, oh0, ow0;
+  };
+  constexpr origin at(index_t g) const { return {g / (th * tw), g / tw % th * 4, g % tw * 4}; }
+};
+
 /// Where it pays (Zen 4 measurements in docs/performance.md): at least 16 channels in and out (the
 /// transforms cost per channel what ~16 multiply-adds of the GEMM do), and at least 16 tiles per
 /// call, so that each transformed weight (36/9 = 4x the direct weights' bytes) is used by enough
@@ -42,8 +54,7 @@ constexpr bool winograd_shape(const conv_shape& s) {
 /// and stay direct).
 constexpr bool winograd_pays(const conv_shape& s) {
   if (!winograd_shape(s) || s.c < 16 || s.k < 16) return false;
-  const index_t tiles = s.n * ((s.out_h() + 3) / 4) * ((s.out_w() + 3) / 4);
-  return tiles >= 16;
+  return winograd_tiles(s).count(s.n) >= 16;
 }
 
 /// Whether conv2d packs shape s for Winograd under `algo` (`supported`: its recipe and layout have
@@ -69,6 +80,23 @@ KFUSE_INLINE void winograd_in_1d(const V (&d)[6], V (&o)[6]) {
   o[3] = c + e;
   o[4] = c - e;
   o[5] = simd::fma(V(4.f), d[1], simd::fma(V(-5.f), d[3], d[5]));
+}
+
+/// A separable 2-D transform F d F^T of a 6x6 tile, by a 1-D transform `f` (6 -> N values) of
+/// its columns, then of the rows of the result.
+template <int N, class V, class F>
+KFUSE_INLINE void winograd_2d(const V (&d)[6][6], V (&o)[N][N], F f) {
+  V tr[N][6];
+#pragma GCC unroll 6
+  for (int j = 0; j < 6; ++j) {  // the columns
+    const V col[6] = {d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j]};
+    V t[N];
+    f(col, t);
+#pragma GCC unroll 6
+    for (int i = 0; i < N; ++i) tr[i][j] = t[i];
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < N; ++i) f(tr[i], o[i]);  // the rows
 }
 
 /// The 1-D output transform A^T m of six values.
@@ -109,7 +137,7 @@ struct winograd_f43 {
                                        {1 / 24., 1 / 12., 1 / 6.},
                                        {1 / 24., -1 / 12., 1 / 6.},
                                        {0, 0, 1}};
-    const index_t C = s.c, K = s.k, P = panel_vectors(K) * L, KB = (K + P - 1) / P;
+    const index_t C = s.c, K = s.k, P = panel_vectors(K) * L, KB = panels(K);
     aligned_array<float> u(std::size_t(XI * KB * C * P));
     std::fill(u.data(), u.data() + u.size(), 0.f);
     for (index_t k = 0; k < K; ++k)
@@ -136,7 +164,7 @@ struct winograd_f43 {
   static index_t block_tiles(const conv_shape& s) {
     const index_t fit = index_t(384 * 1024) / (XI * s.c * index_t(sizeof(float)));
     const index_t t = std::clamp<index_t>(fit, 24, 96) / MR * MR;
-    const index_t tiles = s.n * ((s.out_h() + 3) / 4) * ((s.out_w() + 3) / 4);
+    const index_t tiles = winograd_tiles(s).count(s.n);
     const index_t blocks = std::max<index_t>(1, (tiles + t - 1) / t);
     return ((tiles + blocks - 1) / blocks + MR - 1) / MR * MR;
   }
@@ -165,8 +193,7 @@ struct winograd_f43 {
   static int run_panels(const float* x, const float* u, Out* y, const conv_shape& s, const Ep& ep,
                         int pool, const workspace& ws, std::size_t slot) {
     constexpr int P = PV * L;
-    const index_t C = s.c, K = s.k, KB = (K + P - 1) / P, OH = s.out_h(), OW = s.out_w();
-    const index_t TH = (OH + 3) / 4, TW = (OW + 3) / 4, tiles = s.n * TH * TW;
+    const index_t C = s.c, KB = panels(s.k), tiles = winograd_tiles(s).count(s.n);
     const index_t T = block_tiles(s), blocks = (tiles + T - 1) / T;
     // Few blocks (small maps at batch 1): the threads split K instead, each transforming the
     // block's input itself (a few percent of the GEMM's work).
@@ -209,10 +236,11 @@ struct winograd_f43 {
   /// V[xi][t][c] for tiles t0 .. t0 + nt (rows nt .. T rounded up to MR: zero).
   static void transform_input(const float* x, const conv_shape& s, index_t t0, index_t nt,
                               index_t T, float* v) {
-    const index_t C = s.c, H = s.h, W = s.w, TH = (s.out_h() + 3) / 4, TW = (s.out_w() + 3) / 4;
+    const index_t C = s.c, H = s.h, W = s.w;
+    const winograd_tiles grid(s);
     for (index_t t = 0; t < nt; ++t) {
-      const index_t g = t0 + t, n = g / (TH * TW), th = g / TW % TH, tw = g % TW;
-      const index_t ih0 = th * 4 - s.pad_top, iw0 = tw * 4 - s.pad_left;
+      const auto [n, oh0, ow0] = grid.at(t0 + t);
+      const index_t ih0 = oh0 - s.pad_top, iw0 = ow0 - s.pad_left;
       const bool inside = ih0 >= 0 && iw0 >= 0 && ih0 + 6 <= H && iw0 + 6 <= W;
       const float* xn = x + n * H * W * C;
       for (index_t c0 = 0; c0 < C; c0 += L) {
@@ -229,27 +257,18 @@ struct winograd_f43 {
             else
               d[i][j] = V(0.f);
           }
-        V col[6], tr[6][6];
+        V o[6][6];
+        winograd_2d(d, o, [](const V(&a)[6], V(&b)[6]) { winograd_in_1d(a, b); });
 #pragma GCC unroll 6
-        for (int j = 0; j < 6; ++j) {  // B^T d: the columns
-          const V in[6] = {d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j]};
-          winograd_in_1d(in, col);
-#pragma GCC unroll 6
-          for (int i = 0; i < 6; ++i) tr[i][j] = col[i];
-        }
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; ++i) {  // (B^T d) B: the rows
-          V o[6];
-          winograd_in_1d(tr[i], o);
+        for (int i = 0; i < 6; ++i)
 #pragma GCC unroll 6
           for (int j = 0; j < 6; ++j) {
             float* q = v + ((i * 6 + j) * T + t) * C + c0;
             if (cn == L)
-              simd::store(q, o[j]);
+              simd::store(q, o[i][j]);
             else
-              simd::store_partial(q, o[j], cn);
+              simd::store_partial(q, o[i][j], cn);
           }
-        }
       }
     }
     for (int xi = 0; xi < XI; ++xi)  // the padding rows of the last register tile
@@ -261,33 +280,22 @@ struct winograd_f43 {
   template <int PV, class Out, class Ep>
   static void transform_output(const float* m, index_t ld, const conv_shape& s, index_t g,
                                index_t kb, Out* y, float* yb, const Ep& ep) {
-    const index_t OH = s.out_h(), OW = s.out_w(), TH = (OH + 3) / 4, TW = (OW + 3) / 4, K = s.k;
-    const index_t n = g / (TH * TW), oh0 = g / TW % TH * 4, ow0 = g % TW * 4;
+    const index_t OH = s.out_h(), OW = s.out_w(), K = s.k;
+    const auto [n, oh0, ow0] = winograd_tiles(s).at(g);
     constexpr int P = PV * L;
     const index_t ch0 = kb * P, valid = std::min<index_t>(P, K - ch0);
     const int nv = int((valid + L - 1) / L);
     for (int j = 0; j < nv; ++j) {
-      V tr[4][6];
+      V d[6][6], o[4][4];
 #pragma GCC unroll 6
-      for (int c = 0; c < 6; ++c) {  // A^T M: the columns
-        const V in[6] = {simd::load<V>(m + (0 * 6 + c) * ld + j * L),
-                         simd::load<V>(m + (1 * 6 + c) * ld + j * L),
-                         simd::load<V>(m + (2 * 6 + c) * ld + j * L),
-                         simd::load<V>(m + (3 * 6 + c) * ld + j * L),
-                         simd::load<V>(m + (4 * 6 + c) * ld + j * L),
-                         simd::load<V>(m + (5 * 6 + c) * ld + j * L)};
-        V o[4];
-        winograd_out_1d(in, o);
+      for (int r = 0; r < 6; ++r)
+#pragma GCC unroll 6
+        for (int c = 0; c < 6; ++c) d[r][c] = simd::load<V>(m + (r * 6 + c) * ld + j * L);
+      winograd_2d(d, o, [](const V(&a)[6], V(&b)[4]) { winograd_out_1d(a, b); });
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) tr[r][c] = o[r];
-      }
+      for (int r = 0; r < 4; ++r)
 #pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {  // (A^T M) A: the rows
-        V o[4];
-        winograd_out_1d(tr[r], o);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) simd::store(yb + (r * 4 + c) * P + j * L, o[c]);
-      }
+        for (int c = 0; c < 4; ++c) simd::store(yb + (r * 4 + c) * P + j * L, o[r][c]);
     }
     const int rows = int(std::min<index_t>(4, OH - oh0)),
               cols = int(std::min<index_t>(4, OW - ow0));
