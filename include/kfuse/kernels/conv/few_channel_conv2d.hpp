@@ -134,8 +134,7 @@ struct few_channel_conv2d {
     detail::check_buffer(k, "output", y.data, n_out);
     detail::check_disjoint(k, "input", x.data, n_in, y.data, n_out);
     validate(ep, k, n_out, s.k, y.data, sizeof(*y.data) * std::size_t(n_out), sizeof(*y.data));
-    run_info info{k, A::name, simd::impl_name<A, B>(),
-                  w.pv == 1 ? "nchw->nhwc 12x1v" : "nchw->nhwc 12x2v", 1};
+    run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.pv), 1};
     if (n_out == 0) return info;
     const std::size_t slot = workspace_size(s, 1);
     const int pool = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
@@ -149,6 +148,13 @@ struct few_channel_conv2d {
   }
 
  private:
+  /// "nchw->nhwc 12x1v": the tile's pixels x vectors of output channels.
+  static const char* micro_kernel(int pv) {
+    static const std::string one = "nchw->nhwc " + std::to_string(MR) + "x1v",
+                             two = "nchw->nhwc " + std::to_string(MR) + "x2v";
+    return pv == 1 ? one.c_str() : two.c_str();
+  }
+
   template <int PV, int SW, class Out>
   static int run_with(const float* x, const packed& w, Out* y, const conv_shape& s, const Ep& ep,
                       int pool, const workspace& ws, std::size_t slot) {
