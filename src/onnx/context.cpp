@@ -85,6 +85,11 @@ run_value context::run_in(const node_proto& n, int k) {
   // A constant used as run-time data: its graph tensor is made once and kept beside the value,
   // which stays a constant for the nodes that need one (weights, shapes).
   if (v.r.id.index >= 0) return v.r;
+  // An empty tensor is a constant (it has no values); as data it reaches only the ops that
+  // drop it (Concat), view it (Slice, Split, Tile) or run at load time.
+  if (v.c.numel() == 0)
+    fail(n, "input '" + n.input(k) + "' is empty " + shape_str(v.c.shape) +
+                ": kfuse computes on empty tensors only at load time (every input a constant)");
   run_value r = graph_constant(v.c, unique(n.input(k)));
   r.boolean = v.c.elem == elem_bool;
   values[n.input(k)].r = r;

@@ -101,9 +101,9 @@ std::vector<index_t> input_shape(const ::onnx::ValueInfoProto& vi, const import_
   }
   index_t total = 1;
   for (index_t d : shape) {
-    if (d < 1)
+    if (d < 0)  // 0 is an empty input: bound, never read
       bad("input '" + name + "': extent " + std::to_string(d) + " in " + shape_str(shape) +
-          " (kfuse tensors have positive extents)");
+          " is negative");
     if (__builtin_mul_overflow(total, d, &total) || std::size_t(total) > opt.max_bytes / 4)
       bad("input '" + name + "': shape " + shape_str(shape) + " is too large");
   }
@@ -116,28 +116,43 @@ void declare_inputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
     if (cx.values.count(vi.name())) continue;  // an initializer listed as input (IR < 4)
     if (!vi.type().has_tensor_type()) bad("input '" + vi.name() + "' is not a tensor");
     const std::int32_t et = vi.type().tensor_type().elem_type();
+    const bool narrow = et == elem_float16 || et == elem_bfloat16;
     if (et != elem_float && et != elem_int64 && et != elem_int32 && et != elem_uint8 &&
-        et != elem_int8 && et != elem_bool)
+        et != elem_int8 && et != elem_bool && !narrow)
       bad("input '" + vi.name() + "' is " + elem_name(et) +
-          ": kfuse graphs take float32 inputs, int64 / int32 ones (token ids, masks), uint8 / "
-          "int8 ones (quantized data, for DequantizeLinear) and bool ones (bound as uint8 0 / 1)");
+          ": kfuse graphs take float32 / float16 / bfloat16 inputs, int64 / int32 ones (token "
+          "ids, masks), uint8 / int8 ones (quantized data, for DequantizeLinear) and bool ones "
+          "(bound as uint8 0 / 1)");
     run_value r;
-    r.type = et == elem_float   ? dtype::f32
-             : et == elem_int64 ? dtype::i64
-             : et == elem_int32 ? dtype::i32
-             : et == elem_int8  ? dtype::i8
-                                : dtype::u8;
+    r.type = et == elem_float      ? dtype::f32
+             : et == elem_float16  ? dtype::f16
+             : et == elem_bfloat16 ? dtype::bf16
+             : et == elem_int64    ? dtype::i64
+             : et == elem_int32    ? dtype::i32
+             : et == elem_int8     ? dtype::i8
+                                   : dtype::u8;
     r.shape = input_shape(vi, cx.opt, used_dims);
     r.layout =
         r.shape.size() == 4 && r.type == dtype::f32 ? tensor_layout::nchw : tensor_layout::plain;
     std::vector<index_t> gshape = r.shape.empty() ? std::vector<index_t>{1} : r.shape;
     r.id = cx.g.input(cx.unique(vi.name()), gshape, r.type, r.layout);
     out.inputs.push_back({vi.name(), r.shape, r.type, r.id, et});
+    if (numel(r.shape) == 0) {  // empty: bound, never read; its (lack of) values is known now
+      value v;
+      v.is_const = true;
+      v.c = make_const(et, r.shape);
+      cx.values[vi.name()] = std::move(v);
+      continue;
+    }
     if (et == elem_bool) {  // bytes 0 / 1 -> the graph's f32 truth values
       cx.g.set_quant(r.id, {1.f, 0});
       r.id = cx.g.dequantize(cx.unique(vi.name() + "/bool"), r.id);
       r.type = dtype::f32;
       r.boolean = true;
+    }
+    if (narrow) {  // float16 / bfloat16 data: computed in float32 (exact), cast at the edge
+      r.id = cx.g.cast(cx.unique(vi.name() + "/f32"), r.id, dtype::f32);
+      r.type = dtype::f32;
     }
     if (r.shape.size() == 4 && r.type == dtype::f32 && cx.opt.layout == tensor_layout::nhwc)
       r = cx.to_layout(r, tensor_layout::nhwc, vi.name() + "/nhwc");
@@ -189,6 +204,29 @@ void import_node(context& cx, const node_proto& n) {
           return std::string();
         }() + "' is run-time data");
   op->run(cx, n);
+}
+
+// The graph type of a model output of ONNX element type `elem`.
+dtype output_dtype(std::int32_t elem, const std::string& name) {
+  switch (elem) {
+    case elem_float:
+    case elem_float16:
+    case elem_double:
+    case elem_bfloat16:
+      return dtype::f32;
+    case elem_int64:
+      return dtype::i64;
+    case elem_int32:
+      return dtype::i32;
+    case elem_int8:
+      return dtype::i8;
+    case elem_uint8:
+    case elem_bool:
+      return dtype::u8;
+    default:
+      bad("output '" + name + "' is " + elem_name(elem) +
+          ": kfuse outputs are float32, int64, int32, uint8, int8 or bool");
+  }
 }
 
 // A constant integer or bool output as a graph constant of its own type (u8 0 / 1 for bool).
@@ -247,6 +285,14 @@ void mark_outputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
     if (it == cx.values.end()) bad("output '" + vi.name() + "' is not produced by any node");
     run_value r;
     std::int32_t et = elem_float;
+    if (it->second.is_const && it->second.c.numel() == 0) {  // empty: a constant with no values
+      const const_value& c = it->second.c;
+      r.type = output_dtype(c.elem, vi.name());
+      r.id = cx.g.constant(cx.unique(vi.name()), c.shape, r.type, nullptr);
+      cx.g.output(r.id);
+      out.outputs.push_back({vi.name(), c.shape, r.type, r.id, c.is_float() ? elem_float : c.elem});
+      continue;
+    }
     if (it->second.is_const) {
       const const_value& c = it->second.c;
       if (c.is_float()) {
@@ -265,6 +311,16 @@ void mark_outputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
     }
     if (r.shape.size() == 4 && r.layout == tensor_layout::nhwc)
       r = cx.to_layout(r, tensor_layout::nchw, vi.name());
+    // A float16 / bfloat16 output (the model's declared type): the f32 result cast at the edge.
+    const std::int32_t declared = vi.type().tensor_type().elem_type();
+    if ((declared == elem_float16 || declared == elem_bfloat16) && r.type == dtype::f32 &&
+        !r.boolean) {
+      r.type = declared == elem_float16 ? dtype::f16 : dtype::bf16;
+      r.id = cx.g.cast(cx.unique(vi.name() + "/" + elem_name(declared)),
+                       cx.as_plain(r, vi.name()).id, r.type);
+      r.layout = tensor_layout::plain;
+      et = declared;
+    }
     if (r.boolean) {  // the graph's f32 truth values -> bytes 0 / 1
       r.id = cx.g.quantize(cx.unique(vi.name() + "/bool"), r.id, dtype::u8, {1.f, 0});
       r.type = dtype::u8;

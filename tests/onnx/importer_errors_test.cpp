@@ -128,9 +128,17 @@ TEST_CASE("onnx errors: dimensions, options, opsets and input types") {
     CHECK_THROWS_WITH(b.load(), Contains("input 'x' is uint16"));
   }
   {
-    model_builder b({2, 0});
+    model_builder b({2, -3});  // a negative extent given for the input
     b.node("Relu", {"x"}, {"y"});
-    CHECK_THROWS_WITH(b.load(), Contains("extent 0"));
+    kfuse::onnx::import_options o;
+    o.shapes["x"] = {2, -3};
+    CHECK_THROWS_WITH(b.load(o), Contains("input 'x': extent -3 in [2, -3] is negative"));
+  }
+  {
+    model_builder b({2, 0});  // an empty input: Relu of it is evaluated at load time
+    b.node("Relu", {"x"}, {"y"});
+    const kfuse::onnx::model m = b.load();
+    CHECK(m.outputs.at(0).shape == std::vector<kfuse::index_t>{2, 0});
   }
   {
     model_builder b({1 << 30, 1 << 30});

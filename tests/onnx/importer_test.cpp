@@ -20,6 +20,7 @@
 
 #include "graph/compiler_instance.hpp"
 #include "kfuse/tools/npy.hpp"
+#include "kfuse/types/convert.hpp"
 #include "onnx/model_builder.hpp"
 
 namespace {
@@ -612,4 +613,99 @@ TEST_CASE("onnx: Pad folds into the next Conv, wide pooling pads, against a refe
               best = std::max(best, x[std::size_t((c * 5 + i) * 6 + j)]);
         REQUIRE(y[std::size_t((c * 7 + oh) * 8 + ow)] == best);
       }
+}
+
+// ONNX's empty tensors: an empty input is bound (an empty buffer) and never read, ops on empty
+// values run at load time, a Slice of run-time data that selects nothing is an empty constant,
+// Concat drops empty operands, and empty results are empty outputs. Data that is empty where a
+// kernel would read it is an error naming the node.
+TEST_CASE("onnx: empty tensors are bound and returned, never computed on") {
+  kt::model_builder b({5, 4});
+  auto* e = b.m.mutable_graph()->add_input();  // a second input, empty
+  e->set_name("e");
+  auto* et = e->mutable_type()->mutable_tensor_type();
+  et->set_elem_type(1);
+  for (int d : {0, 3, 4}) et->mutable_shape()->add_dim()->set_dim_value(d);
+  b.init_ints("shape", {3}, 7, {3, 4, 0});
+  kt::attr_int(b.node("Reshape", {"e", "shape"}, {"er"}), "allowzero", 1);
+  b.init_ints("starts", {1}, 7, {10});
+  b.init_ints("ends", {1}, 7, {20});
+  b.init_ints("axes", {1}, 7, {0});
+  b.node("Slice", {"x", "starts", "ends", "axes"}, {"none"});  // rows 10..20 of 5: [0, 4]
+  kt::attr_int(b.node("Concat", {"none", "x", "none"}, {"y"}), "axis", 0);
+  b.m.mutable_graph()->add_output()->set_name("none");
+  b.m.mutable_graph()->add_output()->set_name("er");
+  const kfuse::onnx::model m = b.load();
+  REQUIRE(m.inputs.size() == 2);
+  CHECK(m.inputs[1].shape == std::vector<kfuse::index_t>{0, 3, 4});
+  REQUIRE(m.outputs.size() == 3);
+  CHECK(m.outputs[1].shape == std::vector<kfuse::index_t>{0, 4});
+  CHECK(m.outputs[2].shape == std::vector<kfuse::index_t>{3, 4, 0});
+  const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+  std::vector<float> x(20), empty, y(20, std::nanf("")), none, er;
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i) - 7.5f;
+  kfuse::replay_buffer r = p.record({kfuse::bind(x), kfuse::bind(empty)},
+                                    {kfuse::bind(y), kfuse::bind(none), kfuse::bind(er)});
+  r.replay();
+  CHECK(y == x);
+
+  // Empty data read by a kernel: refused at load time, naming the node.
+  kt::model_builder bad({5, 4});
+  bad.init_ints("starts", {1}, 7, {10});
+  bad.init_ints("ends", {1}, 7, {20});
+  bad.init_ints("axes", {1}, 7, {0});
+  bad.node("Slice", {"x", "starts", "ends", "axes"}, {"none"});
+  bad.node("Softmax", {"none"}, {"y"}, "sm");  // no load-time evaluation of Softmax
+  CHECK_THROWS_WITH(bad.load(), Catch::Contains("'sm'") && Catch::Contains("'none' is empty"));
+}
+
+// Tile of every axis of a 4-D tensor needs an 8-D view; it runs in two copies of <= 6-D views.
+TEST_CASE("onnx: Tile of every axis of a 4-D tensor, against a direct loop") {
+  const std::vector<std::int64_t> s = {2, 3, 4, 5}, reps = {2, 3, 2, 2};
+  kt::model_builder b(s);
+  b.init_ints("reps", {4}, 7, {2, 3, 2, 2});
+  b.node("Tile", {"x", "reps"}, {"y"});
+  std::vector<float> x(120);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc}) {
+    kfuse::onnx::import_options opt;
+    opt.layout = layout;
+    const kfuse::plan p = kfuse::compile(b.load(opt).graph, {.threads = 2});
+    std::vector<float> y(120 * 24, std::nanf(""));
+    p.run({kfuse::bind(x)}, {kfuse::bind(y)});
+    std::size_t k = 0, wrong = 0;
+    for (std::int64_t a = 0; a < 4; ++a)
+      for (std::int64_t c = 0; c < 9; ++c)
+        for (std::int64_t h = 0; h < 8; ++h)
+          for (std::int64_t w = 0; w < 10; ++w)
+            wrong += y[k++] != x[std::size_t(((a % 2 * 3 + c % 3) * 4 + h % 4) * 5 + w % 5)];
+    CHECK(wrong == 0);
+  }
+}
+
+// A float16 model input and a bfloat16 output: graph tensors of those types, cast at the edges;
+// a Cast to float16 in the middle rounds to float16.
+TEST_CASE("onnx: float16 and bfloat16 inputs and outputs are cast at the edges") {
+  kt::model_builder b({2, 3}, 17, 10);
+  b.node("Relu", {"x"}, {"r"});
+  kt::attr_int(b.node("Cast", {"r"}, {"h"}), "to", 10);  // float16 again: exact
+  b.node("Mul", {"h", "k"}, {"y"});
+  b.init("k", {1}, {1.0f / 3});
+  b.m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(16);
+  const kfuse::onnx::model m = b.load();
+  CHECK(m.inputs.at(0).type == kfuse::dtype::f16);
+  CHECK(m.outputs.at(0).type == kfuse::dtype::bf16);
+  CHECK(m.outputs.at(0).onnx_type == 16);
+  const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+  const std::vector<float> xf = {-1.5f, 0.f, 1.f, 2.5f, 1000.f, 65504.f};
+  std::vector<kfuse::f16_t> x;
+  for (float v : xf) x.push_back(kfuse::to_f16(v));
+  std::vector<kfuse::bf16_t> y(6);
+  p.run({kfuse::bind(x)}, {kfuse::bind(y)});
+  for (std::size_t i = 0; i < xf.size(); ++i)
+    CHECK(kfuse::to_float(y[i]) ==
+          kfuse::to_float(kfuse::to_bf16(std::max(xf[i], 0.f) * (1.0f / 3))));
+  std::vector<float> wrong(6);
+  CHECK_THROWS_WITH(p.run({kfuse::bind(wrong)}, {kfuse::bind(y)}),
+                    Catch::Contains("buffer of f32, the plan's tensor holds f16"));
 }

@@ -93,9 +93,38 @@ TEST_CASE("graph probes: sizes, quant params and empty tensors", "[robustness][g
     graph g;
     auto x = g.input("x", {0, 8});
     g.output(g.relu("act", x));
-    CHECK_THROWS_WITH(compile(g), "graph: tensor 'x' has a non-positive extent in [0, 8]");
+    CHECK_THROWS_WITH(compile(g), Contains("'act'") && Contains("input 'x' is empty ([0, 8])"));
+  }
+  {
+    graph g;
+    const float w[3] = {1, 2, 3};
+    CHECK_THROWS_WITH(g.constant("w", {-1, 3}, w), Contains("negative extent"));
+    g.output(g.relu("act", g.input("x", {-2, 8})));
+    CHECK_THROWS_WITH(compile(g), "graph: tensor 'x' [-2, 8] has a negative extent (-2 x 8)");
   }
   CHECK_THROWS_WITH(compile(tiny_graph(), {.threads = -4}), Contains("threads"));
+}
+
+// ONNX's empty tensors: an input or a constant with an extent of 0 is bound or returned (an
+// empty buffer, null or not), never computed on.
+TEST_CASE("graph probes: empty inputs and constant outputs", "[robustness][graph]") {
+  graph g;
+  g.input("e", {0, 8});
+  const auto x = g.input("x", {2, 4});
+  g.output(g.relu("act", x));
+  g.output(g.constant("none", {3, 0}, static_cast<const float*>(nullptr)));
+  const plan p = compile(g, {.threads = 1});
+  std::vector<float> e, xs(8, -1.f), y(8, 5.f), none;
+  xs[3] = 2.f;
+  p.run({bind(e), bind(xs)}, {bind(y), bind(none)});
+  CHECK(y[0] == 0.f);
+  CHECK(y[3] == 2.f);
+  replay_buffer r = p.record({bind(e), bind(xs)}, {bind(y), bind(none)});
+  r.replay();
+  CHECK(y[3] == 2.f);
+  std::vector<float> one(1);
+  CHECK_THROWS_WITH(p.run({bind(one), bind(xs)}, {bind(y), bind(none)}),
+                    Contains("input 0 ('e') is bound to 4 bytes, the plan expects 0"));
 }
 
 TEST_CASE("graph probes: bindings are typed, apart and non-null", "[robustness][graph]") {

@@ -139,8 +139,10 @@ class graph {
   }
   tensor_id constant(std::string name, std::vector<index_t> shape, dtype type, const void* data,
                      tensor_layout layout = tensor_layout::plain) {
+    // A bad shape fails before the tensor is added: the graph stays as it was.
+    detail::checked_count("graph", "constant '" + name + "'", shape);
     const tensor_id id = weight(std::move(name), std::move(shape), type, layout);
-    if (data) set_data(id, data);
+    if (data || shape_numel(tensors_[std::size_t(id.index)].shape) == 0) set_data(id, data);
     return id;
   }
   /// A weight declared without data yet (set_data later; compile() fails while it is missing).
@@ -159,7 +161,10 @@ class graph {
     tensor_desc& t = at(id, "set_data");
     if (!t.is_constant)
       detail::fail("graph", "set_data: tensor '" + t.name + "' is not a constant");
-    const std::size_t bytes = std::size_t(shape_numel(t.shape)) * dtype_size(t.type);
+    // Checked: a negative or overflowing shape is an error here, not a wild copy.
+    const std::string what = "set_data: constant '" + t.name + "'";
+    const std::size_t bytes = detail::checked_bytes(
+        "graph", what, detail::checked_count("graph", what, t.shape), dtype_size(t.type));
     if (bytes && !data) detail::fail("graph", "set_data: null data for '" + t.name + "'");
     t.data.assign(static_cast<const unsigned char*>(data),
                   static_cast<const unsigned char*>(data) + bytes);

@@ -93,7 +93,9 @@ class replay_buffer {
   static void check_binding(const plan_tensor& t, bool output, std::size_t i, const binding& b) {
     const std::string what =
         std::string(output ? "output " : "input ") + std::to_string(i) + " ('" + t.name + "')";
-    if (b.data == nullptr) detail::fail("replay", what + " is bound to a null pointer");
+    // An empty tensor's buffer may be null (an empty std::vector's data()).
+    if (b.data == nullptr && t.bytes != 0)
+      detail::fail("replay", what + " is bound to a null pointer");
     if (!output && t.written && b.read_only)
       detail::fail("replay", what +
                                  " is written by the plan (a KV cache): bind a writable "

@@ -24,15 +24,33 @@ std::vector<index_t> row_major_strides(const std::vector<index_t>& s) {
 
 const std::vector<index_t>& shape_of(const value& v) { return v.is_const ? v.c.shape : v.r.shape; }
 
-// Output k of n is input 0 read through v.
-void emit(context& cx, const node_proto& n, int k, const view& v) {
+// The ONNX element type a run-time value holds.
+std::int32_t elem_of(const run_value& r) {
+  if (r.boolean) return elem_bool;
+  switch (r.type) {
+    case dtype::i64:
+      return elem_int64;
+    case dtype::i32:
+      return elem_int32;
+    case dtype::u8:
+      return elem_uint8;
+    case dtype::i8:
+      return elem_int8;
+    default:
+      return elem_float;
+  }
+}
+
+// x read through v: a constant evaluated now, run-time data as one strided_view (a copy). An
+// empty result is a constant whatever x is: it has no values to compute.
+value read_view(context& cx, const node_proto& n, const value& x, const view& v,
+                const std::string& out) {
   if (v.shape.size() > 6)
     cx.fail(n, "needs a " + std::to_string(v.shape.size()) + "-D view; kfuse copies up to 6-D");
-  for (index_t e : v.shape)
-    if (e < 1) cx.fail(n, "the result would be empty " + shape_str(v.result));
-  const value& x = cx.in(n, 0);
-  if (x.is_const) {
-    const_value y = make_const(x.c.elem, v.result);
+  value y;
+  if (x.is_const || numel(v.shape) == 0) {
+    y.is_const = true;
+    y.c = make_const(x.is_const ? x.c.elem : elem_of(x.r), v.result);
     const index_t total = numel(v.shape);
     for (index_t i = 0; i < total; ++i) {
       index_t rem = i, src = v.offset;
@@ -40,19 +58,23 @@ void emit(context& cx, const node_proto& n, int k, const view& v) {
         src += (rem % v.shape[d]) * v.strides[d];
         rem /= v.shape[d];
       }
-      store(y, i, x.c.at(src));
+      store(y.c, i, x.c.at(src));
     }
-    return cx.set_const(n, k, std::move(y));
+    return y;
   }
-  run_value in = cx.as_plain(cx.run_in(n, 0), n.output(k));
-  const std::string name =
-      v.shape == v.result ? cx.unique(n.output(k)) : cx.unique(n.output(k) + "/view");
-  run_value y = in;
-  y.id = cx.g.strided_view(name, in.id, v.shape, v.offset, v.strides);
-  y.shape = v.shape;
-  y.layout = tensor_layout::plain;
-  if (v.shape != v.result) y = cx.reshape(y, v.result, n.output(k));
-  cx.set_run(n, k, y);
+  run_value in = cx.as_plain(x.r, out);
+  const std::string name = v.shape == v.result ? cx.unique(out) : cx.unique(out + "/view");
+  y.r = in;
+  y.r.id = cx.g.strided_view(name, in.id, v.shape, v.offset, v.strides);
+  y.r.shape = v.shape;
+  y.r.layout = tensor_layout::plain;
+  if (v.shape != v.result) y.r = cx.reshape(y.r, v.result, out);
+  return y;
+}
+
+// Output k of n is input 0 read through v.
+void emit(context& cx, const node_proto& n, int k, const view& v) {
+  cx.set_alias(n, k, read_view(cx, n, cx.in(n, 0), v, n.output(k)));
 }
 
 view transpose_view(context& cx, const node_proto& n, const std::vector<index_t>& s) {
@@ -126,22 +148,27 @@ view slice_view(context& cx, const node_proto& n, const std::vector<index_t>& s)
   return v;
 }
 
-view tile_view(context& cx, const node_proto& n, const std::vector<index_t>& s) {
-  cx.only_attrs(n, {});
-  const std::vector<std::int64_t> reps = cx.ints_in(n, 1, "repeats");
-  if (reps.size() != s.size()) cx.fail(n, "repeats must have one value per axis");
+// Tile of axes [from, to) (repeats elsewhere 1): each repeated axis becomes a stride-0 outer
+// axis; axes that stay contiguous merge, so one repeated axis needs at most 3 view axes.
+view tile_view(const std::vector<index_t>& s, const std::vector<std::int64_t>& reps,
+               std::size_t from, std::size_t to) {
   const auto xs = row_major_strides(s);
   view v;
   for (std::size_t d = 0; d < s.size(); ++d) {
-    if (reps[d] < 1)
-      cx.fail(n, "repeat " + std::to_string(reps[d]) + " (kfuse tensors are not empty)");
-    if (reps[d] > 1) {  // the repeats are an outer axis of stride 0
-      v.shape.push_back(reps[d]);
+    const index_t r = d >= from && d < to ? reps[d] : 1;
+    if (r != 1) {
+      v.shape.push_back(r);
       v.strides.push_back(0);
+    } else if (!v.shape.empty() && v.strides.back() != 0 &&
+               v.strides.back() == xs[d] * s[d]) {  // contiguous with the axis before: merge
+      v.shape.back() *= s[d];
+      v.strides.back() = xs[d];
+      v.result.push_back(s[d]);
+      continue;
     }
     v.shape.push_back(s[d]);
     v.strides.push_back(xs[d]);
-    v.result.push_back(s[d] * reps[d]);
+    v.result.push_back(s[d] * r);
   }
   return v;
 }
@@ -197,7 +224,28 @@ void import_slice(context& cx, const node_proto& n) {
 }
 
 void import_tile(context& cx, const node_proto& n) {
-  emit(cx, n, 0, tile_view(cx, n, shape_of(cx.in(n, 0))));
+  cx.only_attrs(n, {});
+  std::vector<index_t> s = shape_of(cx.in(n, 0));
+  const std::vector<std::int64_t> reps = cx.ints_in(n, 1, "repeats");
+  if (reps.size() != s.size()) cx.fail(n, "repeats must have one value per axis");
+  for (std::int64_t r : reps)
+    if (r < 0) cx.fail(n, "repeat " + std::to_string(r) + " is negative");
+  // In stages of as many axes as a 6-D view holds (a 4-D tile of every axis needs 8 view axes):
+  // each stage is one copy, the last writes the output.
+  value x = cx.in(n, 0);
+  std::size_t from = 0;
+  while (true) {
+    std::size_t to = from + 1;
+    while (to < s.size() && tile_view(s, reps, from, to + 1).shape.size() <= 6) ++to;
+    if (to >= s.size()) to = s.size();
+    const view v = tile_view(s, reps, from, to);
+    const bool last = to == s.size();
+    x = read_view(cx, n, x, v, last ? n.output(0) : n.output(0) + "/tile" + std::to_string(from));
+    if (last || s.empty()) break;
+    s = v.result;
+    from = to;
+  }
+  cx.set_alias(n, 0, x);
 }
 
 void import_depth_space(context& cx, const node_proto& n) {

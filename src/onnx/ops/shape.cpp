@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "../tensor.hpp"
+#include "kfuse/types/convert.hpp"
 #include "ops.hpp"
 
 namespace kfuse::onnx::detail {
@@ -138,6 +139,7 @@ void import_concat(context& cx, const node_proto& n) {
   shape[std::size_t(axis)] = 0;
   for (int k = 0; k < n.input_size(); ++k) {
     run_value x;
+    if (cx.is_const(n, k) && cx.in(n, k).c.numel() == 0) continue;  // empty: adds nothing
     if (cx.is_const(n, k)) {
       const const_value& c = cx.in(n, k).c;
       if (!c.is_float()) cx.fail(n, "input '" + n.input(k) + "' is " + elem_name(c.elem));
@@ -157,6 +159,7 @@ void import_concat(context& cx, const node_proto& n) {
     ids.push_back(x.id);
   }
   run_value y = x0;
+  if (ids.size() == 1) return cx.set_run(n, 0, y);  // the others were empty
   y.id = cx.g.concat(cx.out_name(n), ids, axis);
   y.shape = shape;
   cx.set_run(n, 0, y);
@@ -252,9 +255,20 @@ void import_cast(context& cx, const node_proto& n) {
     y.type = t;
     return cx.set_run(n, 0, y);
   }
+  if ((to == elem_float16 || to == elem_bfloat16) && x.type == dtype::f32) {
+    // The narrower type's rounding, the values kept in float32 (exactly): a cast there and back.
+    const dtype d = to == elem_float16 ? dtype::f16 : dtype::bf16;
+    run_value y = x;
+    const tensor_id t =
+        cx.g.cast(cx.unique(n.output(0) + "/" + elem_name(std::int32_t(to))), x.id, d);
+    y.id = cx.g.cast(cx.out_name(n), t, dtype::f32);
+    y.boolean = false;
+    return cx.set_run(n, 0, y);
+  }
   cx.fail(n, "cast of run-time " + std::string(dtype_name(x.type)) + " data to " +
                  elem_name(std::int32_t(to)) +
-                 " is not supported (float32 -> float32, bool, int32, int64, uint8 or int8; "
+                 " is not supported (float32 -> float32, float16, bfloat16, bool, int32, int64, "
+                 "uint8 or int8; "
                  "int32 / int64 / uint8 / int8 -> float32; int32 / int64 -> itself)");
 }
 
@@ -311,12 +325,10 @@ void fold_cast(context& cx, const node_proto& n) {
   for (index_t k = 0; k < x.numel(); ++k) {
     double v = x.at(k);
     if (!y.is_float() && to != elem_bool) v = std::trunc(v);
+    if (to == elem_float16) v = double(to_float(to_f16(float(v))));  // the narrower rounding
+    if (to == elem_bfloat16) v = double(to_float(to_bf16(float(v))));
     store(y, k, v);
   }
-  if (to == elem_float16 ||
-      to == elem_bfloat16)  // the rounding of the narrower type is not modelled
-    cx.rewrites.push_back("note: cast to " + elem_name(to) + " at load time kept float32 values (" +
-                          context::describe(n) + ")");
   cx.set_const(n, 0, std::move(y));
 }
 

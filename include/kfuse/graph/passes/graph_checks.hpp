@@ -71,12 +71,21 @@ inline void copy_tensors(compile_context& cx) {
     if (td.is_input && td.layout != tensor_layout::plain && td.shape.size() != 4)
       fail("graph", "input '" + td.name + "' has layout " + std::string(layout_name(td.layout)) +
                         " but " + std::to_string(td.shape.size()) + " dimensions (4 needed)");
+  // Inputs and constants may be empty (an extent of 0: ONNX's empty tensors); no node reads
+  // one, so an empty tensor is only ever bound or returned, never computed on.
   for (const tensor_desc& td : ts)
     for (index_t e : td.shape)
-      if (e <= 0 && (td.is_input || td.is_constant))
-        fail("graph",
-             "tensor '" + td.name + "' has a non-positive extent in " + cx.shape_str(td.shape));
+      if (e < 0 || (e == 0 && !td.is_input && !td.is_constant))
+        fail("graph", "tensor '" + td.name + "' has a " + (e < 0 ? "negative" : "zero") +
+                          " extent in " + cx.shape_str(td.shape));
   check_names_and_quant(cx.g);
+  for (const node_desc& n : cx.g.nodes())
+    for (tensor_id in : n.inputs)
+      if (in.index >= 0 && std::size_t(in.index) < ts.size() &&
+          shape_numel(ts[std::size_t(in.index)].shape) == 0)
+        cx.fail_node(n, "input '" + ts[std::size_t(in.index)].name + "' is empty (" +
+                            cx.shape_str(ts[std::size_t(in.index)].shape) +
+                            "): kfuse nodes compute on tensors with elements");
   // A weight declared without data (graph::weight) may not reach a kernel, whatever slot it
   // is used in (operands of add / mul / concat included).
   for (const node_desc& n : cx.g.nodes())
@@ -158,7 +167,9 @@ inline void check_io(compile_context& cx) {
   std::vector<char> is_out(cx.d->tensors.size(), 0);
   for (const tensor_id o : cx.g.outputs()) {
     const tensor_desc& td = cx.g.tensor(o);
-    if (td.is_input || td.is_constant)
+    // An empty constant is an output with nothing to compute (an ONNX model's empty result).
+    const bool empty_constant = td.is_constant && shape_numel(td.shape) == 0;
+    if ((td.is_input || td.is_constant) && !empty_constant)
       fail("graph", "output '" + td.name + "' is a graph " + (td.is_input ? "input" : "constant") +
                         ": no node computes it");
     if (is_out[std::size_t(o.index)]) fail("graph", "output '" + td.name + "' is listed twice");
