@@ -51,6 +51,15 @@ inline std::vector<kfuse::conv_shape> dw_shapes() {
       dw_shape(20, 9, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2),   // dilated 3x3 on 9x9: whole-row edge tiles
       dw_shape(16, 9, 20, 3, 3, 1, 1, 2, 2, 2, 2, 2),  // dilated 3x3, 20 wide: border pixels
       dw_shape(9, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1),       // narrower than a tile: single pixels
+      // The NHWC row tiles (7 pixels on AVX-512): exact fits, overlapping last tiles, partial
+      // channel vectors, asymmetric pads at both ends.
+      dw_shape(24, 14, 14, 5, 5, 1, 1, 2, 2, 2, 2),      // 5x5 s1: two tiles per row
+      dw_shape(33, 6, 16, 5, 5, 1, 1, 2, 2, 2, 2),       // 5x5 s1: the last tile overlaps
+      dw_shape(5, 29, 29, 3, 3, 2, 2, 1, 1, 1, 1),       // 3x3 s2, C below a vector
+      dw_shape(33, 28, 28, 5, 5, 2, 2, 2, 2, 2, 2),      // 5x5 s2: vector + tail channels
+      dw_shape(18, 11, 30, 5, 5, 2, 2, 1, 1, 2, 2),      // 5x5 s2, asymmetric pads
+      dw_shape(40, 9, 23, 3, 3, 2, 2, 0, 0, 1, 1),       // 3x3 s2, TF "SAME" pads (bottom / right)
+      dw_shape(16, 8, 8, 5, 5, 2, 2, 2, 2, 2, 2, 1, 2),  // 5x5 s2 on 8x8: narrower than a tile
   };
 }
 
@@ -78,10 +87,15 @@ void dw_check(const kfuse::conv_shape& s, const std::vector<T>& x, const std::ve
   CHECK(info.kernel == "depthwise_conv2d");
   CHECK(info.arch == test_arch::name);
   const std::string_view mk = info.micro_kernel;
-  const bool fast = s.r == 3 && s.s == 3 && s.stride_h == 1 && s.stride_w == 1 &&
-                    s.dilation_h == 1 && s.dilation_w == 1;
+  const bool unit = s.dilation_h == 1 && s.dilation_w == 1 && s.r == s.s;
+  const bool fast = unit && s.r == 3 && s.stride_h == 1 && s.stride_w == 1;
+  // NHWC row tiles: 3x3 and (AVX-512) 5x5, stride 1 or 2 (both ways).
+  const bool k = s.r == 3 || (s.r == 5 && DW::vec::lanes >= 16);
+  const bool rows = unit && k && s.stride_h == s.stride_w && (s.stride_h == 1 || s.stride_h == 2);
   if constexpr (std::is_same_v<L, kfuse::nhwc>)
-    CHECK(mk.substr(0, 11) == (fast ? "nhwc 3x3s1 " : "nhwc direct"));
+    CHECK(mk.substr(0, 11) == (rows ? "nhwc " + std::to_string(s.r) + "x" + std::to_string(s.r) +
+                                          "s" + std::to_string(s.stride_h) + " "
+                                    : std::string("nhwc direct")));
   else
     CHECK(mk.substr(0, 11) == (fast ? "nchw 3x3s1 " : "nchw direct"));
   REQUIRE(y.guards_intact());
