@@ -11,6 +11,7 @@
 //   qkv_merge      an attention's Q / K / V linears of one input become one linear
 //   quantize       f32 -> int8 quantization absorbed into producers' epilogues
 //   channel_gate   squeeze-excite multiplies into the weights of the pointwise conv after them
+//   bf16           a bf16 conv's f32 input written as bf16 by the bf16 conv producing it
 //   views          a strided_view read by a matmul in place (its strides become the operand's)
 //   lower          each live step -> replay commands (weights packed; kernels instantiated for
 //                  arch A and backend B: the only part that is a template)
@@ -75,6 +76,7 @@ inline void analyze(compile_context& cx) {
     merge_qkv(cx);
     absorb_quantize(cx);
     fuse_channel_gates(cx);
+    absorb_bf16(cx);
     absorb_views(cx);
     absorb_entry_layout(cx);
   }

@@ -1,4 +1,6 @@
 // The quantize absorption pass (graph/passes/quantize_absorption.hpp) on the steps alone.
+#include <algorithm>
+
 #include "graph/passes/passes_common.hpp"
 #include "support/test_support.hpp"
 
@@ -74,4 +76,49 @@ TEST_CASE("quantize absorption: a depthwise conv keeps the separate quantize") {
   const analyzed a(g);
   CHECK(a.live().size() == 2);
   CHECK(a.tensor(a.step_of("dw").out).type == dtype::f32);
+}
+
+namespace {
+
+/// NHWC x -> pw (1x1, 8 -> 16) -> relu -> dw (3x3 depthwise) -> proj (1x1, 16 -> 8) -> output,
+/// [dw also an output].
+graph mobile_block(bool dw_is_output = false) {
+  graph g;
+  auto x = g.input("x", {1, 8, 6, 6}, dtype::f32, tensor_layout::nhwc);
+  const auto w1 = filled(16 * 8), wd = filled(16 * 9), w2 = filled(8 * 16);
+  auto h = g.relu("act", g.conv2d("pw", x, g.constant("w1", {16, 8, 1, 1}, w1.data())));
+  conv2d_params dp;
+  dp.groups = 16;
+  dp.pad_top = dp.pad_left = dp.pad_bottom = dp.pad_right = 1;
+  auto d = g.conv2d("dw", h, g.constant("wd", {16, 1, 3, 3}, wd.data()), {}, dp);
+  if (dw_is_output) g.output(d);
+  g.output(g.conv2d("proj", d, g.constant("w2", {8, 16, 1, 1}, w2.data())));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 absorption: a bf16 conv's input is written as bf16 by the bf16 conv before it") {
+  const graph g = mobile_block();
+  const analyzed a(g, {.prec = precision::bf16, .choose_layout = false});
+  CHECK(a.tensor(a.step_of("pw").out).type == dtype::bf16);
+  CHECK(a.tensor(a.step_of("pw").out).bytes == 16 * 36 * 2);
+  CHECK(a.tensor(a.step_of("dw").out).type == dtype::bf16);
+  CHECK(a.tensor(a.step_of("proj").out).type == dtype::f32);  // a graph output
+  const auto& f = a.cx.d->report.fused;
+  CHECK(std::count(f.begin(), f.end(), "bf16 output of pw (read as bf16 by dw)") == 1);
+}
+
+TEST_CASE("bf16 absorption: not in f32 plans, nor into a tensor read elsewhere") {
+  {
+    const graph g = mobile_block();
+    const analyzed a(g, {.prec = precision::f32, .choose_layout = false});
+    CHECK(a.tensor(a.step_of("pw").out).type == dtype::f32);
+  }
+  {
+    const graph g = mobile_block(true);
+    const analyzed a(g, {.prec = precision::bf16, .choose_layout = false});
+    CHECK(a.tensor(a.step_of("pw").out).type == dtype::bf16);
+    CHECK(a.tensor(a.step_of("dw").out).type == dtype::f32);  // also a graph output
+  }
 }

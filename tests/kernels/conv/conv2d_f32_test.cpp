@@ -68,9 +68,8 @@ void check_conv(const problem<L>& p, const Ep& ep, std::string_view what, int th
   CHECK(info.kernel == "conv2d");
   CHECK(info.arch == test_arch::name);
   const std::string_view mk = info.micro_kernel;
-  if (p.s.is_depthwise())  // delegated to kfuse::depthwise_conv2d
-    CHECK((mk.find("3x3s1") != std::string_view::npos ||
-           mk.find("direct") != std::string_view::npos));
+  if (p.s.is_depthwise())  // delegated to kfuse::depthwise_conv2d ("nhwc 5x5s2 7x2v", ...)
+    CHECK((mk.rfind("nhwc ", 0) == 0 || mk.rfind("nchw ", 0) == 0));
   else
     CHECK(mk.find("f32 fma") != std::string_view::npos);
   if (p.s.is_depthwise())

@@ -111,7 +111,21 @@ struct conv2d_rule : op_rule {
   /// add seconds to every TU that compiles plans (depthwise: ~8 s per layout, f32 dense conv
   /// ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
   static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
-    return to == dtype::u8 && reads_quantized(cx, p);
+    return to == dtype::bf16 ? bf16_nhwc_kernel(cx, p) : to == dtype::u8 && reads_quantized(cx, p);
+  }
+  /// A bf16 plan's dense or depthwise NHWC conv: its kernel reads bf16 (an f32 input is
+  /// converted first) and can write bf16. Not a conv that runs as f32 Winograd there (it reads
+  /// f32: a bf16 input would push it onto the slower bf16 direct path), nor a gated or stem
+  /// conv (f32 kernels).
+  static bool bf16_nhwc_kernel(const detail::compile_context& cx, const detail::step& c) {
+    if (cx.precision_of(cx.node_of(c)) != precision::bf16 || c.gate >= 0) return false;
+    if (cx.T(c.x).layout != tensor_layout::nhwc || cx.T(c.out).layout != tensor_layout::nhwc)
+      return false;
+    const conv_shape cs = shape_of(cx, c);
+    return cs.is_depthwise() || !(cx.opt.winograd && detail::winograd_pays(cs));
+  }
+  static bool reads_bf16(const detail::compile_context& cx, const detail::step& c) {
+    return bf16_nhwc_kernel(cx, c);
   }
   static bool reads_quantized(const detail::compile_context& cx, const detail::step& c) {
     return cx.int8_gemm && cx.precision_of(cx.node_of(c)) == precision::int8 &&
@@ -146,6 +160,8 @@ struct conv2d_rule : op_rule {
               "false keeps them bf16)");
           return lower_dense<f32, nhwc, A, B>(cx, s, n, info, cmds, cs, "f32");
         }
+        if (cx.T(s.out).type == dtype::bf16)  // bf16 absorbed: the consumer reads bf16
+          return lower_dense<bf16, nhwc, A, B, bf16_t>(cx, s, n, info, cmds, cs, "bf16");
         return cl ? lower_dense<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs, "bf16")
                   : lower_dense<bf16, nchw, A, B>(cx, s, n, info, cmds, cs, "bf16");
       case precision::int8:
@@ -268,6 +284,9 @@ struct conv2d_rule : op_rule {
     info.kernel = std::string("depthwise_conv2d ") +
                   (std::is_same_v<Recipe, bf16> ? "bf16 " : "f32 ") + std::string(L::name) +
                   (chain.empty() ? "" : " [" + cx.chain_text(chain) + "]");
+    if constexpr (std::is_same_v<Recipe, bf16> && std::is_same_v<L, nhwc>)
+      if (cx.T(s.out).type == dtype::bf16)  // bf16 absorbed: the consumer reads bf16
+        return add_kernel_command<K, T, bf16_t>(cx, p, cs, c, info, cmds);
     add_kernel_command<K, T, float>(cx, p, cs, c, info, cmds);
   }
 

@@ -122,8 +122,8 @@ struct eltwise_rule : op_rule {
   }
 
   /// An f32 chain can quantize its output (u8 or i8) in the same pass.
-  static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype) {
-    return cx.T(p.x).type == dtype::f32;
+  static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
+    return to != dtype::bf16 && cx.T(p.x).type == dtype::f32;
   }
 
   template <class A, class B>

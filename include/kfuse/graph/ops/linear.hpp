@@ -82,6 +82,9 @@ struct linear_rule : op_rule {
   static bool reads_quantized(const detail::compile_context& cx, const detail::step& c) {
     return cx.int8_gemm && cx.precision_of(cx.node_of(c)) == precision::int8;
   }
+  static bool reads_bf16(const detail::compile_context& cx, const detail::step& c) {
+    return cx.precision_of(cx.node_of(c)) == precision::bf16;
+  }
 
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,

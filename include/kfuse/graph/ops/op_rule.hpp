@@ -47,6 +47,9 @@ struct op_rule {
   /// Quantize absorption: the step reads its input as u8 with the input's quant params (int8
   /// linear / conv), so the producer may write it quantized.
   static bool reads_quantized(const detail::compile_context&, const detail::step&) { return false; }
+  /// bf16 absorption (the same pass): the step's kernel reads its input as bf16 (a bf16 linear /
+  /// conv, which would convert an f32 input), so the producer may write bf16.
+  static bool reads_bf16(const detail::compile_context&, const detail::step&) { return false; }
 };
 
 }  // namespace graph_ops

@@ -66,6 +66,27 @@ inline void absorb_quantize(compile_context& cx) {
   }
 }
 
+/// bf16 absorption. In a bf16 plan a tensor whose one reader converts it to bf16 (a bf16 conv
+/// or linear) is written as bf16 by its producer when that producer's kernel can (a bf16 conv):
+/// the f32 tensor, half of the producer's writes and the consumer's conversion pass disappear.
+/// Run after the channel gates are fused (a gated conv reads f32).
+inline void absorb_bf16(compile_context& cx) {
+  step_uses u(cx);
+  for (step& c : cx.steps) {
+    if (!c.alive || c.x < 0 || cx.T(c.x).type != dtype::f32) continue;
+    bool reads = false;
+    graph_ops::with_rule(c.op, [&](auto rule) { reads = decltype(rule)::reads_bf16(cx, c); });
+    if (!reads) continue;
+    const int pi = quantize_producer(cx, c.x, dtype::bf16, u);
+    if (pi < 0) continue;
+    plan_tensor& t = cx.T(c.x);
+    t.type = dtype::bf16;
+    t.bytes = std::size_t(shape_numel(t.shape)) * dtype_size(dtype::bf16);
+    cx.d->report.fused.push_back("bf16 output of " + cx.node_of(cx.steps[std::size_t(pi)]).name +
+                                 " (read as bf16 by " + cx.node_of(c).name + ")");
+  }
+}
+
 }  // namespace detail
 
 KFUSE_END_NAMESPACE
