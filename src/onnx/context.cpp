@@ -106,6 +106,22 @@ run_value context::float_in(const node_proto& n, int k) {
   return run_in(n, k);
 }
 
+std::int32_t elem_of(const run_value& r) {
+  if (r.boolean) return elem_bool;
+  switch (r.type) {
+    case dtype::i64:
+      return elem_int64;
+    case dtype::i32:
+      return elem_int32;
+    case dtype::u8:
+      return elem_uint8;
+    case dtype::i8:
+      return elem_int8;
+    default:
+      return elem_float;
+  }
+}
+
 void context::set_const(const node_proto& n, int k, const_value c) {
   value v;
   v.is_const = true;

@@ -63,6 +63,8 @@ struct run_value {
   tensor_layout layout = tensor_layout::plain;
   bool boolean = false;  // an ONNX bool tensor, held as f32 0 / 1 (a u8 at the model's edges)
 };
+/// The ONNX element type a run-time value holds (bool for a boolean's f32 0 / 1).
+std::int32_t elem_of(const run_value& r);
 
 /// An ONNX value: a constant (c; r.id set once it is also needed as a graph tensor), or a
 /// run-time tensor (r).

@@ -264,21 +264,6 @@ run_value integer_constant(context& cx, const const_value& c, const std::string&
   }
 }
 
-std::int32_t onnx_type_of(dtype t) {
-  switch (t) {
-    case dtype::i64:
-      return elem_int64;
-    case dtype::i32:
-      return elem_int32;
-    case dtype::u8:
-      return elem_uint8;
-    case dtype::i8:
-      return elem_int8;
-    default:
-      return elem_float;
-  }
-}
-
 void mark_outputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
   for (const auto& vi : gp.output()) {
     const auto it = cx.values.find(vi.name());
@@ -307,7 +292,7 @@ void mark_outputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
           r.type != dtype::u8 && r.type != dtype::i8)
         bad("output '" + vi.name() + "' is " + std::string(dtype_name(r.type)) +
             ": kfuse outputs are float32, int64, int32, uint8, int8 or bool");
-      et = onnx_type_of(r.type);
+      et = elem_of(r);
     }
     if (r.shape.size() == 4 && r.layout == tensor_layout::nhwc)
       r = cx.to_layout(r, tensor_layout::nchw, vi.name());

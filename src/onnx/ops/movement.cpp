@@ -24,23 +24,6 @@ std::vector<index_t> row_major_strides(const std::vector<index_t>& s) {
 
 const std::vector<index_t>& shape_of(const value& v) { return v.is_const ? v.c.shape : v.r.shape; }
 
-// The ONNX element type a run-time value holds.
-std::int32_t elem_of(const run_value& r) {
-  if (r.boolean) return elem_bool;
-  switch (r.type) {
-    case dtype::i64:
-      return elem_int64;
-    case dtype::i32:
-      return elem_int32;
-    case dtype::u8:
-      return elem_uint8;
-    case dtype::i8:
-      return elem_int8;
-    default:
-      return elem_float;
-  }
-}
-
 // x read through v: a constant evaluated now, run-time data as one strided_view (a copy). An
 // empty result is a constant whatever x is: it has no values to compute.
 value read_view(context& cx, const node_proto& n, const value& x, const view& v,
