@@ -466,3 +466,59 @@ TEST_CASE("graph quant fusion: the conv consumer keeps its convert when the inpu
     CHECK(tensor(p, "relu1").type == dtype::f32);
   }
 }
+
+// An int8 plan's NHWC depthwise conv between two int8 1x1 convs (a MobileNet block): the i8
+// depthwise recipe reads the u8 tensor the expansion conv writes and writes u8 for the
+// projection; 3x3 stride 1 and 5x5 stride 2 (the row tiles), channels off the vector width.
+TEST_CASE("graph quant fusion: int8 depthwise between int8 1x1 convs reads and writes u8",
+          "[graph][quant]") {
+  if constexpr (have_int8) {
+    for (const int k : {3, 5}) {
+      INFO("depthwise " << k << "x" << k);
+      const index_t N = 2, C = 12, H = 11, W = 9, E = 40, O = 16;
+      const auto w1 = gt::kaiming(E, C, 61), wd = gt::random_vec(std::size_t(E * k * k), 62);
+      const auto w2 = gt::kaiming(O, E, 63), bd = gt::random_vec(std::size_t(E), 64, -0.1f, 0.1f);
+      const auto x = gt::random_vec(std::size_t(N * C * H * W), 65);
+      auto build = [&] {
+        graph g;
+        auto xi = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nhwc);
+        conv2d_params dp;
+        dp.groups = int(E);
+        dp.stride_h = dp.stride_w = k == 5 ? 2 : 1;
+        dp.pad_top = dp.pad_left = dp.pad_bottom = dp.pad_right = k / 2;
+        auto h0 = g.relu("relu0", g.conv2d("pw", xi, g.constant("w1", {E, C, 1, 1}, w1.data())));
+        auto h1 = g.relu("relu1", g.conv2d("dw", h0, g.constant("wd", {E, 1, k, k}, wd.data()),
+                                           g.constant("bd", {E}, bd.data()), dp));
+        g.output(g.conv2d("proj", h1, g.constant("w2", {O, E, 1, 1}, w2.data())));
+        return g;
+      };
+      const auto r = ranges(build(), {"relu0", "relu1"}, {x});
+      graph g = build();
+      g.set_quant(g.find("x"), {2.f / 255, 128});
+      g.set_quant(g.find("relu0"), {r[0] / 255, 0});
+      g.set_quant(g.find("relu1"), {r[1] / 255, 0});
+      const plan p = compile(g, {.threads = 1, .prec = precision::int8, .choose_layout = false});
+      INFO(p.report().text());
+      CHECK(reported(p, "fused quantize of dw's input (u8) into pw (conv2d)"));
+      CHECK(reported(p, "fused quantize of proj's input (u8) into dw (conv2d)"));
+      REQUIRE(p.steps().size() == 3);
+      CHECK(p.steps()[1].kernel.find("depthwise_conv2d int8 nhwc") != std::string::npos);
+      CHECK(p.steps()[1].out_type == dtype::u8);
+      const index_t oh = (H - 1) / (k == 5 ? 2 : 1) + 1, ow = (W - 1) / (k == 5 ? 2 : 1) + 1;
+      const std::size_t n_out = std::size_t(N * O * oh * ow);
+      const auto yp = run_poisoned<float>(p, {x}, n_out);
+      const plan p2 = compile(
+          g, {.threads = 2, .prec = precision::int8, .fork_join_ns = 0, .choose_layout = false});
+      CHECK(run_poisoned<float>(p2, {x}, n_out) == yp);
+      // Against the f32 plan: three quantized tensors (x, relu0, relu1) of ~0.4% steps each.
+      const auto yf = run_poisoned<float>(compile(build(), {.threads = 1}), {x}, n_out);
+      double worst = 0, scale = 0;
+      for (std::size_t i = 0; i < n_out; ++i) {
+        worst = std::max(worst, std::fabs(double(yp[i]) - yf[i]));
+        scale = std::max(scale, std::fabs(double(yf[i])));
+      }
+      INFO("int8 vs f32: " << worst << " of " << scale);
+      CHECK(worst <= 0.05 * scale);
+    }
+  }
+}

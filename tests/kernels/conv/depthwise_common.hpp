@@ -89,9 +89,11 @@ void dw_check(const kfuse::conv_shape& s, const std::vector<T>& x, const std::ve
   const std::string_view mk = info.micro_kernel;
   const bool unit = s.dilation_h == 1 && s.dilation_w == 1 && s.r == s.s;
   const bool fast = unit && s.r == 3 && s.stride_h == 1 && s.stride_w == 1;
-  // NHWC row tiles: 3x3 and (AVX-512) 5x5, stride 1 or 2 (both ways).
-  const bool k = s.r == 3 || (s.r == 5 && DW::vec::lanes >= 16);
-  const bool rows = unit && k && s.stride_h == s.stride_w && (s.stride_h == 1 || s.stride_h == 2);
+  // NHWC row tiles (at least one vector of channels): 3x3 stride 1; with AVX-512 3x3 and 5x5 at
+  // stride 1 or 2 (both ways).
+  const bool wide = DW::vec::lanes >= 16, s12 = s.stride_h == 1 || s.stride_h == 2;
+  const bool k = wide ? (s.r == 3 || s.r == 5) && s12 : s.r == 3 && s.stride_h == 1;
+  const bool rows = unit && k && s.stride_h == s.stride_w && s.c >= DW::vec::lanes;
   if constexpr (std::is_same_v<L, kfuse::nhwc>)
     CHECK(mk.substr(0, 11) == (rows ? "nhwc " + std::to_string(s.r) + "x" + std::to_string(s.r) +
                                           "s" + std::to_string(s.stride_h) + " "

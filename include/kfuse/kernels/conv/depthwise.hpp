@@ -463,7 +463,8 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
                   detail::dw_nhwc_row<vec, 3, 1>(x, wp, cpad, g, n, oh, zp, y, ep);
                   break;
                 case 32:
-                  detail::dw_nhwc_row<vec, 3, 2>(x, wp, cpad, g, n, oh, zp, y, ep);
+                  if constexpr (vec::lanes >= 16)
+                    detail::dw_nhwc_row<vec, 3, 2>(x, wp, cpad, g, n, oh, zp, y, ep);
                   break;
                 case 51:
                   if constexpr (vec::lanes >= 16)
@@ -526,15 +527,21 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
            : fast == 52 ? k52.c_str()
                         : direct.c_str();
   }
-  /// 10 * K + stride for the row tiles (square K = 3 or 5, stride 1 or 2 both ways, dilation 1):
-  /// 31, 32, 51, 52; 0 otherwise. 5x5 only with 32 vector registers (AVX-512): its 10 weight
-  /// vectors and the accumulators would spill on 16.
+  /// 10 * K + stride for the row tiles (square K, dilation 1, at least one vector of
+  /// channels): 31, 32, 51, 52; 0 otherwise. With 32 vector registers (AVX-512) 3x3 and 5x5 at
+  /// stride 1 and 2 (measured); with 16 only 3x3 stride 1, as before them (5x5's 10 weight
+  /// vectors and the accumulators would spill). Each is an instantiation per epilogue: compile
+  /// time.
   static int fast_k(const detail::dw_geom& g) {
-    const bool square = g.r == g.s && g.sh == g.sw && g.dh == 1 && g.dw == 1;
-    const bool k = g.r == 3 || (g.r == 5 && vec::lanes >= 16);
-    return square && k && (g.sh == 1 || g.sh == 2) ? int(10 * g.r + g.sh) : 0;
+    if (g.r != g.s || g.sh != g.sw || g.dh != 1 || g.dw != 1 || g.c < vec::lanes) return 0;
+    if constexpr (vec::lanes >= 16)
+      return (g.r == 3 || g.r == 5) && (g.sh == 1 || g.sh == 2) ? int(10 * g.r + g.sh) : 0;
+    return g.r == 3 && g.sh == 1 ? 31 : 0;
   }
-  static bool is_3x3s1(const detail::dw_geom& g) { return fast_k(g) == 31; }
+  /// NCHW's fast path (any channel count).
+  static bool is_3x3s1(const detail::dw_geom& g) {
+    return g.r == 3 && g.s == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
+  }
   /// "nchw 3x3s1 4x2v" (fast path) or "nchw direct 4x2v": rows x pixel vectors.
   static const char* nchw_name(bool fast) {
     using cfg = detail::dw_nchw_config<vec::lanes>;

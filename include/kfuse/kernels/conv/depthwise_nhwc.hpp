@@ -147,7 +147,7 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
     if (c0 < C) {
       if (C >= L)
         kernel.template operator()<1, false>(C - L, L);
-      else
+      else if constexpr (FastK == 0)  // the row tiles take C >= L (fewer instantiations)
         kernel.template operator()<1, true>(c0, int(C - c0));
     }
   };
@@ -161,7 +161,11 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
                                           row_flat + ow * C + c0, ep);
         });
   };
-  if (FastK && g.ow >= PW) {
+  if constexpr (FastK != 0) {  // row tiles; rows narrower than a tile pixel by pixel
+    if (g.ow < PW) {
+      for (index_t ow = 0; ow < g.ow; ++ow) single(ow);
+      return;
+    }
     for (index_t ow = 0;; ow += PW) {
       const index_t at = std::min(ow, g.ow - PW);
       const index_t first = at * FastS - g.pl, last = first + FastS * (PW - 1) + FastK - 1;
@@ -176,38 +180,38 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
       });
       if (at == g.ow - PW) break;
     }
-    return;
+  } else {
+    // Output columns whose every tap is inside the input: [ow_a, ow_b): tiles of PW pixels there
+    // (the last one ends at ow_b), single pixels at the borders. Where that interior is narrower
+    // than a tile (a 5x5 on a 7x7 map ran every pixel alone), tiles over the whole row instead,
+    // edge tiles skipping the padded taps: 5x5 layers with 7x7 outputs 18-22% faster; on 14x14
+    // and 28x28 maps the whole-row tiles' extra overlap cost up to 11%, so those keep the borders
+    // as single pixels. Rows narrower than a tile run pixel by pixel.
+    const index_t ow_a = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
+    const index_t reach = g.w - 1 + g.pl - (g.s - 1) * g.dw;  // ow * sw <= reach
+    const index_t ow_b = std::max(ow_a, reach < 0 ? 0 : std::min(g.ow, reach / g.sw + 1));
+    if (g.ow < PW) {
+      for (index_t ow = 0; ow < g.ow; ++ow) single(ow);
+      return;
+    }
+    const bool whole_row = ow_b - ow_a < PW;
+    const index_t t0 = whole_row ? 0 : ow_a, t1 = whole_row ? g.ow : ow_b;
+    for (index_t ow = 0; ow < t0; ++ow) single(ow);
+    for (index_t ow = t0;; ow += PW) {
+      const index_t at = std::min(ow, t1 - PW);
+      const bool edge = at < ow_a || at + PW > ow_b;
+      channels([&]<int NV, bool Partial>(index_t c0, int cn) {
+        if (edge)
+          dw_nhwc_tile<V, PW, NV, Partial, true>(img, wp, cpad, g, oh, at, c0, cn, r0, r1, 0, g.s,
+                                                 zp, out, row_flat + at * C + c0, ep);
+        else
+          dw_nhwc_tile<V, PW, NV, Partial>(img, wp, cpad, g, oh, at, c0, cn, r0, r1, 0, g.s, zp,
+                                           out, row_flat + at * C + c0, ep);
+      });
+      if (at == t1 - PW) break;
+    }
+    for (index_t ow = t1; ow < g.ow; ++ow) single(ow);
   }
-  // Output columns whose every tap is inside the input: [ow_a, ow_b): tiles of PW pixels there
-  // (the last one ends at ow_b), single pixels at the borders. Where that interior is narrower
-  // than a tile (a 5x5 on a 7x7 map ran every pixel alone), tiles over the whole row instead,
-  // edge tiles skipping the padded taps: 5x5 layers with 7x7 outputs 18-22% faster; on 14x14
-  // and 28x28 maps the whole-row tiles' extra overlap cost up to 11%, so those keep the borders
-  // as single pixels. Rows narrower than a tile run pixel by pixel.
-  const index_t ow_a = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
-  const index_t reach = g.w - 1 + g.pl - (g.s - 1) * g.dw;  // ow * sw <= reach
-  const index_t ow_b = std::max(ow_a, reach < 0 ? 0 : std::min(g.ow, reach / g.sw + 1));
-  if (g.ow < PW) {
-    for (index_t ow = 0; ow < g.ow; ++ow) single(ow);
-    return;
-  }
-  const bool whole_row = ow_b - ow_a < PW;
-  const index_t t0 = whole_row ? 0 : ow_a, t1 = whole_row ? g.ow : ow_b;
-  for (index_t ow = 0; ow < t0; ++ow) single(ow);
-  for (index_t ow = t0;; ow += PW) {
-    const index_t at = std::min(ow, t1 - PW);
-    const bool edge = at < ow_a || at + PW > ow_b;
-    channels([&]<int NV, bool Partial>(index_t c0, int cn) {
-      if (edge)
-        dw_nhwc_tile<V, PW, NV, Partial, true>(img, wp, cpad, g, oh, at, c0, cn, r0, r1, 0, g.s, zp,
-                                               out, row_flat + at * C + c0, ep);
-      else
-        dw_nhwc_tile<V, PW, NV, Partial>(img, wp, cpad, g, oh, at, c0, cn, r0, r1, 0, g.s, zp, out,
-                                         row_flat + at * C + c0, ep);
-    });
-    if (at == t1 - PW) break;
-  }
-  for (index_t ow = t1; ow < g.ow; ++ow) single(ow);
 }
 
 }  // namespace detail
