@@ -114,7 +114,12 @@ void declare_inputs(context& cx, const ::onnx::GraphProto& gp, model& out) {
   std::set<std::string> used_dims;
   for (const auto& vi : gp.input()) {
     if (cx.values.count(vi.name())) continue;  // an initializer listed as input (IR < 4)
-    if (!vi.type().has_tensor_type()) bad("input '" + vi.name() + "' is not a tensor");
+    if (!vi.type().has_tensor_type())
+      bad("input '" + vi.name() + "' is " +
+          (vi.type().has_sequence_type()   ? "a sequence"
+           : vi.type().has_optional_type() ? "an optional"
+                                           : "not a tensor") +
+          ": kfuse graphs take tensors");
     const std::int32_t et = vi.type().tensor_type().elem_type();
     const bool narrow = et == elem_float16 || et == elem_bfloat16;
     if (et != elem_float && et != elem_int64 && et != elem_int32 && et != elem_uint8 &&

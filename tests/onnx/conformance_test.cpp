@@ -291,6 +291,17 @@ result run_case_dir(const fs::path& dir, kfuse::tensor_layout layout) {
   for (std::size_t k = 0; k < n; ++k)
     ints[k] = m.graph().input(int(k)).type().tensor_type().elem_type() != 1;
   std::vector<std::vector<bool>> tries = {ints};
+  // A sequence or optional input: nothing to try with other initializers; the importer's own
+  // error on the model is the case's reason.
+  for (const auto& vi : m.graph().input())
+    if (!vi.type().has_tensor_type()) {
+      try {
+        (void)kfuse::onnx::load_bytes(as_bytes(m.SerializeAsString()));
+      } catch (const kfuse::error& e) {
+        return {verdict::unsupported, reason_of(e.what())};
+      }
+      return {verdict::failed, "a non-tensor input loaded"};
+    }
   std::vector<bool> rest = ints;
   for (std::size_t k = 1; k < n; ++k) rest[k] = true;
   tries.push_back(rest);

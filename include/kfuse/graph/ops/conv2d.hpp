@@ -107,10 +107,9 @@ struct conv2d_rule : op_rule {
     linear_rule::build_step(cx, n, s);
   }
 
-  /// u8 output from a dense / grouped / NHWC depthwise conv of the int8 recipe. Each further
-  /// instantiation would add seconds to every TU that compiles plans (depthwise: ~8 s per
-  /// layout, f32 dense conv ~3 s per layout; docs/executor.md): NCHW depthwise and f32 dense
-  /// convs keep the separate quantize pass.
+  /// u8 output from a dense / grouped conv of the int8 recipe. Each further instantiation would
+  /// add seconds to every TU that compiles plans (depthwise: ~8 s per layout, f32 dense conv
+  /// ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
   static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
     return to == dtype::bf16 ? bf16_nhwc_kernel(cx, p) : to == dtype::u8 && reads_quantized(cx, p);
   }
@@ -129,16 +128,8 @@ struct conv2d_rule : op_rule {
     return bf16_nhwc_kernel(cx, c);
   }
   static bool reads_quantized(const detail::compile_context& cx, const detail::step& c) {
-    if (!cx.int8_gemm || cx.precision_of(cx.node_of(c)) != precision::int8) return false;
-    return !shape_of(cx, c).is_depthwise() || int8_depthwise(cx, c);
-  }
-  /// An int8 plan's NHWC depthwise conv whose input has u8 quant params runs the i8 recipe (u8
-  /// activations, s8 weights per channel, sums exact in f32): it reads the u8 tensor its
-  /// producer writes instead of an f32 one 4x the size. Without quant params it runs in f32.
-  static bool int8_depthwise(const detail::compile_context& cx, const detail::step& c) {
-    const plan_tensor& x = cx.T(c.x);
-    return x.layout == tensor_layout::nhwc && cx.T(c.out).layout == tensor_layout::nhwc &&
-           x.has_quant && valid_u8_quant(x.quant) && shape_of(cx, c).is_depthwise();
+    return cx.int8_gemm && cx.precision_of(cx.node_of(c)) == precision::int8 &&
+           !shape_of(cx, c).is_depthwise();
   }
 
   template <class A, class B>
@@ -148,10 +139,7 @@ struct conv2d_rule : op_rule {
     const precision pr = cx.precision_of(n);
     const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
     if (cs.is_depthwise()) {
-      if (pr == precision::int8 && cx.int8_gemm && int8_depthwise(cx, s))
-        return cx.T(s.out).type == dtype::u8
-                   ? lower_depthwise_int8<A, B, std::uint8_t>(cx, s, n, info, cmds, cs)
-                   : lower_depthwise_int8<A, B, float>(cx, s, n, info, cmds, cs);
+      // int8 depthwise runs in f32 here (its cost is memory, not arithmetic).
       if (pr == precision::bf16)
         return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
                   : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
@@ -300,40 +288,6 @@ struct conv2d_rule : op_rule {
       if (cx.T(s.out).type == dtype::bf16)  // bf16 absorbed: the consumer reads bf16
         return add_kernel_command<K, T, bf16_t>(cx, p, cs, c, info, cmds);
     add_kernel_command<K, T, float>(cx, p, cs, c, info, cmds);
-  }
-
-  /// The i8 recipe in NHWC: u8 input (converted with its quant params when the producer wrote
-  /// f32), s8 weights per channel, the dequantization scale first in the chain; Out float, or
-  /// uint8_t when the consumer's quantization was absorbed.
-  template <class A, class B, class Out>
-  static void lower_depthwise_int8(detail::compile_context& cx, const detail::step& s,
-                                   const node_desc& n, step_info& info,
-                                   std::vector<detail::plan_command>& cmds, const conv_shape& cs) {
-    using K = depthwise_conv2d<i8, nhwc, A, chain_epilogue_t<Out>, B>;
-    auto p = std::make_shared<kernel_params<K>>();
-    p->out_q = cx.out_quant_params(s);
-    std::vector<detail::op_stage> chain;
-    const std::vector<float> w = weights(cx, s, cs, chain);
-    const tensor_quant q = int8_input_quant(cx, n, cx.T(s.x));
-    const int8_weights wq = cx.for_node(n, [&] { return quantize_weights_per_row(w, cs.k); });
-    std::vector<float> deq(wq.scales);
-    for (float& d : deq) d *= q.scale;
-    p->packed = K::initialize(cs, wq.values.data());
-    p->in_zero_point = q.zero_point;
-    p->in = cs.in_dims();
-    p->out = cs.out_dims();
-    detail::plan_command c;
-    c.in[0] = s.x;
-    if (cx.T(s.x).type != dtype::u8) c.in[0] = convert_input<A, B>(cx, s, n, dtype::u8, q, cmds);
-    c.out = s.out;
-    chain.insert(chain.begin(),
-                 {stage_kind::mul, 0, 0, cx.new_constant(n.name + ".dequant", {cs.k}, deq), true});
-    cx.need_operand_room(n, chain);
-    p->stages = cx.make_chain(chain, c, 1);
-    info.flops = cs.flops();
-    info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) + double(w.size());
-    info.kernel = "depthwise_conv2d int8 nhwc" + cx.chain_suffix(s, chain);
-    add_kernel_command<K, std::uint8_t, Out>(cx, p, cs, c, info, cmds);
   }
 
   template <class Recipe, class L, class A, class B, class Out = float>
