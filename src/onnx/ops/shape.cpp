@@ -471,8 +471,13 @@ void fold_identity(context& cx, const node_proto& n) {
     cx.only_attrs(n, {"ratio", "seed", "is_test"});
     if (cx.has_input(n, 2)) {
       const const_value& tm = cx.const_in(n, 2, "training_mode");
-      if (tm.numel() != 1 || tm.at(0) != 0)
-        cx.fail(n, "training_mode=true is not supported (inference only)");
+      if (tm.numel() != 1) cx.fail(n, "training_mode must hold one value");
+      // Training with ratio 0 drops nothing and scales by 1: the input itself, as at inference.
+      const double ratio =
+          cx.has_input(n, 1) ? cx.const_in(n, 1, "ratio").at(0) : cx.attr_float(n, "ratio", 0.5f);
+      if (tm.at(0) != 0 && ratio != 0)
+        cx.fail(n, "training_mode=true with ratio " + std::to_string(ratio) +
+                       " drops at random (training only; inference, or ratio 0, is supported)");
     }
     if (cx.output_used(n, 1)) {
       const value& x = cx.in(n, 0);
