@@ -79,21 +79,18 @@ inline void copy_tensors(compile_context& cx) {
         fail("graph", "tensor '" + td.name + "' has a " + (e < 0 ? "negative" : "zero") +
                           " extent in " + cx.shape_str(td.shape));
   check_names_and_quant(cx.g);
+  // No node reads an empty tensor, nor a weight declared without data (graph::weight), whatever
+  // slot it is used in (operands of add / mul / concat included).
   for (const node_desc& n : cx.g.nodes())
-    for (tensor_id in : n.inputs)
-      if (in.index >= 0 && std::size_t(in.index) < ts.size() &&
-          shape_numel(ts[std::size_t(in.index)].shape) == 0)
-        cx.fail_node(n, "input '" + ts[std::size_t(in.index)].name + "' is empty (" +
-                            cx.shape_str(ts[std::size_t(in.index)].shape) +
+    for (tensor_id in : n.inputs) {
+      if (in.index < 0 || std::size_t(in.index) >= ts.size()) continue;
+      const tensor_desc& t = ts[std::size_t(in.index)];
+      if (shape_numel(t.shape) == 0)
+        cx.fail_node(n, "input '" + t.name + "' is empty (" + cx.shape_str(t.shape) +
                             "): kfuse nodes compute on tensors with elements");
-  // A weight declared without data (graph::weight) may not reach a kernel, whatever slot it
-  // is used in (operands of add / mul / concat included).
-  for (const node_desc& n : cx.g.nodes())
-    for (tensor_id in : n.inputs)
-      if (in.index >= 0 && std::size_t(in.index) < ts.size() &&
-          ts[std::size_t(in.index)].is_constant && !ts[std::size_t(in.index)].has_data)
-        cx.fail_node(
-            n, "weight '" + ts[std::size_t(in.index)].name + "' has no data (graph::set_data)");
+      if (t.is_constant && !t.has_data)
+        cx.fail_node(n, "weight '" + t.name + "' has no data (graph::set_data)");
+    }
 }
 
 /// Every node input names a tensor (or is an optional slot left empty); the producers.

@@ -198,10 +198,7 @@ KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT
                                index_t plane_flat, index_t flat_end, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[RH][WV];
-#pragma GCC unroll 8
-  for (int i = 0; i < RH; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < WV; ++v) acc[i][v] = V(0.f);
+  dw_zero(acc);
   const float* base = sc.data + (oh0 * g.sh - g.pt - sc.ih_lo) * sc.row_stride;
   const index_t row_step = g.sh * sc.row_stride;
   for (index_t r = 0; r < g.r; ++r) {
@@ -230,10 +227,7 @@ KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const d
                                   index_t flat_end, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[RH][WV];
-#pragma GCC unroll 8
-  for (int i = 0; i < RH; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < WV; ++v) acc[i][v] = V(0.f);
+  dw_zero(acc);
   const float* base = sc.data + (oh0 - g.pt - sc.ih_lo) * sc.row_stride;
 #pragma GCC unroll 8
   for (int j = 0; j < RH + 2; ++j) {
@@ -512,20 +506,19 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
     return info;
   }
 
-  /// "nhwc 3x3s1 7x2v", "nhwc 5x5s2 7x2v"... (row tiles) or "nhwc direct 6x2v": pixels x
-  /// channel vectors.
+  /// "nhwc 3x3s1 7x2v", "nhwc 5x5s2 7x2v"... (row tiles: fast = 10 * K + stride) or "nhwc
+  /// direct 6x2v": pixels x channel vectors.
   static const char* nhwc_name(int fast) {
     using cfg = detail::dw_nhwc_config<vec::lanes>;
-    const std::string rows = std::to_string(cfg::pw_rows) + "x" + std::to_string(cfg::cv) + "v";
-    static const std::string k31 = "nhwc 3x3s1 " + rows, k32 = "nhwc 3x3s2 " + rows,
-                             k51 = "nhwc 5x5s1 " + rows, k52 = "nhwc 5x5s2 " + rows,
-                             direct = "nhwc direct " + std::to_string(cfg::pw) + "x" +
-                                      std::to_string(cfg::cv) + "v";
-    return fast == 31   ? k31.c_str()
-           : fast == 32 ? k32.c_str()
-           : fast == 51 ? k51.c_str()
-           : fast == 52 ? k52.c_str()
-                        : direct.c_str();
+    auto name = [](int f) {
+      const std::string v = "x" + std::to_string(cfg::cv) + "v";
+      if (f == 0) return "nhwc direct " + std::to_string(cfg::pw) + v;
+      const std::string k = std::to_string(f / 10);
+      return "nhwc " + k + "x" + k + "s" + std::to_string(f % 10) + " " +
+             std::to_string(cfg::pw_rows) + v;
+    };
+    static const std::string names[] = {name(0), name(31), name(32), name(51), name(52)};
+    return names[fast == 0 ? 0 : (fast / 10 - 3) + fast % 10].c_str();
   }
   /// 10 * K + stride for the row tiles (square K, dilation 1, at least one vector of
   /// channels): 31, 32, 51, 52; 0 otherwise. With 32 vector registers (AVX-512) 3x3 and 5x5 at

@@ -41,10 +41,7 @@ KFUSE_INLINE void dw_nhwc_tile(const T* KFUSE_RESTRICT img, const float* KFUSE_R
                                Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[PW][CV];
-#pragma GCC unroll 16
-  for (int p = 0; p < PW; ++p)
-#pragma GCC unroll 8
-    for (int v = 0; v < CV; ++v) acc[p][v] = V(0.f);
+  dw_zero(acc);
   const index_t C = g.c, ih0 = oh * g.sh - g.pt, iw0 = ow0 * g.sw - g.pl;
   const index_t px_step = g.sw * C, tap_step = g.dw * C;
   for (index_t r = r0; r < r1; ++r) {
@@ -85,10 +82,7 @@ KFUSE_INLINE void dw_nhwc_tile_rows(const T* KFUSE_RESTRICT img, const float* KF
                                     Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[PW][CV];
-#pragma GCC unroll 16
-  for (int p = 0; p < PW; ++p)
-#pragma GCC unroll 8
-    for (int v = 0; v < CV; ++v) acc[p][v] = V(0.f);
+  dw_zero(acc);
   const index_t C = g.c, ih0 = oh * g.sh - g.pt, iw0 = ow0 * SW - g.pl;
   for (index_t r = r0; r < r1; ++r) {
     const index_t row = ((ih0 + r) * g.w + iw0) * C + c0;
@@ -161,11 +155,11 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
                                           row_flat + ow * C + c0, ep);
         });
   };
-  if constexpr (FastK != 0) {  // row tiles; rows narrower than a tile pixel by pixel
-    if (g.ow < PW) {
-      for (index_t ow = 0; ow < g.ow; ++ow) single(ow);
-      return;
-    }
+  if (g.ow < PW) {  // rows narrower than a tile: pixel by pixel
+    for (index_t ow = 0; ow < g.ow; ++ow) single(ow);
+    return;
+  }
+  if constexpr (FastK != 0) {  // row tiles
     for (index_t ow = 0;; ow += PW) {
       const index_t at = std::min(ow, g.ow - PW);
       const index_t first = at * FastS - g.pl, last = first + FastS * (PW - 1) + FastK - 1;
@@ -186,14 +180,10 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
     // than a tile (a 5x5 on a 7x7 map ran every pixel alone), tiles over the whole row instead,
     // edge tiles skipping the padded taps: 5x5 layers with 7x7 outputs 18-22% faster; on 14x14
     // and 28x28 maps the whole-row tiles' extra overlap cost up to 11%, so those keep the borders
-    // as single pixels. Rows narrower than a tile run pixel by pixel.
+    // as single pixels.
     const index_t ow_a = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
     const index_t reach = g.w - 1 + g.pl - (g.s - 1) * g.dw;  // ow * sw <= reach
     const index_t ow_b = std::max(ow_a, reach < 0 ? 0 : std::min(g.ow, reach / g.sw + 1));
-    if (g.ow < PW) {
-      for (index_t ow = 0; ow < g.ow; ++ow) single(ow);
-      return;
-    }
     const bool whole_row = ow_b - ow_a < PW;
     const index_t t0 = whole_row ? 0 : ow_a, t1 = whole_row ? g.ow : ow_b;
     for (index_t ow = 0; ow < t0; ++ow) single(ow);
