@@ -9,7 +9,7 @@
 # ratios next to the targets (fp32 <= 0.9x ONNX Runtime's time, bf16 <= 0.5x, int8 <= 0.4x).
 #   scripts/bench_transformers.sh [model ...]        (default: bert_layer minilm_l6 bert_base)
 # bert_layer is one BERT-base encoder layer (issue 15's one-layer row).
-# BERT-base runs sequence 128 only (a batch-8 sequence-384 call takes seconds on one core).
+# BERT-base's batch-8 sequence-384 rows take 3 repetitions (one call is seconds on one core).
 # Needs the peers (scripts/setup.sh --peers). Serialized with flock on /tmp/kfuse_bench.lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,24 +25,25 @@ md=$build/models
 out=$build/transformer-results
 mkdir -p "$out"
 rm -f "$out"/*.txt
-seqs_of() { [[ $1 == bert_base ]] && echo 128 || echo "128 384"; }
 (
   flock 9
   node bench/ort/ort_run.js "$md/tiny.onnx" --shape x=1,1 --threads 1 --reps 2000 \
     --warmup 100 >"$out/ort_tiny.txt"
   for m in "${models[@]}"; do
-    for s in $(seqs_of "$m"); do
+    for s in 128 384; do
       for b in 1 8; do
         in="$md/$m.s$s.b$b"
         reps=$([[ $b == 8 || $s == 384 || $m == bert_base ]] && echo 7 || echo 30)
+        warm=3
+        [[ $m == bert_base && $s == 384 && $b == 8 ]] && reps=3 warm=1
         for t in 1 2; do
           for p in f32 bf16 int8; do
             "$run" "$md/$m.onnx" --dim batch=$b --dim sequence=$s --input "input_ids=$in.input_ids.npy" \
               --input "attention_mask=$in.attention_mask.npy" --prec $p --threads $t --reps $reps \
-              --warmup 3 >"$out/kfuse_${m}_s${s}_b${b}_t${t}_$p.txt" 2>&1 || true
+              --warmup $warm >"$out/kfuse_${m}_s${s}_b${b}_t${t}_$p.txt" 2>&1 || true
           done
           node bench/ort/ort_run.js "$md/$m.onnx" --input "input_ids=$in.input_ids.npy" \
-            --input "attention_mask=$in.attention_mask.npy" --threads $t --reps $reps --warmup 3 \
+            --input "attention_mask=$in.attention_mask.npy" --threads $t --reps $reps --warmup $warm \
             >"$out/ort_${m}_s${s}_b${b}_t${t}.txt" 2>&1 || true
         done
       done
@@ -59,7 +60,7 @@ print("| model | seq | batch | threads | kfuse f32 | kfuse bf16 | kfuse int8 | O
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 notes = []
 for m in models:
-    for s in ((128,) if m == "bert_base" else (128, 384)):
+    for s in (128, 384):
         for b in (1, 8):
             for t in (1, 2):
                 k32, e1 = median(f"{out}/kfuse_{m}_s{s}_b{b}_t{t}_f32.txt")

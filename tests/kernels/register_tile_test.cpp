@@ -3,7 +3,7 @@
 // followed by an int8 output's quantize, runs in one pass over the registers and must give
 // bitwise what the same chain gives stage by stage on a saved tile, for every value (NaN, -0,
 // infinities), tail and channel walk. Also which chains graph_ops::with_shape finds
-// common.
+// common, and that a chain without stages counts as the identity (is_identity).
 #include "kfuse/kernels/register_tile.hpp"
 
 #include <cstring>
@@ -175,4 +175,17 @@ TEST_CASE("register tile: which chains are of the common form", "[kernels][regis
       act::other);
   CHECK(list_of({st(stage_kind::add, 0, 0, 0, true), st(stage_kind::add, 1, 0, 0, true)})
             .shape.kind == act::other);
+}
+
+TEST_CASE("a run-time chain without stages is the identity: kernels run without it",
+          "[kernels][register_tile]") {
+  const go::chain_list none = list_of({});
+  const go::chain_list relu = list_of({st(stage_kind::relu)});
+  go::chain c;
+  c.list = &none;
+  CHECK(kfuse::is_identity(kfuse::epilogue<go::chain>{c}));
+  c.list = &relu;
+  CHECK_FALSE(kfuse::is_identity(kfuse::epilogue<go::chain>{c}));
+  CHECK(kfuse::is_identity(kfuse::epilogue<>{}));
+  CHECK_FALSE(kfuse::is_identity(kfuse::epilogue<kfuse::relu>{}));
 }

@@ -226,6 +226,9 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
           std::is_same_v<typename epilogue_traits<epilogue<S...>>::output_elem, elem_of<Out>>,
       "kfuse::layer_norm / rms_norm: the epilogue's type-changing stage produces a "
       "different element type than the output holds");
+  if constexpr (epilogue_traits<epilogue<S...>>::out_of_line)
+    if (is_identity(ep))  // inlined rows instead of a call per vector
+      return norm_impl<A, B, Rms>(k, in, out, rows, cols, gamma, beta, eps, epilogue<>{}, opt);
   using V = simd::vec_for<A, B>;
   if (rows < 0) fail(k, "negative row count " + std::to_string(rows));
   if (cols < 1) fail(k, "normalized axis length must be positive, not " + std::to_string(cols));

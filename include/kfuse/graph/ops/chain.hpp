@@ -90,6 +90,9 @@ struct chain {
   const chain_list* list = nullptr;
   const float* operands[chain_max_operands] = {};
 
+  /// No stages: kernels may run without the epilogue (kfuse::is_identity).
+  bool identity() const { return list->count == 0; }
+
   /// The chain as a common_form when it has that shape (kernels then run it inline).
   KFUSE_INLINE common_form common() const {
     const chain_shape& sh = list->shape;
