@@ -1640,11 +1640,16 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
   // x -> global average pool -> 1x1 conv -> hardsigmoid = gate; x * gate -> 1x1 conv with bias
   // and a residual add. At batch 1 the multiply is per channel; at batch 3 the gate is
   // broadcast to the map first (as the importer writes it). Fused (channel gate) against the
-  // same plan without fusion, 1 and 2 threads.
+  // same plan without fusion, 1 and 2 threads; the conv in f32 and in bf16 (its scaled weights
+  // rounded once: within bf16 roundings of the unfused plan).
   const index_t C = 19, H = 5, W = 6, K = 13;
   const auto w1 = gt::kaiming(C, C, 1), w2 = gt::kaiming(K, C, 2);
   const auto b2 = gt::random_vec(std::size_t(K), 3);
-  for (const index_t N : {index_t(1), index_t(3)}) {
+  for (const auto& [N, prec] :
+       {std::pair{index_t(1), precision::f32}, std::pair{index_t(3), precision::f32},
+        std::pair{index_t(1), precision::bf16}, std::pair{index_t(3), precision::bf16}}) {
+    conv2d_params cp;
+    cp.prec = prec;
     graph g;
     auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nhwc);
     auto skip = g.input("skip", {N, K, H, W}, dtype::f32, tensor_layout::nhwc);
@@ -1662,7 +1667,7 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
     }
     auto y = g.add("res",
                    g.conv2d("proj", gated, g.constant("w2", {K, C, 1, 1}, w2.data()),
-                            g.constant("b2", {K}, b2.data())),
+                            g.constant("b2", {K}, b2.data()), cp),
                    skip);
     g.output(y);
     const auto xv = gt::random_vec(std::size_t(N * C * H * W), 4, -2, 2);
@@ -1672,7 +1677,9 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
     q.record({bind(xv), bind(sv)}, {bind(want)}).replay();
     for (const int threads : {1, 2}) {
       const plan p = compile(g, {.threads = threads});
-      INFO("N " << N << ", " << threads << " threads\n" << p.report().text());
+      INFO("N " << N << (prec == precision::bf16 ? ", bf16, " : ", f32, ") << threads
+                << " threads\n"
+                << p.report().text());
       CHECK(p.report().text().find("fused scale (channel gate) into proj (conv2d)") !=
             std::string::npos);
       bool gated_step = false;
@@ -1680,8 +1687,9 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
       CHECK(gated_step);
       std::vector<float> got(sv.size(), std::nanf(""));
       p.record({bind(xv), bind(sv)}, {bind(got)}).replay();
+      const float tol = prec == precision::bf16 ? 2e-2f : 1e-5f;
       for (std::size_t i = 0; i < got.size(); ++i)
-        REQUIRE(std::fabs(got[i] - want[i]) <= 1e-5f * (1 + std::fabs(want[i])));
+        REQUIRE(std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i])));
     }
   }
 }

@@ -80,6 +80,15 @@ TEST_CASE("channel gate: at batch 3 the broadcast goes too, the gate is [N, C, 1
   CHECK_THROWS(a.step_of("scale"));
 }
 
+TEST_CASE("channel gate: a bf16 plan's pointwise conv takes the gate too") {
+  se_options o;
+  o.prec = precision::bf16;
+  const graph g = se_block(o);
+  const analyzed a(g);
+  CHECK(gated(a));
+  CHECK_THROWS(a.step_of("scale"));
+}
+
 TEST_CASE("channel gate: the reasons to keep the multiply") {
   se_options o;
   SECTION("NCHW (no pointwise GEMM path)") { o.layout = tensor_layout::nchw; }
@@ -89,7 +98,6 @@ TEST_CASE("channel gate: the reasons to keep the multiply") {
     o.k = 5;
   }
   SECTION("the gated map is also a graph output") { o.gate_is_output = true; }
-  SECTION("a bf16 conv") { o.prec = precision::bf16; }
   const graph g = se_block(o);
   const analyzed a(g);
   CHECK_FALSE(gated(a));

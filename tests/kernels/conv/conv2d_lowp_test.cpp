@@ -175,3 +175,53 @@ TEMPLATE_TEST_CASE("conv2d i8: u8 / s8 activations with zero points, exact and r
   std::mt19937 rng(22);
   int8_shapes<test_arch, TestType>(rng);
 }
+
+// The squeeze-excite gate fused into a bf16 1x1 conv (run_gated, NHWC only): bf16 x times
+// gate * w rounded to bf16 once, w rounded once when packed: two roundings of 2^-9 relative,
+// so |got - conv(x * gate)| <= 4e-3 * sum |x w gate| (+ f32 accumulation).
+TEST_CASE("conv2d bf16: run_gated = conv(x * gate) within two bf16 roundings", "[conv2d][bf16]") {
+  if (!cpu_can_run()) return;
+  if constexpr (std::is_same_v<CONV_TEST_LAYOUT, kfuse::nhwc>) {
+    using L = kfuse::nhwc;
+    std::mt19937 rng(23);
+    using Ep = kfuse::epilogue<kfuse::bias, kfuse::relu>;
+    using C = kfuse::conv2d<kfuse::bf16, L, test_arch, Ep>;
+    for (const conv_shape& s : {make(3, 19, 5, 3, 21, 1, 1, 1), make(1, 64, 7, 7, 40, 1, 1, 1),
+                                make(2, 8, 1, 1, 3, 1, 1, 1)}) {
+      for (const index_t stride : {s.c, index_t(0)}) {
+        INFO("N" << s.n << " C" << s.c << " " << s.h << "x" << s.w << " K" << s.k << " gate stride "
+                 << stride);
+        REQUIRE(C::takes_channel_gate(s));
+        const auto x = random_activations<kfuse::bf16_t>(kfuse::numel(s.in_dims()), rng);
+        const auto w = random_weights_oihw<float>(s, rng);
+        const auto gate = random_activations<float>(s.n * s.c, rng, 0.f, 1.f);
+        const auto bias = random_activations<float>(s.k, rng);
+        std::vector<float> gx(x.size());
+        for (index_t i = 0; i < index_t(gx.size()); ++i) {
+          const index_t n = i / (s.h * s.w * s.c), c = i % s.c;
+          gx[std::size_t(i)] = float(double(kfuse::to_float(x[std::size_t(i)])) *
+                                     double(gate[std::size_t(n * stride + c)]));
+        }
+        const auto exact = ref_conv2d<L>(s, gx.data(), w.data());
+        const auto scale = ref_conv2d_abs<L>(s, gx.data(), w.data());
+        const auto pw = C::pack(w.data(), s);
+        const index_t n_out = kfuse::numel(s.out_dims());
+        guarded<float> y(n_out, 0xFF);
+        const kfuse::workspace_buffer ws(C::gated_workspace_size(pw));
+        const Ep ep{{std::span<const float>(bias)}, {}};
+        C::run_gated(kfuse::view<L>(static_cast<const kfuse::bf16_t*>(x.data()), s.in_dims()),
+                     gate.data(), stride, pw, kfuse::view<L>(y.data, s.out_dims()), ep, ws.view(),
+                     {2});
+        REQUIRE(y.guards_intact());
+        int failures = 0;
+        for (index_t i = 0; i < n_out; ++i) {
+          const double want = ref_epilogue(ep, exact[std::size_t(i)], ref_ctx{i, i % s.k});
+          const double tol = 1e-6 + 4e-3 * scale[std::size_t(i)];
+          if (!(std::fabs(double(y.data[i]) - want) <= tol) && failures++ < 5)
+            UNSCOPED_INFO("at " << i << ": got " << y.data[i] << " want " << want);
+        }
+        CHECK(failures == 0);
+      }
+    }
+  }
+}

@@ -31,10 +31,10 @@ struct gated_conv_params : kernel_params<K> {
 
 /// The replay command of a gated conv: K::run_gated with the gate in c.in[3] (the chain's
 /// operands, at most two, before it).
-template <class K>
+template <class K, class TX>
 void gated_conv_cmd(const command& c) {
   const auto& p = *static_cast<const gated_conv_params<K>*>(c.params);
-  K::run_gated(view<nhwc>(static_cast<const float*>(c.in[0]), p.in),
+  K::run_gated(view<nhwc>(static_cast<const TX*>(c.in[0]), p.in),
                static_cast<const float*>(c.in[chain_max_operands]), p.gate_stride, p.packed,
                view<nhwc>(static_cast<float*>(c.out), p.out),
                epilogue<chain>{command_chain(c, p.stages)}, command_workspace(c),
@@ -111,14 +111,15 @@ struct conv2d_rule : op_rule {
   /// add seconds to every TU that compiles plans (depthwise: ~8 s per layout, f32 dense conv
   /// ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
   static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
-    return to == dtype::bf16 ? bf16_nhwc_kernel(cx, p) : to == dtype::u8 && reads_quantized(cx, p);
+    return to == dtype::bf16 ? bf16_nhwc_kernel(cx, p) && p.gate < 0
+                             : to == dtype::u8 && reads_quantized(cx, p);
   }
   /// A bf16 plan's dense or depthwise NHWC conv: its kernel reads bf16 (an f32 input is
-  /// converted first) and can write bf16. Not a conv that runs as f32 Winograd there (it reads
-  /// f32: a bf16 input would push it onto the slower bf16 direct path), nor a gated or stem
-  /// conv (f32 kernels).
+  /// converted first) and can write bf16 (a gated one writes f32). Not a conv that runs as f32
+  /// Winograd there (it reads f32: a bf16 input would push it onto the slower bf16 direct
+  /// path).
   static bool bf16_nhwc_kernel(const detail::compile_context& cx, const detail::step& c) {
-    if (cx.precision_of(cx.node_of(c)) != precision::bf16 || c.gate >= 0) return false;
+    if (cx.precision_of(cx.node_of(c)) != precision::bf16) return false;
     if (cx.T(c.x).layout != tensor_layout::nhwc || cx.T(c.out).layout != tensor_layout::nhwc)
       return false;
     const conv_shape cs = shape_of(cx, c);
@@ -146,7 +147,9 @@ struct conv2d_rule : op_rule {
       return cl ? lower_depthwise<f32, nhwc, A, B>(cx, s, n, info, cmds, cs)
                 : lower_depthwise<f32, nchw, A, B>(cx, s, n, info, cmds, cs);
     }
-    if (s.gate >= 0) return lower_gated<A, B>(cx, s, n, info, cmds, cs);
+    if (s.gate >= 0)
+      return pr == precision::bf16 ? lower_gated<bf16, A, B>(cx, s, n, info, cmds, cs, "bf16")
+                                   : lower_gated<f32, A, B>(cx, s, n, info, cmds, cs, "f32");
     if (!cl && cx.T(s.out).layout == tensor_layout::nhwc)
       return lower_few_channel<A, B>(cx, s, n, info, cmds, cs);
     const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
@@ -205,33 +208,41 @@ struct conv2d_rule : op_rule {
 
   /// A pointwise f32 NHWC conv with a channel gate (passes/channel_gate.hpp): the gate in the
   /// command's last input slot, the chain's operands before it.
-  template <class A, class B>
+  template <class Recipe, class A, class B>
   static void lower_gated(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                           step_info& info, std::vector<detail::plan_command>& cmds,
-                          const conv_shape& cs) {
-    using K = conv2d<f32, nhwc, A, epilogue<chain>, B>;
-    auto p = std::make_shared<gated_conv_params<K>>();
-    std::vector<detail::op_stage> chain;
-    const std::vector<float> w = weights(cx, s, cs, chain);
-    if (detail::operand_count(chain) > chain_max_operands - 1)
-      cx.fail_node(n, "too many fused operands next to a channel gate");
-    p->packed = K::pack(w.data(), cs);
-    p->in = cs.in_dims();
-    p->out = cs.out_dims();
-    p->gate_stride = shape_numel(cx.T(s.gate).shape) == cs.c ? 0 : cs.c;
-    detail::plan_command c;
-    c.in[0] = s.x;
-    c.out = s.out;
-    p->stages = cx.make_chain(chain, c, 1);
-    c.in[chain_max_operands] = s.gate;
-    info.flops = cs.flops();
-    info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) + 4.0 * double(w.size());
-    info.kernel = "conv2d f32 nhwc gated" + cx.chain_suffix(s, chain);
-    c.fn = &gated_conv_cmd<K>;
-    c.threads = cx.threads_for(info.bytes, info.flops);
-    c.workspace_bytes = K::gated_workspace_size(p->packed);
-    c.params = cx.own(p);
-    cmds.push_back(c);
+                          const conv_shape& cs, const char* recipe) {
+    if constexpr (!gemm_available<Recipe, A, B>()) {
+      cx.fail_node(n,
+                   std::string(recipe) + " conv2d has no kernel on arch " + std::string(A::name));
+    } else {
+      using K = conv2d<Recipe, nhwc, A, epilogue<chain>, B>;
+      auto p = std::make_shared<gated_conv_params<K>>();
+      std::vector<detail::op_stage> chain;
+      const std::vector<float> w = weights(cx, s, cs, chain);
+      if (detail::operand_count(chain) > chain_max_operands - 1)
+        cx.fail_node(n, "too many fused operands next to a channel gate");
+      p->packed = K::pack(w.data(), cs);
+      p->in = cs.in_dims();
+      p->out = cs.out_dims();
+      p->gate_stride = shape_numel(cx.T(s.gate).shape) == cs.c ? 0 : cs.c;
+      detail::plan_command c;
+      c.in[0] = s.x;
+      if (std::is_same_v<Recipe, bf16> && cx.T(s.x).type != dtype::bf16)
+        c.in[0] = convert_input<A, B>(cx, s, n, dtype::bf16, {}, cmds);
+      c.out = s.out;
+      p->stages = cx.make_chain(chain, c, 1);
+      c.in[chain_max_operands] = s.gate;
+      info.flops = cs.flops();
+      info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) +
+                   double(sizeof(storage_t<Recipe>)) * double(w.size());
+      info.kernel = "conv2d " + std::string(recipe) + " nhwc gated" + cx.chain_suffix(s, chain);
+      c.fn = &gated_conv_cmd<K, conv_input_t<Recipe>>;
+      c.threads = cx.threads_for(info.bytes, info.flops);
+      c.workspace_bytes = K::gated_workspace_size(p->packed);
+      c.params = cx.own(p);
+      cmds.push_back(c);
+    }
   }
 
   template <class A, class B>

@@ -1,7 +1,8 @@
 #pragma once
 // Squeeze-excite fusion: an eltwise step that only multiplies its input by a per-(sample,
 // channel) gate (a per-channel operand, or the broadcast of an [N, C, 1, 1] tensor, as the
-// importer writes it at batch > 1) and whose only reader is a pointwise NHWC f32 conv loses its
+// importer writes it at batch > 1) and whose only reader is a pointwise NHWC f32 or bf16 conv
+// (bf16: the scaled weights are rounded once, where the multiply's output was) loses its
 // pass over the feature map: the conv scales a copy of its weights by the gate per sample
 // instead (conv2d::run_gated). Only where that is the cheaper side: C x K multiplies per sample
 // against H x W x C, so K <= H x W. The broadcast, when there was one, disappears with it.
@@ -52,8 +53,9 @@ inline void fuse_channel_gates(compile_context& cx) {
     // in at lowering) keeps the others.
     const int operands = operand_count(c->chain) + (c->folded_bn >= 0 && !c->bn_after_bias ? 1 : 0);
     if (!cs.is_pointwise() || cx.T(e.out).layout != tensor_layout::nhwc ||
-        cx.precision_of(cn) != precision::f32 || cx.T(c->out).type != dtype::f32 ||
-        operands > graph_ops::chain_max_operands - 1 || cs.k > cs.h * cs.w)
+        (cx.precision_of(cn) != precision::f32 && cx.precision_of(cn) != precision::bf16) ||
+        cx.T(c->out).type != dtype::f32 || operands > graph_ops::chain_max_operands - 1 ||
+        cs.k > cs.h * cs.w)
       continue;
     int b = -1;
     const std::int32_t gate = channel_gate_of(cx, e, u, cs, b);

@@ -351,9 +351,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     return info;
   }
 
-  /// Whether run_gated takes this shape: the 1x1 GEMM path (NHWC) of the f32 recipe.
+  /// Whether run_gated takes this shape: the 1x1 GEMM path (NHWC) of the f32 or bf16 recipe.
   static constexpr bool takes_channel_gate(const conv_shape& s) {
-    return std::is_same_v<Elem, f32> && gemm_shape(s);
+    return (std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16>)&&gemm_shape(s);
   }
   /// Scratch of run_gated: one scaled copy of the packed weights.
   static std::size_t gated_workspace_size(const weights& w) {
@@ -365,14 +365,15 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   /// multiply fused into the 1x1 conv after it: the gate scales the rows of a copy of the
   /// weights per sample (C x K multiplies in `ws`, gated_workspace_size() bytes) instead of the
   /// N x H x W x C activations being multiplied and written back by a pass of their own.
-  template <class Out>
-  static run_info run_gated(tensor_view<const float, Layout> x, const float* gate,
-                            index_t gate_stride, const weights& w, tensor_view<Out, Layout> y,
-                            const Ep& ep, workspace ws, const run_options& opt = {}) {
+  /// x: the recipe's activations (float for f32, bf16_t for bf16).
+  template <class TX, class Out>
+  static run_info run_gated(tensor_view<const TX, Layout> x, const float* gate, index_t gate_stride,
+                            const weights& w, tensor_view<Out, Layout> y, const Ep& ep,
+                            workspace ws, const run_options& opt = {}) {
     constexpr std::string_view k = "conv2d";
     check_call(x, w, y, ep, 0);
-    if constexpr (!std::is_same_v<Elem, f32>) {
-      detail::fail(k, "a channel gate needs the f32 recipe");
+    if constexpr (!std::is_same_v<Elem, f32> && !std::is_same_v<Elem, bf16>) {
+      detail::fail(k, "a channel gate needs the f32 or bf16 recipe");
     } else {
       const conv_shape& s = w.shape_;
       if (!takes_channel_gate(s) || w.path_ != detail::conv_path::gemm_1x1)
@@ -393,11 +394,12 @@ struct conv2d : image_kernel_types<Layout, Ep> {
       if (reinterpret_cast<std::uintptr_t>(ws.data) % workspace_alignment != 0)
         detail::fail(
             k, "workspace is not aligned to " + std::to_string(workspace_alignment) + " bytes");
-      float* scaled = reinterpret_cast<float*>(ws.data);
-      auto wb = w.gemm_.scaled_rows(gate, scaled);
+      using wt = std::remove_cvref_t<decltype(*w.gemm_.panel(0))>;  // float or bf16_t
+      wt* scaled = reinterpret_cast<wt*>(ws.data);
+      auto wb = w.gemm_.template scaled_rows<vec>(gate, scaled);
       for (index_t b = 0; b < n; ++b) {
         if (b > 0 && gate_stride != 0)  // (a shared gate, stride 0: the first copy serves all)
-          wb = w.gemm_.scaled_rows(gate + b * gate_stride, scaled);
+          wb = w.gemm_.template scaled_rows<vec>(gate + b * gate_stride, scaled);
         info.threads = gemm_type::run(x.data + b * hw * s.c, hw, s.c, wb, y.data + b * hw * s.k,
                                       s.k, ep, opt, 0, output_slice{b * hw * s.k, numel(y.dims)})
                            .threads;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kfuse/detail/checks.hpp"
+#include "kfuse/simd/vec.hpp"
 #include "kfuse/types/convert.hpp"
 
 namespace kfuse {
@@ -94,18 +95,39 @@ class packed_weights {
   /// These weights with row k of B scaled by s[k], written to dst (bytes() bytes, 64-byte
   /// aligned) and returned as a view of dst (it does not own it): A diag(s) B without touching
   /// A. A per-input-channel gate (squeeze-excite) costs K x N multiplies here instead of M x K
-  /// on the activations. f32 weights only (a scaled bf16 / int8 weight would round again).
-  packed_weights scaled_rows(const float* s, T* dst) const requires std::is_same_v<T, float> {
+  /// on the activations. f32 and bf16 weights (a bf16 product is rounded once, as the bf16
+  /// recipe rounds a gated activation once when the gate is applied to A instead: store_dot's
+  /// rounding, the panels being dot-product operands); not int8 (its column sums and scales
+  /// would have to follow). V: the vector type of the caller's arch (the GEMM's).
+  template <class V>
+  packed_weights scaled_rows(
+      const float* s, T* dst) const requires std::is_same_v<T, float> || std::is_same_v<T, bf16_t> {
     packed_weights v;
     v.K_ = K_, v.N_ = N_, v.panels_ = panels_, v.kp_ = kp_, v.nr_ = nr_, v.k_group_ = k_group_;
     v.data_ = std::unique_ptr<T, detail::aligned_free>(dst, detail::aligned_free{false});
     const T* src = data_.get();
-    for (index_t p = 0; p < panels_; ++p)
-      for (index_t k = 0; k < kp_; ++k) {
-        const float g = k < K_ ? s[k] : 0.f;
-        const std::size_t at = std::size_t((p * kp_ + k) * nr_);
-        for (int j = 0; j < nr_; ++j) dst[at + std::size_t(j)] = src[at + std::size_t(j)] * g;
+    constexpr int L = V::lanes;
+    const int g = k_group_, n = nr_ * g;  // a group: nr columns of g rows, row k0 + i at j g + i
+    const auto scale_of = [&](index_t k) { return k < K_ ? s[k] : 0.f; };
+    alignas(64) float pattern[L];  // per lane: the scale of its row in the group
+    // Row groups outer, panels inner: a pair's pattern is written once for every panel (the
+    // vector load after the scalar stores waits for them).
+    for (index_t k0 = 0; k0 < kp_; k0 += g) {
+      const bool lanes = L % g == 0 && n % L == 0;  // (not: the one-lane generic arch, pairs)
+      V gv(scale_of(k0));
+      if (g > 1 && lanes) {
+        for (int i = 0; i < L; ++i) pattern[i] = scale_of(k0 + i % g);
+        gv = simd::load<V>(pattern);
       }
+      for (index_t p = 0; p < panels_; ++p) {
+        T* d = dst + std::size_t((p * kp_ + k0) * nr_);
+        const T* a = src + std::size_t((p * kp_ + k0) * nr_);
+        if (lanes)
+          for (int j = 0; j < n; j += L) simd::store_dot(d + j, simd::load<V>(a + j) * gv);
+        else
+          for (int j = 0; j < n; ++j) d[j] = from_float<T>(to_float(a[j]) * scale_of(k0 + j % g));
+      }
+    }
     return v;
   }
   /// Time spent packing (reported separately from the GEMM itself).
