@@ -14,9 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench_common.sh
-kfuse_bench_configure -DKFUSE_ONNX=ON
-cmake --build "$build" --target kfuse_run -j "${KFUSE_JOBS:-1}"
-run=$build/src/tools/kfuse-run
+kfuse_bench_kfuse_run
 models=("$@")
 [[ ${#models[@]} -gt 0 ]] ||
   models=(mobilenet_v3_small mobilenet_v3_large efficientnet_b0 resnet18 mobilenet_v3_textline unet_small)

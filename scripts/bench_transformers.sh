@@ -14,9 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench_common.sh
-kfuse_bench_configure -DKFUSE_ONNX=ON
-cmake --build "$build" --target kfuse_run -j "${KFUSE_JOBS:-1}"
-run=$build/src/tools/kfuse-run
+kfuse_bench_kfuse_run
 models=("$@")
 [[ ${#models[@]} -gt 0 ]] || models=(bert_layer minilm_l6 bert_base)
 md=$build/models

@@ -197,20 +197,14 @@ TEST_CASE("conv2d f32: run_gated = conv(x * gate) for a per-sample channel gate"
   std::mt19937 rng(12);
   using Ep = kfuse::epilogue<kfuse::bias, kfuse::add<>, kfuse::relu>;
   using C = kfuse::conv2d<kfuse::f32, L, test_arch, Ep>;
-  for (const conv_shape& s : {make(3, 19, 5, 3, 21, 1, 1, 1), make(1, 64, 7, 7, 40, 1, 1, 1),
-                              make(2, 8, 1, 1, 3, 1, 1, 1)}) {
+  for (const conv_shape& s : gated_shapes()) {
     for (const index_t stride : {s.c, index_t(0)}) {
       INFO("N" << s.n << " C" << s.c << " " << s.h << "x" << s.w << " K" << s.k << " gate stride "
                << stride);
       REQUIRE(C::takes_channel_gate(s));
       problem<L> p(s, rng);
       const auto gate = random_activations<float>(s.n * s.c, rng, 0.f, 1.f);
-      std::vector<float> gx(p.x.size());  // x * gate, the reference's input
-      for (index_t i = 0; i < index_t(gx.size()); ++i) {
-        const index_t n = i / (s.h * s.w * s.c), c = i % s.c;
-        gx[std::size_t(i)] =
-            float(double(p.x[std::size_t(i)]) * double(gate[std::size_t(n * stride + c)]));
-      }
+      const auto gx = gated_input(s, p.x.data(), gate.data(), stride);
       const auto exact = ref_conv2d<L>(s, gx.data(), p.w.data());
       const auto scale = ref_conv2d_abs<L>(s, gx.data(), p.w.data());
       const auto w = C::pack(p.w.data(), s);

@@ -186,8 +186,7 @@ TEST_CASE("conv2d bf16: run_gated = conv(x * gate) within two bf16 roundings", "
     std::mt19937 rng(23);
     using Ep = kfuse::epilogue<kfuse::bias, kfuse::relu>;
     using C = kfuse::conv2d<kfuse::bf16, L, test_arch, Ep>;
-    for (const conv_shape& s : {make(3, 19, 5, 3, 21, 1, 1, 1), make(1, 64, 7, 7, 40, 1, 1, 1),
-                                make(2, 8, 1, 1, 3, 1, 1, 1)}) {
+    for (const conv_shape& s : gated_shapes()) {
       for (const index_t stride : {s.c, index_t(0)}) {
         INFO("N" << s.n << " C" << s.c << " " << s.h << "x" << s.w << " K" << s.k << " gate stride "
                  << stride);
@@ -196,12 +195,7 @@ TEST_CASE("conv2d bf16: run_gated = conv(x * gate) within two bf16 roundings", "
         const auto w = random_weights_oihw<float>(s, rng);
         const auto gate = random_activations<float>(s.n * s.c, rng, 0.f, 1.f);
         const auto bias = random_activations<float>(s.k, rng);
-        std::vector<float> gx(x.size());
-        for (index_t i = 0; i < index_t(gx.size()); ++i) {
-          const index_t n = i / (s.h * s.w * s.c), c = i % s.c;
-          gx[std::size_t(i)] = float(double(kfuse::to_float(x[std::size_t(i)])) *
-                                     double(gate[std::size_t(n * stride + c)]));
-        }
+        const auto gx = gated_input(s, x.data(), gate.data(), stride);
         const auto exact = ref_conv2d<L>(s, gx.data(), w.data());
         const auto scale = ref_conv2d_abs<L>(s, gx.data(), w.data());
         const auto pw = C::pack(w.data(), s);

@@ -36,6 +36,26 @@ inline kfuse::conv_shape make(kfuse::index_t n, kfuse::index_t c, kfuse::index_t
   return g;
 }
 
+/// The pointwise NHWC shapes of the channel-gate tests (conv2d::run_gated): three samples, a
+/// 7x7 map with 64 channels, 1x1 images.
+inline std::vector<kfuse::conv_shape> gated_shapes() {
+  return {make(3, 19, 5, 3, 21, 1, 1, 1), make(1, 64, 7, 7, 40, 1, 1, 1),
+          make(2, 8, 1, 1, 3, 1, 1, 1)};
+}
+
+/// x * gate[n * gate_stride + c] for every element of an NHWC x (the product in double, then
+/// float): the reference conv's input for run_gated.
+template <class T>
+std::vector<float> gated_input(const kfuse::conv_shape& s, const T* x, const float* gate,
+                               kfuse::index_t gate_stride) {
+  std::vector<float> gx(std::size_t(kfuse::numel(s.in_dims())));
+  for (kfuse::index_t i = 0; i < kfuse::index_t(gx.size()); ++i) {
+    const kfuse::index_t n = i / (s.h * s.w * s.c), c = i % s.c;
+    gx[std::size_t(i)] = float(double(kfuse::to_float(x[i])) * double(gate[n * gate_stride + c]));
+  }
+  return gx;
+}
+
 /// A value of storage type T as a double (integers as their integer value).
 template <class T>
 double conv_value(T v) {
