@@ -206,8 +206,9 @@ struct conv2d_rule : op_rule {
     return w;
   }
 
-  /// A pointwise f32 NHWC conv with a channel gate (passes/channel_gate.hpp): the gate in the
-  /// command's last input slot, the chain's operands before it.
+  /// A pointwise f32 or bf16 NHWC conv with a channel gate (passes/channel_gate.hpp): the gate
+  /// in the command's last input slot, the chain's operands before it; a bf16 one reads bf16
+  /// (an f32 input converted first) and writes f32.
   template <class Recipe, class A, class B>
   static void lower_gated(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                           step_info& info, std::vector<detail::plan_command>& cmds,

@@ -353,7 +353,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
 
   /// Whether run_gated takes this shape: the 1x1 GEMM path (NHWC) of the f32 or bf16 recipe.
   static constexpr bool takes_channel_gate(const conv_shape& s) {
-    return (std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16>)&&gemm_shape(s);
+    return gemm_shape(s) && (std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16>);
   }
   /// Scratch of run_gated: one scaled copy of the packed weights.
   static std::size_t gated_workspace_size(const weights& w) {

@@ -109,11 +109,11 @@ class packed_weights {
     constexpr int L = V::lanes;
     const int g = k_group_, n = nr_ * g;  // a group: nr columns of g rows, row k0 + i at j g + i
     const auto scale_of = [&](index_t k) { return k < K_ ? s[k] : 0.f; };
-    alignas(64) float pattern[L];  // per lane: the scale of its row in the group
+    const bool lanes = L % g == 0 && n % L == 0;  // (not: the one-lane generic arch, pairs)
+    alignas(64) float pattern[L];                 // per lane: the scale of its row in the group
     // Row groups outer, panels inner: a pair's pattern is written once for every panel (the
     // vector load after the scalar stores waits for them).
     for (index_t k0 = 0; k0 < kp_; k0 += g) {
-      const bool lanes = L % g == 0 && n % L == 0;  // (not: the one-lane generic arch, pairs)
       V gv(scale_of(k0));
       if (g > 1 && lanes) {
         for (int i = 0; i < L; ++i) pattern[i] = scale_of(k0 + i % g);
