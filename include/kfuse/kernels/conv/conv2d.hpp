@@ -372,40 +372,37 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                             workspace ws, const run_options& opt = {}) {
     constexpr std::string_view k = "conv2d";
     check_call(x, w, y, ep, 0);
-    if constexpr (!std::is_same_v<Elem, f32> && !std::is_same_v<Elem, bf16>) {
-      detail::fail(k, "a channel gate needs the f32 or bf16 recipe");
-    } else {
-      const conv_shape& s = w.shape_;
-      if (!takes_channel_gate(s) || w.path_ != detail::conv_path::gemm_1x1)
-        detail::fail(k, "a channel gate needs a 1x1, stride 1, unpadded, one-group NHWC conv");
-      if (gate_stride < 0) detail::fail(k, "negative gate stride");
-      const index_t n = x.dims.n, hw = s.h * s.w;
-      run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
-      if (n == 0 || numel(y.dims) == 0) return info;
-      detail::check_buffer(
-          k, "gate", gate,
-          detail::checked_add(k, "the gate's extent",
-                              detail::checked_mul(k, "the gate's extent", n - 1, gate_stride),
-                              s.c));
-      if (ws.bytes < gated_workspace_size(w) || ws.data == nullptr)
-        detail::fail(k, "workspace of " + std::to_string(ws.bytes) + " bytes is smaller than the " +
-                            std::to_string(gated_workspace_size(w)) +
-                            " bytes of the gated weights (size it with gated_workspace_size())");
-      if (reinterpret_cast<std::uintptr_t>(ws.data) % workspace_alignment != 0)
-        detail::fail(
-            k, "workspace is not aligned to " + std::to_string(workspace_alignment) + " bytes");
-      using wt = std::remove_cvref_t<decltype(*w.gemm_.panel(0))>;  // float or bf16_t
-      wt* scaled = reinterpret_cast<wt*>(ws.data);
-      auto wb = w.gemm_.template scaled_rows<vec>(gate, scaled);
-      for (index_t b = 0; b < n; ++b) {
-        if (b > 0 && gate_stride != 0)  // (a shared gate, stride 0: the first copy serves all)
-          wb = w.gemm_.template scaled_rows<vec>(gate + b * gate_stride, scaled);
-        info.threads = gemm_type::run(x.data + b * hw * s.c, hw, s.c, wb, y.data + b * hw * s.k,
-                                      s.k, ep, opt, 0, output_slice{b * hw * s.k, numel(y.dims)})
-                           .threads;
-      }
-      return info;
+    static_assert(std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16>,
+                  "kfuse::conv2d::run_gated: a channel gate needs the f32 or bf16 recipe");
+    const conv_shape& s = w.shape_;
+    if (!takes_channel_gate(s) || w.path_ != detail::conv_path::gemm_1x1)
+      detail::fail(k, "a channel gate needs a 1x1, stride 1, unpadded, one-group NHWC conv");
+    if (gate_stride < 0) detail::fail(k, "negative gate stride");
+    const index_t n = x.dims.n, hw = s.h * s.w;
+    run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
+    if (n == 0 || numel(y.dims) == 0) return info;
+    detail::check_buffer(
+        k, "gate", gate,
+        detail::checked_add(k, "the gate's extent",
+                            detail::checked_mul(k, "the gate's extent", n - 1, gate_stride), s.c));
+    if (ws.bytes < gated_workspace_size(w) || ws.data == nullptr)
+      detail::fail(k, "workspace of " + std::to_string(ws.bytes) + " bytes is smaller than the " +
+                          std::to_string(gated_workspace_size(w)) +
+                          " bytes of the gated weights (size it with gated_workspace_size())");
+    if (reinterpret_cast<std::uintptr_t>(ws.data) % workspace_alignment != 0)
+      detail::fail(k,
+                   "workspace is not aligned to " + std::to_string(workspace_alignment) + " bytes");
+    using wt = std::remove_cvref_t<decltype(*w.gemm_.panel(0))>;  // float or bf16_t
+    wt* scaled = reinterpret_cast<wt*>(ws.data);
+    auto wb = w.gemm_.template scaled_rows<vec>(gate, scaled);
+    for (index_t b = 0; b < n; ++b) {
+      if (b > 0 && gate_stride != 0)  // (a shared gate, stride 0: the first copy serves all)
+        wb = w.gemm_.template scaled_rows<vec>(gate + b * gate_stride, scaled);
+      info.threads = gemm_type::run(x.data + b * hw * s.c, hw, s.c, wb, y.data + b * hw * s.k, s.k,
+                                    ep, opt, 0, output_slice{b * hw * s.k, numel(y.dims)})
+                         .threads;
     }
+    return info;
   }
 
  private:

@@ -198,7 +198,7 @@ KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT
                                index_t plane_flat, index_t flat_end, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[RH][WV];
-  dw_zero(acc);
+  start_tile(acc, nullptr, true);  // (register_tile.hpp)
   const float* base = sc.data + (oh0 * g.sh - g.pt - sc.ih_lo) * sc.row_stride;
   const index_t row_step = g.sh * sc.row_stride;
   for (index_t r = 0; r < g.r; ++r) {
@@ -227,7 +227,7 @@ KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const d
                                   index_t flat_end, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[RH][WV];
-  dw_zero(acc);
+  start_tile(acc, nullptr, true);  // (register_tile.hpp)
   const float* base = sc.data + (oh0 - g.pt - sc.ih_lo) * sc.row_stride;
 #pragma GCC unroll 8
   for (int j = 0; j < RH + 2; ++j) {

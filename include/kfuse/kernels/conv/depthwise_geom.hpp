@@ -29,15 +29,6 @@ KFUSE_INLINE V dw_load(const T* p, int n, float zp) {
   return x;
 }
 
-/// A register tile of accumulators set to zero.
-template <class V, int M, int N>
-KFUSE_INLINE void dw_zero(V (&acc)[M][N]) {
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < N; ++j) acc[i][j] = V(0.f);
-}
-
 /// Keeps x in a register: without it GCC folds the load into each of the (up to) three FMAs
 /// that use it, tripling the loads of the 3x3 tiles (they are load-bound on AVX-512).
 template <class V>

@@ -41,7 +41,7 @@ KFUSE_INLINE void dw_nhwc_tile(const T* KFUSE_RESTRICT img, const float* KFUSE_R
                                Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[PW][CV];
-  dw_zero(acc);
+  start_tile(acc, nullptr, true);  // (register_tile.hpp)
   const index_t C = g.c, ih0 = oh * g.sh - g.pt, iw0 = ow0 * g.sw - g.pl;
   const index_t px_step = g.sw * C, tap_step = g.dw * C;
   for (index_t r = r0; r < r1; ++r) {
@@ -82,7 +82,7 @@ KFUSE_INLINE void dw_nhwc_tile_rows(const T* KFUSE_RESTRICT img, const float* KF
                                     Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[PW][CV];
-  dw_zero(acc);
+  start_tile(acc, nullptr, true);  // (register_tile.hpp)
   const index_t C = g.c, ih0 = oh * g.sh - g.pt, iw0 = ow0 * SW - g.pl;
   for (index_t r = r0; r < r1; ++r) {
     const index_t row = ((ih0 + r) * g.w + iw0) * C + c0;
