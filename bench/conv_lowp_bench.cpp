@@ -8,6 +8,7 @@
 // FLOP convention of shared/design.md (padded taps counted; an int8 multiply-add is 2 ops).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -65,7 +66,9 @@ void run_conv(benchmark::State& st, const E& ep, std::int32_t x_zero_point = 0) 
   using C = kfuse::conv2d<Recipe, kfuse::nhwc, kfuse::arch::native, E>;
   const conv_shape s = shape_of(st.range(0), st.range(1));
   const int threads = int(st.range(2));
-  const auto w = random_vector<W>(std::size_t(s.weight_count()), 2, -1.f, 1.f);
+  auto w = random_vector<W>(std::size_t(s.weight_count()), 2, -1.f, 1.f);
+  if constexpr (std::is_integral_v<W>)  // 7-bit on archs without vpdpbusd (their kernel's limit)
+    for (auto& v : w) v = W(std::clamp<int>(v, -C::int8_weight_limit, C::int8_weight_limit));
   const auto x = random_vector<X>(std::size_t(kfuse::numel(s.in_dims())), 1, 0.f, 1.f);
   std::vector<Y> y(std::size_t(kfuse::numel(s.out_dims())));
   const auto pw = C::pack(w.data(), s);
@@ -91,7 +94,7 @@ void BM_bf16(benchmark::State& st) {
                                                                  Ep{{{b.data(), b.size()}}, {}});
 }
 
-#if KFUSE_X86_INT8_DOT
+#if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
 void BM_int8(benchmark::State& st) {
   const index_t k = shape_of(st.range(0), 1).k;
   const auto b = bias_of(k);
@@ -116,7 +119,7 @@ const bool registered = [] {
   benchmark::AddCustomContext("limits", kfuse_bench::limits_text(lim));
   register_recipe("f32", BM_f32);
   register_recipe("bf16", BM_bf16);
-#if KFUSE_X86_INT8_DOT
+#if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
   register_recipe("int8", BM_int8);
 #endif
   return true;

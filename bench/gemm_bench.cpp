@@ -45,6 +45,9 @@ void set_flops(benchmark::State& st, double flops_per_iter) {
 }
 
 // ------------------------------------------------------------------------------- peak probes
+// AVX-512 only (zmm FMA, vdpbf16ps, vpdpbusd): an AVX2 build has no peak rows (and no "% peak"
+// column in scripts/gemm_table.py's table).
+#if defined(__AVX512F__)
 // 24 independent accumulator chains per thread: enough to cover 2 pipes x 4 cycles of latency.
 // Runs `step` on every thread of st.range(0) and sets the GFLOPs counter.
 template <class Step>
@@ -77,6 +80,8 @@ void BM_peak_fp32(benchmark::State& st) {
       },
       24 * 32.0);
 }
+#endif
+#if defined(__AVX512BF16__)
 void BM_peak_bf16(benchmark::State& st) {
   const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = x;
   probe(
@@ -87,6 +92,8 @@ void BM_peak_bf16(benchmark::State& st) {
       },
       24 * 64.0);
 }
+#endif
+#if defined(__AVX512VNNI__)
 void BM_peak_int8(benchmark::State& st) {
   const __m512i x = _mm512_set1_epi32(0x01010101);
   // 12 chains: the measured best for vpdpbusd here (perf-baseline.md)
@@ -99,6 +106,7 @@ void BM_peak_int8(benchmark::State& st) {
       },
       12 * 128.0);
 }
+#endif
 
 // ------------------------------------------------------------------------------------- kfuse
 template <class T, bool Fused>
@@ -134,12 +142,14 @@ void BM_kfuse_int8(benchmark::State& st) {
   std::vector<std::uint8_t> a(std::size_t(s.m * s.k));
   std::vector<std::int8_t> b(std::size_t(s.k * s.n));
   for (auto& x : a) x = std::uint8_t(rng());
-  for (auto& x : b) x = std::int8_t(rng());
   std::vector<float> mult(std::size_t(s.n), 1.f / 4096.f);
   using Ep =
       std::conditional_t<Requant, kfuse::epilogue<kfuse::requantize<kfuse::u8>>, kfuse::epilogue<>>;
   using Out = std::conditional_t<Requant, std::uint8_t, std::int32_t>;
   using G = kfuse::gemm<kfuse::i8, kfuse::arch::native, Ep>;
+  // Any s8, or 7-bit where the arch has no vpdpbusd (its vpmaddubsw kernel's limit).
+  const int wl = std::min(127, G::int8_weight_limit);
+  for (auto& x : b) x = std::int8_t(int(rng() % unsigned(2 * wl + 1)) - wl);
   const auto w = G::pack(b.data(), s.k, s.n, kfuse::b_layout::nk);
   std::vector<Out> c(std::size_t(s.m * s.n));
   Ep ep{};
@@ -254,9 +264,15 @@ void add_shapes(const char* name, F f, const Shapes& shapes) {
 
 const bool registered = [] {
   for (int t : {1, 2}) {
+#if defined(__AVX512F__)
     benchmark::RegisterBenchmark("peak/fp32", BM_peak_fp32)->Arg(t)->UseRealTime();
+#endif
+#if defined(__AVX512BF16__)
     benchmark::RegisterBenchmark("peak/bf16", BM_peak_bf16)->Arg(t)->UseRealTime();
+#endif
+#if defined(__AVX512VNNI__)
     benchmark::RegisterBenchmark("peak/int8", BM_peak_int8)->Arg(t)->UseRealTime();
+#endif
   }
   add_shapes("f32/bare/kfuse", BM_kfuse<float, false>, f32_shapes);
   add_shapes("f32/bias_gelu/kfuse", BM_kfuse<float, true>, f32_shapes);

@@ -61,6 +61,10 @@ void run() {
   // The i8 recipe's B is s8: a float B is not quantized behind the caller's back.
   batched_gemm<i8, arch::generic>::run(in_u8, in_f, out_i32,
                                        batched_gemm_problem::dense({}, 4, 4, 4));
+#elif defined(KFUSE_CF_BATCHED_I8_7BIT)
+  // avx2 has no vpdpbusd: its vpmaddubsw kernel takes 7-bit weights, and B is data here.
+  batched_gemm<i8, arch::avx2>::run(in_u8, in_i8, out_i32,
+                                    batched_gemm_problem::dense({}, 4, 4, 4));
 #elif defined(KFUSE_CF_HWY_TOO_NARROW)
   // Built with -march=x86-64-v3 and Highway included before kfuse (without -maes -mpclmul):
   // Highway 1.0.3's static target drops to SSSE3, narrower than the avx2 arch of this TU.

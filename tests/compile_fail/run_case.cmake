@@ -20,6 +20,7 @@ set(expect_non_native_arch
 set(expect_cast_i8 "${sa}kfuse::cast<E> is for float types" "cast<kfuse::i8>")
 set(expect_quantize_f32 "${sa}kfuse::quantize<E> needs E = i8 or u8" "quantize<kfuse::f32>")
 set(expect_batched_i8_float_b "${sa}kfuse::batched_gemm<i8>: B is int8_t")
+set(expect_batched_i8_7bit "${sa}kfuse::batched_gemm<i8>: this arch has no vpdpbusd")
 set(expect_hwy_too_narrow
     "${sa}kfuse: Highway's static target in this TU is narrower than the arch[^\n]*docs/toolchain.md")
 

@@ -130,8 +130,12 @@ void check_case(const case_data& d, const char* what) {
   INFO(what << ": worst error / tolerance " << worst);
 }
 
-// The i8 recipe runs where gemm<i8> has a micro-kernel (vpdpbusd, or generic's scalar one).
+// The i8 recipe runs where gemm<i8> has a micro-kernel that takes any s8 B (vpdpbusd, or
+// generic's scalar one; not the 7-bit vpmaddubsw kernel of avx2 / avx512).
 constexpr bool has_int8 =
+    kfuse::detail::int8_weight_limit<test_arch,
+                                     kfuse::simd::vec_for<test_arch, kfuse::backend::xsimd>>() >=
+        128 &&
     kfuse::detail::int8_kernel_available<test_arch,
                                          kfuse::simd::vec_for<test_arch, kfuse::backend::xsimd>>();
 

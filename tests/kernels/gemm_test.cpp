@@ -234,6 +234,9 @@ void check_int8(index_t M, index_t N, index_t K, std::int32_t za, std::mt19937& 
   std::vector<std::int8_t> b(static_cast<std::size_t>(K * N));
   fill_random(a.data(), M * K, rng);
   fill_random(b.data(), K * N, rng);
+  // vpmaddubsw archs take 7-bit weights (|w| <= 63): the extremes of that range, often.
+  if constexpr (G::int8_weight_limit < 128)
+    for (std::int8_t& v : b) v = std::int8_t(v % 3 == 0 ? (v < 0 ? -63 : 63) : v % 64);
   std::vector<std::int64_t> ref(static_cast<std::size_t>(M * N));
   for (index_t i = 0; i < M; ++i)
     for (index_t j = 0; j < N; ++j) {
@@ -247,6 +250,8 @@ void check_int8(index_t M, index_t N, index_t K, std::int32_t za, std::mt19937& 
   const auto info = G::run(a.data(), M, K, w, c.data, N, {}, {}, za);
   if constexpr (A::native_int8_dot && A::is_x86)
     CHECK(std::string_view(info.micro_kernel).substr(0, 11) == "i8 vpdpbusd");
+  else if constexpr (G::int8_weight_limit < 128)
+    CHECK(std::string_view(info.micro_kernel).substr(0, 13) == "i8 vpmaddubsw");
   else
     CHECK(std::string_view(info.micro_kernel).substr(0, 9) == "i8 scalar");
   REQUIRE(c.guards_intact());
@@ -277,15 +282,38 @@ void check_int8(index_t M, index_t N, index_t K, std::int32_t za, std::mt19937& 
 template <class A>
 void int8_cases() {
   // native_int8_dot on NEON (sdot) has no gemm<i8> micro-kernel yet: a compile error there too.
-  if constexpr ((A::native_int8_dot && A::is_x86) || std::is_same_v<A, kfuse::arch::generic>) {
+  using V = kfuse::simd::vec_for<A, kfuse::backend::xsimd>;
+  if constexpr (kfuse::detail::int8_kernel_available<A, V>()) {
     std::mt19937 rng(77);
     for (const shape3 s : {shape3{1, 1, 1}, shape3{3, 17, 7}, shape3{8, 100, 1001},
                            shape3{33, 257, 64}, shape3{100, 64, 257}}) {
       check_int8<A, std::uint8_t>(s.m, s.n, s.k, 3, rng);
       check_int8<A, std::int8_t>(s.m, s.n, s.k, -5, rng);
     }
+    using G = kfuse::gemm<kfuse::i8, A>;
+    if constexpr (G::int8_weight_limit < 128) {
+      // The worst case of vpmaddubsw's 16-bit pair sums: u8 255 against +-63 everywhere.
+      const index_t M = 7, N = 19, K = 67;
+      const std::vector<std::uint8_t> a(std::size_t(M * K), 255);
+      std::vector<std::int8_t> b(std::size_t(K * N));
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = (i / 3) % 2 ? 63 : -63;
+      const auto w = G::pack(b.data(), K, N, kfuse::b_layout::nk);
+      std::vector<std::int32_t> c(std::size_t(M * N));
+      G::run(a.data(), M, K, w, c.data(), N);
+      int bad = 0;
+      for (index_t j = 0; j < N; ++j) {
+        std::int32_t want = 0;
+        for (index_t k = 0; k < K; ++k) want += 255 * b[std::size_t(j * K + k)];
+        for (index_t i = 0; i < M; ++i) bad += c[std::size_t(i * N + j)] != want;
+      }
+      CHECK(bad == 0);
+      // A wider weight would saturate: pack refuses it, naming the element and the range.
+      b[40] = 64;
+      REQUIRE_THROWS_WITH(G::pack(b.data(), K, N, kfuse::b_layout::nk),
+                          Catch::Contains("weight 64 (element 40) is outside [-63, 63]"));
+    }
   } else {
-    SUCCEED("gemm<i8> is a compile error on this arch (no VNNI): see tests/compile_fail");
+    SUCCEED("gemm<i8> is a compile error on this arch (no int8 dot product)");
   }
 }
 

@@ -79,6 +79,10 @@
 // vpdpbusd (u8 x s8 -> s32 dot products of 4): zmm on the AVX-512 VNNI tiers, ymm on AVX2_VNNI.
 #define KFUSE_X86_INT8_DOT \
   (KFUSE_X86 && (KFUSE_TIER == KFUSE_TIER_AVX2_VNNI || KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI))
+// Without vpdpbusd (the avx2 and avx512 tiers: Zen 2 / 3, Haswell to Skylake) vpmaddubsw +
+// vpmaddwd stand in for it: u8 x s8 pairs summed in 16 bits, then in 32. Exact while every
+// weight is within [-63, 63] (7-bit weights; the kernels check it, the plans quantize so).
+#define KFUSE_X86_INT8_MADD (KFUSE_X86 && KFUSE_TIER >= KFUSE_TIER_AVX2 && !KFUSE_X86_INT8_DOT)
 
 // Highway 1.0.3 makes its SSE4 / AVX2 / AVX3 static targets require AES and PCLMUL as well
 // (hwy/detect_targets.h), so plain -march=x86-64-v2 / -v3 / -v4, which enable neither, would

@@ -93,10 +93,17 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
     // plan's precision run in f32 and the report says so (a node that asks for int8 itself
     // still fails, naming it).
     cx.opt.prec = precision::f32;
-    cx.d->report.notes.push_back("int8: arch " + std::string(A::name) +
-                                 " has no int8 dot product (vpdpbusd: avx512_vnni or avx2_vnni); "
-                                 "linear and conv nodes of the plan's precision run in f32");
+    cx.d->report.notes.push_back(
+        "int8: arch " + std::string(A::name) +
+        " has no int8 dot product (vpdpbusd or vpmaddubsw: x86 from avx2 up); "
+        "linear and conv nodes of the plan's precision run in f32");
   }
+  if (cx.opt.prec == precision::int8 && cx.int8_gemm &&
+      detail::int8_weight_limit<A, simd::vec_for<A, B>>() < 127)
+    cx.d->report.notes.push_back(
+        "int8: arch " + std::string(A::name) +
+        " has no vpdpbusd: its int8 linears and convs run on vpmaddubsw, with weights quantized "
+        "to 7 bits (|q| <= 63, per output channel) so that its 16-bit pair sums cannot saturate");
   analyze(cx);
   lower_steps<A, B>(cx);
   set_target(*cx.d, make_target_info<A>(simd::impl_name<A, B>()));

@@ -18,7 +18,7 @@
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/threading/thread_pool.hpp"
 
-#if KFUSE_X86_INT8_DOT
+#if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
 #include <immintrin.h>
 #endif
 
@@ -131,6 +131,53 @@ KFUSE_NOINLINE inline double probe_bf16_rate(std::int64_t iters) {
   (void)sink;
   return 64.0 * chains * double(iters) / s;
 }
+#elif KFUSE_X86_INT8_MADD && KFUSE_TIER >= KFUSE_TIER_AVX512
+/// No vpdpbusd: vpmaddubsw + vpmaddwd + vpaddd, as the i8 micro-kernel runs them (16 lanes x 4
+/// products x 2 ops per three instructions).
+KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
+  constexpr int chains = 12;
+  __m512i acc[chains];
+  for (int k = 0; k < chains; ++k) acc[k] = _mm512_setzero_si512();
+  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(1), ones = _mm512_set1_epi16(1);
+  const auto t0 = probe_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    step_chains(
+        acc,
+        [&](__m512i x) KFUSE_INLINE_LAMBDA {
+          return _mm512_add_epi32(x, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), ones));
+        },
+        std::make_index_sequence<chains>{});
+  }
+  const double s = seconds_since(t0);
+  __m512i sum = acc[0];
+  for (int k = 1; k < chains; ++k) sum = _mm512_add_epi32(sum, acc[k]);
+  volatile int sink = _mm512_reduce_add_epi32(sum);
+  (void)sink;
+  return 128.0 * chains * double(iters) / s;
+}
+#elif KFUSE_X86_INT8_MADD
+/// No vpdpbusd: vpmaddubsw + vpmaddwd + vpaddd on ymm, as the i8 micro-kernel runs them.
+KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
+  constexpr int chains = 12;
+  __m256i acc[chains];
+  for (int k = 0; k < chains; ++k) acc[k] = _mm256_setzero_si256();
+  const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
+  const auto t0 = probe_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    step_chains(
+        acc,
+        [&](__m256i x) KFUSE_INLINE_LAMBDA {
+          return _mm256_add_epi32(x, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+        },
+        std::make_index_sequence<chains>{});
+  }
+  const double s = seconds_since(t0);
+  __m256i sum = acc[0];
+  for (int k = 1; k < chains; ++k) sum = _mm256_add_epi32(sum, acc[k]);
+  volatile int sink = _mm256_extract_epi32(sum, 0);
+  (void)sink;
+  return 64.0 * chains * double(iters) / s;
+}
 #endif
 
 #if KFUSE_TIER == KFUSE_TIER_AVX512_VNNI || KFUSE_TIER == KFUSE_TIER_AVX512_BF16
@@ -218,7 +265,7 @@ inline machine_limits probe_machine_limits() {
 #if KFUSE_TIER == KFUSE_TIER_AVX512_BF16
   m.bf16_gflops = detail::best_rate(detail::probe_bf16_rate, 4e-3, 2);
 #endif
-#if KFUSE_X86_INT8_DOT
+#if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
   m.int8_gops = detail::best_rate(detail::probe_int8_rate, 4e-3, 2);
 #endif
 

@@ -101,7 +101,10 @@ void bf16_shapes(std::mt19937& rng) {
 template <class A, class L, class TX>
 void check_int8(const conv_shape& s, std::int32_t za, std::mt19937& rng) {
   const auto x = random_activations<TX>(kfuse::numel(s.in_dims()), rng, -128.f, 255.f);
-  const auto w = random_weights_oihw<std::int8_t>(s, rng, -128.f, 127.f);
+  // vpmaddubsw archs take 7-bit weights: their whole range there.
+  constexpr int wl = kfuse::conv2d<kfuse::i8, L, A>::int8_weight_limit;
+  const auto w = random_weights_oihw<std::int8_t>(s, rng, wl >= 128 ? -128.f : -float(wl),
+                                                  wl >= 128 ? 127.f : float(wl));
   const auto exact = ref_conv2d<L>(s, x.data(), w.data(), double(za));
   const index_t n_out = kfuse::numel(s.out_dims());
   const auto xv = kfuse::view<L>(static_cast<const TX*>(x.data()), s.in_dims());
@@ -113,6 +116,8 @@ void check_int8(const conv_shape& s, std::int32_t za, std::mt19937& rng) {
                              {{kfuse::quant_params{1.f, 0, {}, {}}}}, {}, za);
     if constexpr (A::native_int8_dot && A::is_x86)
       CHECK(std::string_view(info.micro_kernel).find("i8 vpdpbusd") != std::string_view::npos);
+    else if constexpr (C::int8_weight_limit < 128)
+      CHECK(std::string_view(info.micro_kernel).find("i8 vpmaddubsw") != std::string_view::npos);
     else
       CHECK(std::string_view(info.micro_kernel).find("i8 scalar") != std::string_view::npos);
     CHECK((std::string_view(info.micro_kernel).substr(0, 22) == "conv patches gemm nhwc") ==
@@ -149,14 +154,25 @@ void check_int8(const conv_shape& s, std::int32_t za, std::mt19937& rng) {
 // A template, so that conv2d<i8> is never instantiated on an arch without an int8 kernel.
 template <class A, class L>
 void int8_shapes(std::mt19937& rng) {
-  if constexpr ((A::native_int8_dot && A::is_x86) || std::is_same_v<A, kfuse::arch::generic>) {
+  if constexpr (kfuse::detail::int8_kernel_available<
+                    A, kfuse::simd::vec_for<A, kfuse::backend::xsimd>>()) {
     for (const conv_shape& s : lowp_shapes()) {
       check_int8<A, L, std::uint8_t>(s, 128, rng);
       check_int8<A, L, std::uint8_t>(s, 3, rng);
       check_int8<A, L, std::int8_t>(s, -5, rng);
     }
+    using C = kfuse::conv2d<kfuse::i8, L, A>;
+    if constexpr (C::int8_weight_limit < 128) {
+      // vpmaddubsw's 16-bit pair sums would saturate on a wider weight: pack refuses it.
+      const conv_shape s = lowp_shapes().front();
+      std::vector<std::int8_t> w(std::size_t(s.weight_count()), 1);
+      w.back() = -64;
+      CHECK_THROWS_WITH(C::pack(w.data(), s), Catch::Contains("conv2d pack") &&
+                                                  Catch::Contains("weight -64") &&
+                                                  Catch::Contains("outside [-63, 63]"));
+    }
   } else {
-    SUCCEED("conv2d<i8> is a compile error on this arch (no VNNI)");
+    SUCCEED("conv2d<i8> is a compile error on this arch (no int8 dot product)");
   }
 }
 

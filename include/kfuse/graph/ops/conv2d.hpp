@@ -309,7 +309,7 @@ struct conv2d_rule : op_rule {
     if constexpr (!gemm_available<Recipe, A, B>()) {
       cx.fail_node(n, std::string(recipe) + " conv2d has no kernel on arch " +
                           std::string(A::name) +
-                          " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
+                          " (int8 needs vpdpbusd or vpmaddubsw: an x86 arch from avx2 up)");
     } else {
       using K = conv2d<Recipe, L, A, chain_epilogue_t<Out>, B>;
       auto p = std::make_shared<kernel_params<K>>();
@@ -323,7 +323,9 @@ struct conv2d_rule : op_rule {
         // int8 as for linear: u8 activations (the input's quant params), i8 weights per output
         // channel, the dequantization scale first in the chain.
         const tensor_quant q = int8_input_quant(cx, n, x);
-        const int8_weights wq = cx.for_node(n, [&] { return quantize_weights_per_row(w, cs.k); });
+        const int8_weights wq = cx.for_node(n, [&] {
+          return quantize_weights_per_row(w, cs.k, std::min(127, K::int8_weight_limit));
+        });
         std::vector<float> deq(wq.scales);
         for (float& d : deq) d *= q.scale;
         p->packed = K::initialize(cs, wq.values.data());

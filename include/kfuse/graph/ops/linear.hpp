@@ -14,7 +14,8 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
 
-/// Whether gemm<Recipe> has a kernel on arch A (int8 needs vpdpbusd, or the scalar generic).
+/// Whether gemm<Recipe> has a kernel on arch A (int8 needs vpdpbusd or
+/// vpmaddubsw, or the scalar generic).
 template <class Recipe, class A, class B>
 constexpr bool gemm_available() {
   if constexpr (std::is_same_v<Recipe, i8>)
@@ -110,7 +111,7 @@ struct linear_rule : op_rule {
     if constexpr (!gemm_available<Recipe, A, B>()) {
       cx.fail_node(n, std::string(recipe) + " linear has no kernel on arch " +
                           std::string(A::name) +
-                          " (int8 needs vpdpbusd: avx512_vnni or avx2_vnni)");
+                          " (int8 needs vpdpbusd or vpmaddubsw: an x86 arch from avx2 up)");
     } else {
       using Kn = gemm<Recipe, A, chain_epilogue_t<Out>, B>;
       const plan_tensor& x = cx.T(s.x);
@@ -128,7 +129,9 @@ struct linear_rule : op_rule {
         // u8 activations with the input's quant params, i8 weights per output channel, and the
         // dequantization scale a_scale * w_scale[n] as the chain's first stage, before the bias.
         const tensor_quant q = int8_input_quant(cx, n, x);
-        const int8_weights wq = cx.for_node(n, [&] { return quantize_weights_per_row(w, N); });
+        const int8_weights wq = cx.for_node(n, [&] {
+          return quantize_weights_per_row(w, N, std::min(127, Kn::int8_weight_limit));
+        });
         std::vector<float> deq(wq.scales);
         for (float& d : deq) d *= q.scale;
         p->packed = Kn::initialize(problem, wq.values.data(), b_layout::nk);

@@ -70,6 +70,8 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   using kernels = detail::conv_kernels<Elem, A, vec>;
   using microkernel = typename kernels::mk;
   using gemm_type = gemm<Elem, A, Ep, B>;
+  /// i8: the largest |weight| pack() takes (128: any s8; 63 on archs without vpdpbusd).
+  static constexpr int int8_weight_limit = gemm_type::int8_weight_limit;
   static constexpr bool is_nhwc = std::is_same_v<Layout, nhwc>;
   using weight_storage =
       std::conditional_t<is_nhwc, typename kernels::storage, typename kernels::row_weight>;
@@ -131,6 +133,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                           " values given, the shape needs K * C/groups * R * S = " +
                           std::to_string(s.weight_count()));
     detail::check_buffer(k, "weights", oihw, s.weight_count());
+    if constexpr (integer)
+      if (!s.is_depthwise())
+        detail::check_int8_weights(k, A::name, oihw, s.weight_count(), microkernel::weight_limit);
     const auto t0 = std::chrono::steady_clock::now();
     weights w;
     w.shape_ = s;
@@ -196,9 +201,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         weight_storage* o = w.data_.data() + kk * w.crsp_;
         for (index_t q = 0; q < w.crsp_; ++q) {
           if constexpr (integer) {
-            // Broadcast operand of vpdpbusd: u8 = w + 128 (the finish step removes the 128).
+            // Broadcast operand of vpdpbusd: u8 = w + 128 (64 for vpmaddubsw; the finish step
+            // removes it).
             const std::int32_t v = q < crs ? std::int32_t(oihw[kk * crs + q]) : 0;
-            o[q] = std::uint8_t(v + 128);
+            o[q] = std::uint8_t(v + microkernel::weight_shift);
             w.sums_[std::size_t(kk)] += v;
           } else {
             const float v = q < crs ? to_float(oihw[kk * crs + q]) : 0.f;

@@ -20,7 +20,7 @@ KFUSE_BEGIN_NAMESPACE
 namespace detail {
 
 /// The micro-kernel set of a recipe on arch A with vectors V (the GEMM's), plus what the NCHW
-/// path broadcasts: float / bf16 weights, or int8 weights shifted to u8 (w + 128).
+/// path broadcasts: float / bf16 weights, or int8 weights shifted to u8 (w + mk::weight_shift).
 template <class Recipe, class A, class V>
 struct conv_kernels {
   using select = select_microkernel<Recipe, A, V>;
@@ -418,7 +418,7 @@ void build_panel(const TX* xg, const conv_shape& s, index_t OW, index_t q0, inde
 }
 
 /// What the NCHW tiles need to turn int8 accumulators into real values:
-///   sum w (x - za) = acc - 128 * vsum[pixel] + (shift - za) * wsum[channel]
+///   sum w (x - za) = acc - MK::weight_shift * vsum[pixel] + (shift - za) * wsum[channel]
 struct nchw_int_args {
   const std::int32_t* vsum = nullptr;  // per pixel of the panel
   const std::int32_t* wsum = nullptr;  // per channel row of the tile
@@ -448,7 +448,8 @@ KFUSE_INLINE void nchw_tile(const TW* KFUSE_RESTRICT w, index_t lda,
       for (int j = 0; j < NV; ++j) simd::store(bits + j * L, acc[r][j]);
       const std::int32_t wterm = ia.bias * ia.wsum[r];
       for (int j = 0; j < NR; ++j)
-        bits[j] = float(std::bit_cast<std::int32_t>(bits[j]) - 128 * ia.vsum[j] + wterm);
+        bits[j] =
+            float(std::bit_cast<std::int32_t>(bits[j]) - MK::weight_shift * ia.vsum[j] + wterm);
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = simd::load<V>(bits + j * L);
     }

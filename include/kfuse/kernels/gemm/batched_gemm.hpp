@@ -279,6 +279,10 @@ struct batched_gemm {
   static constexpr void check_types() {
     using produced = typename epilogue_traits<Ep>::output_elem;
     if constexpr (integer) {
+      static_assert(base::int8_weight_limit >= 128,
+                    "kfuse::batched_gemm<i8>: this arch has no vpdpbusd, and its vpmaddubsw "
+                    "kernel takes 7-bit weights only: B is data here (use f32 / bf16, or an arch "
+                    "with vpdpbusd: avx2_vnni, avx512_vnni)");
       static_assert(std::is_same_v<TA, std::uint8_t> || std::is_same_v<TA, std::int8_t>,
                     "kfuse::batched_gemm<i8>: A is uint8_t or int8_t");
       static_assert(std::is_same_v<TB, std::int8_t>,

@@ -36,10 +36,13 @@ struct default_config<bf16, A, Lanes> : default_config<f32, A, Lanes> {
 /// also stalls with more than 12-16 vpdpbusd chains in flight).
 /// With 16 ymm registers (avx2_vnni): 6 x 2 accumulators + 2 B + 1 broadcast of A (Xeon,
 /// 64x1024x1024 on one core: 6 x 2 275 GOP/s, 3 x 3 238, 4 x 2 234, 8 x 1 230, 4 x 3 223).
+/// avx2 without VNNI (vpmaddubsw + vpmaddwd) also needs the int16 pairs and the ones: 4 x 2 (Zen 3,
+/// conv_lowp_bench's 3x3 and 1x1 layers on one core: 4 x 2 130-165 GOP/s, 5 x 2 118-163, 6 x 2
+/// 117-159; the probe 179).
 template <class A, int Lanes>
 struct default_config<i8, A, Lanes> {
   static constexpr bool ymm = Lanes > 1 && A::vector_bytes < 64;
-  static constexpr int mr = ymm ? 6 : 4;
+  static constexpr int mr = ymm ? (A::native_int8_dot ? 6 : 4) : 4;
   static constexpr int nv = ymm ? 2 : 4;
   static constexpr int nr = nv * Lanes;
 };

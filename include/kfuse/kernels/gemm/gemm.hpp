@@ -201,15 +201,35 @@ void check_zero_point(std::string_view kernel, std::int32_t a_zero_point) {
 }
 
 /// Whether the i8 recipe has a micro-kernel on arch A with vectors V: vpdpbusd on an arch with
-/// a native int8 dot product, or the exact scalar kernel of arch::generic.
+/// a native int8 dot product, vpmaddubsw (7-bit weights) on the avx2 and avx512 tiers without
+/// it, or the exact scalar kernel of arch::generic.
 template <class A, class V>
 constexpr bool int8_kernel_available() {
 #if KFUSE_X86_INT8_DOT
   // zmm on the AVX-512 VNNI tiers, ymm on avx2_vnni: the native vector width of the tier.
   return (A::native_int8_dot && V::lanes * 4 == A::vector_bytes) || V::lanes == 1;
+#elif KFUSE_X86_INT8_MADD
+  // The TU's own tier (its registers: vnni_regs), at its native vector width.
+  return (A::tier == KFUSE_TIER && V::lanes * 4 == A::vector_bytes) || V::lanes == 1;
 #else
   return V::lanes == 1;
 #endif
+}
+
+/// Packing checks int8 weights against the micro-kernel's limit (a vpmaddubsw kernel would
+/// saturate its 16-bit pair sums on wider weights and return wrong sums).
+template <class Int8>
+void check_int8_weights(std::string_view kernel, std::string_view arch, const Int8* w,
+                        index_t count, int limit) {
+  if (limit >= 128) return;
+  for (index_t i = 0; i < count; ++i)
+    if (w[i] > limit || w[i] < -limit)
+      fail(kernel, "weight " + std::to_string(int(w[i])) + " (element " + std::to_string(i) +
+                       ") is outside [-" + std::to_string(limit) + ", " + std::to_string(limit) +
+                       "]: arch " + std::string(arch) +
+                       " has no vpdpbusd, and its vpmaddubsw kernel takes 7-bit weights "
+                       "(quantize_weights_per_row(w, rows, " +
+                       std::to_string(limit) + "), as compile() does on this arch)");
 }
 
 /// The micro-kernel a recipe uses on arch A with vectors V.
@@ -232,9 +252,9 @@ struct select_microkernel<i8, A, V> {
   static constexpr bool vnni = V::lanes > 1;
   static_assert(int8_kernel_available<A, V>(),
                 "kfuse::gemm<i8>: no int8 micro-kernel for this arch: it needs vpdpbusd "
-                "(avx512_vnni, avx512_bf16 or avx2_vnni); arch::generic runs the exact scalar "
-                "kernel");
-#if KFUSE_X86_INT8_DOT
+                "(avx512_vnni, avx512_bf16 or avx2_vnni) or vpmaddubsw (avx2, avx512), built "
+                "for that arch's tier; arch::generic runs the exact scalar kernel");
+#if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
   using type = std::conditional_t<vnni, mk_int8_vnni, mk_int8_scalar>;
 #else
   using type = mk_int8_scalar;
@@ -253,6 +273,15 @@ struct select_microkernel<bf16, A, V> {
   using a_storage = bf16_t;
 };
 
+/// The largest |weight| the i8 micro-kernel of arch A takes (128: any s8; 63 for vpmaddubsw).
+template <class A, class V>
+constexpr int int8_weight_limit() {
+  if constexpr (int8_kernel_available<A, V>())
+    return select_microkernel<i8, A, V>::type::weight_limit;
+  else
+    return 128;
+}
+
 }  // namespace detail
 
 template <class Recipe, class A = arch::native, class Ep = epilogue<>, class B = backend::xsimd>
@@ -263,6 +292,8 @@ struct gemm {
   /// A's storage type: float for f32, bf16_t for bf16.
   using a_type = typename detail::select_microkernel<Recipe, A, vec>::a_storage;
   using weights = packed_weights<typename microkernel::storage>;
+  /// i8: the largest |weight| pack() takes (128: any s8; 63 on archs without vpdpbusd).
+  static constexpr int int8_weight_limit = detail::int8_weight_limit<A, vec>();
 
   // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
   static constexpr std::string_view name = "gemm";
@@ -309,6 +340,10 @@ struct gemm {
   /// Packs B once ([K, N] or [N, K] row-major) into the micro-kernel's panels.
   template <class Src>
   static weights pack(const Src* b, index_t K, index_t N, b_layout layout) {
+    if constexpr (std::is_same_v<Recipe, i8>) {
+      detail::check_buffer("gemm pack", "B", b, detail::checked_mul("gemm pack", "K x N", K, N));
+      detail::check_int8_weights("gemm pack", A::name, b, K * N, int8_weight_limit);
+    }
     return weights(b, K, N, layout, config::nr, microkernel::k_group);
   }
 

@@ -13,7 +13,7 @@
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/types/convert.hpp"
 
-#if KFUSE_X86 && (KFUSE_TIER >= KFUSE_TIER_AVX512 || KFUSE_X86_INT8_DOT)
+#if KFUSE_X86 && (KFUSE_TIER >= KFUSE_TIER_AVX512 || KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD)
 #include <immintrin.h>
 #endif
 
@@ -202,6 +202,8 @@ struct mk_int8_scalar {
   static constexpr int k_group = 4;
   static constexpr bool integer = true;
   static constexpr std::string_view name = "i8 scalar";
+  static constexpr int weight_limit = 128;           // any s8 weight
+  static constexpr std::int32_t weight_shift = 128;  // NCHW tiles' u8 weights: w + 128
 
   template <class V, int Rows, int NV, int NR, class AR>
   static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const AR& a,
@@ -233,19 +235,29 @@ struct mk_int8_scalar {
   }
 };
 
-#if KFUSE_X86_INT8_DOT
-/// The integer registers vpdpbusd works on: zmm (16 int32 lanes) on the AVX-512 VNNI tiers, ymm
-/// (8 lanes, the VEX form of AVX-VNNI) on avx2_vnni.
+#if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
+/// The integer registers the int8 dot product works on: zmm (16 int32 lanes) on the AVX-512
+/// tiers, ymm (8 lanes) on avx2 / avx2_vnni. dot(acc, a, b) adds to each int32 lane the four
+/// products of its u8 bytes of `a` with its s8 bytes of `b`: one vpdpbusd where the tier has it,
+/// else vpmaddubsw (pairs summed in int16, saturating beyond 32767) and vpmaddwd with ones
+/// (pairs of pairs in int32) - exact while |b| <= 63 or (nchw tiles) a <= 127.
 template <int Lanes>
 struct vnni_regs;
-#if KFUSE_TIER >= KFUSE_TIER_AVX512_VNNI
+#if KFUSE_TIER >= KFUSE_TIER_AVX512
 template <>
 struct vnni_regs<16> {
   using reg = __m512i;
   using freg = __m512;
   static KFUSE_INLINE reg load(const void* p) { return _mm512_loadu_si512(p); }
   static KFUSE_INLINE reg set1(std::int32_t v) { return _mm512_set1_epi32(v); }
+#if KFUSE_X86_INT8_DOT
   static KFUSE_INLINE reg dot(reg acc, reg a, reg b) { return _mm512_dpbusd_epi32(acc, a, b); }
+#else
+  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) {
+    const reg pairs = _mm512_maddubs_epi16(a, b);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+  }
+#endif
   static KFUSE_INLINE reg sub_mul(reg acc, reg z, reg s) {
     return _mm512_sub_epi32(acc, _mm512_mullo_epi32(z, s));
   }
@@ -260,7 +272,14 @@ struct vnni_regs<8> {
     return _mm256_loadu_si256(static_cast<const __m256i*>(p));
   }
   static KFUSE_INLINE reg set1(std::int32_t v) { return _mm256_set1_epi32(v); }
+#if KFUSE_X86_INT8_DOT
   static KFUSE_INLINE reg dot(reg acc, reg a, reg b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
+#else
+  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) {
+    const reg pairs = _mm256_maddubs_epi16(a, b);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+#endif
   static KFUSE_INLINE reg sub_mul(reg acc, reg z, reg s) {
     return _mm256_sub_epi32(acc, _mm256_mullo_epi32(z, s));
   }
@@ -270,11 +289,23 @@ struct vnni_regs<8> {
 
 /// vpdpbusd: each instruction multiplies 4 consecutive k of A (u8, one 32-bit broadcast) with
 /// the matching 4 k of L columns of B (s8) and adds the 4 products to L int32 accumulators.
+/// Without it (KFUSE_X86_INT8_MADD) the same quads go through vpmaddubsw + vpmaddwd, whose int16
+/// pair sums are exact only for 7-bit weights: weight_limit.
 struct mk_int8_vnni {
   using storage = std::int8_t;
   static constexpr int k_group = 4;
   static constexpr bool integer = true;
+#if KFUSE_X86_INT8_DOT
   static constexpr std::string_view name = "i8 vpdpbusd";
+  static constexpr int weight_limit = 128;  // any s8 weight
+  static constexpr std::int32_t weight_shift = 128;
+#else
+  static constexpr std::string_view name = "i8 vpmaddubsw";
+  // |w| <= 63: a u8 activation pair gives at most 2 x 255 x 63 < 32767. The NCHW tiles broadcast
+  // the weights as u8 = w + weight_shift (1..127) against s8 activations: 2 x 127 x 128 < 32767.
+  static constexpr int weight_limit = 63;
+  static constexpr std::int32_t weight_shift = 64;
+#endif
 
   // One group of 4 k: NV loads of B, one broadcast of A per row, Rows x NV vpdpbusd.
   template <class R, int Rows, int NV, class AR>
