@@ -656,13 +656,35 @@ TEST_CASE("graph: batch norm, custom node, per-channel ops on nchw", "[graph]") 
   }
 }
 
+// Without vdpbf16ps bf16 is an emulation (operands rounded, the same FMAs: slower than f32), so
+// a bf16 plan runs its nodes in f32 there and says so; emulated_bf16 keeps the bf16 kernels.
+TEST_CASE("graph: a bf16 plan runs in f32 where the arch has no bf16 dot product", "[graph]") {
+  const gt::mlp net(4);
+  const graph g = net.build();
+  const auto kernels = [](const plan& p) {
+    std::string k;
+    for (const step_info& s : p.steps()) k += s.kernel + "\n";
+    return k;
+  };
+  const plan p = compile(g, {.threads = 1, .prec = precision::bf16});
+  const plan e = compile(g, {.threads = 1, .prec = precision::bf16, .emulated_bf16 = true});
+  INFO(p.report().text() << kernels(p));
+  constexpr bool native = arch::native::native_bf16_dot;
+  CHECK((p.report().text().find("has no bf16 dot product (vdpbf16ps): nodes of the plan's "
+                                "precision run in f32") != std::string::npos) == !native);
+  CHECK((kernels(p).find("gemm bf16") != std::string::npos) == native);
+  CHECK(kernels(e).find("gemm bf16") != std::string::npos);
+  CHECK(e.report().text().find("has no bf16 dot product") == std::string::npos);
+}
+
 TEST_CASE("graph: bf16 and int8 plans track the f32 plan", "[graph]") {
   const index_t M = 6;
   const gt::mlp net(M);
   graph g = net.build();
   const auto x = gt::random_vec(std::size_t(M * net.K), 11);
   const auto y32 = replay_once(compile(g, {.threads = 1}), x, std::size_t(M * net.N));
-  const auto ybf = replay_once(compile(g, {.threads = 1, .prec = precision::bf16}), x, y32.size());
+  const auto ybf = replay_once(
+      compile(g, {.threads = 1, .prec = precision::bf16, .emulated_bf16 = true}), x, y32.size());
   double max_err = 0, max_ref = 0;
   for (std::size_t i = 0; i < y32.size(); ++i) {
     max_err = std::max(max_err, double(std::fabs(ybf[i] - y32[i])));
@@ -991,7 +1013,8 @@ TEST_CASE("graph: ResNet basic block (conv-BN-ReLU x2, residual, pool, linear)",
     auto r2 = p2.record({bind(x)}, {bind(y2)});
     r2.replay();
     CHECK(gt::bitwise_equal(y2, y));
-    const plan pb = compile(g, {.threads = 1, .prec = precision::bf16, .choose_layout = false});
+    const plan pb = compile(
+        g, {.threads = 1, .prec = precision::bf16, .choose_layout = false, .emulated_bf16 = true});
     std::vector<float> yb(y.size());
     auto rb = pb.record({bind(x)}, {bind(yb)});
     rb.replay();
@@ -1017,7 +1040,9 @@ TEST_CASE("graph: 3x3 convs run as Winograd where it pays, direct when told", "[
   };
   for (const bool wino : {true, false})
     for (const precision pr : {precision::f32, precision::bf16}) {
-      const plan p = compile(g, {.threads = 2, .prec = pr, .fork_join_ns = 0, .winograd = wino});
+      const plan p = compile(
+          g,
+          {.threads = 2, .prec = pr, .fork_join_ns = 0, .winograd = wino, .emulated_bf16 = true});
       const std::string k = kernels(p), rep = p.report().text();
       INFO(k << rep);
       if (wino) {
@@ -1229,7 +1254,8 @@ TEST_CASE("graph: matmul of two run-time tensors with a fused chain", "[graph][t
       const tensor_id ta = g.input("a", as), tb = g.input("b", bs), tm = g.input("mask", os);
       const tensor_id y = g.matmul("scores", ta, tb);
       g.output(g.add("masked", g.scale("scaled", y, 0.125f), tm));
-      plan p = compile(g, {.threads = threads, .prec = prec, .fork_join_ns = 0});
+      plan p =
+          compile(g, {.threads = threads, .prec = prec, .fork_join_ns = 0, .emulated_bf16 = true});
       // The scale and the add run in the product's epilogue: one step.
       CHECK(p.steps().size() == 1);
       CHECK(p.steps()[0].kernel.find("batched_gemm") != std::string::npos);
@@ -1440,11 +1466,13 @@ TEST_CASE("graph: merged Q, K, V projections equal the separate linears", "[grap
   const graph g = build(false);
   for (precision prec : {precision::f32, precision::bf16, precision::int8}) {
     INFO("precision " << int(prec));
-    const plan unfused = compile(g, {.threads = 1, .prec = prec, .fuse = false});
+    const plan unfused =
+        compile(g, {.threads = 1, .prec = prec, .fuse = false, .emulated_bf16 = true});
     std::vector<float> want(x.size());
     unfused.run({bind(x)}, {bind(want)});
     for (int threads : {1, 2}) {
-      const plan p = compile(g, {.threads = threads, .prec = prec, .fork_join_ns = 0});
+      const plan p =
+          compile(g, {.threads = threads, .prec = prec, .fork_join_ns = 0, .emulated_bf16 = true});
       CHECK(
           p.report().text().find("merged q_proj, k_proj, v_proj (linear) into one linear of 72") !=
           std::string::npos);
@@ -1761,7 +1789,7 @@ TEST_CASE("graph: an nchw CNN runs its image ops in nhwc, the caller's layouts a
       REQUIRE(std::fabs(gc[i] - gd[i]) <= 1e-4f * (1 + std::fabs(gd[i])));
   }
   // A bf16 plan runs the 8-channel stem in f32 too, and says so.
-  const plan low = compile(g, {.threads = 1, .prec = precision::bf16});
+  const plan low = compile(g, {.threads = 1, .prec = precision::bf16, .emulated_bf16 = true});
   CHECK(low.report().text().find("low precision: a stem conv") != std::string::npos);
   bool f32_stem = false;
   for (const auto& st : low.steps())
@@ -1801,14 +1829,18 @@ TEST_CASE("graph: bf16 convs pass bf16 activations, bitwise as converting", "[gr
     const auto xs = gt::random_vec(std::size_t(N * C * H * W), 6, -1, 1);
     const index_t oh = (H - 1) / dp.stride_h + 1, ow = (W - 1) / dp.stride_w + 1;
     const std::size_t n_out = std::size_t(N * O * oh * ow);
-    const plan fused = compile(g, {.threads = 1, .prec = precision::bf16, .choose_layout = false});
+    const plan fused = compile(
+        g, {.threads = 1, .prec = precision::bf16, .choose_layout = false, .emulated_bf16 = true});
     const auto& f = fused.report().fused;
     CHECK(std::count(f.begin(), f.end(), "bf16 output of pw (read as bf16 by dw)") == 1);
     CHECK(std::count(f.begin(), f.end(), "bf16 output of dw (read as bf16 by proj)") == 1);
     const auto yb = replay_once(fused, xs, n_out);
-    const auto yu = replay_once(
-        compile(g, {.threads = 2, .prec = precision::bf16, .fuse = false, .choose_layout = false}),
-        xs, n_out);
+    const auto yu = replay_once(compile(g, {.threads = 2,
+                                            .prec = precision::bf16,
+                                            .fuse = false,
+                                            .choose_layout = false,
+                                            .emulated_bf16 = true}),
+                                xs, n_out);
     CHECK(gt::bitwise_equal(yb, yu));
     const auto y32 = replay_once(compile(g, {.threads = 1, .choose_layout = false}), xs, n_out);
     double scale = 0, err = 0;

@@ -258,7 +258,8 @@ outcome run_valid(std::uint64_t seed, unsigned bugs) {
     const kfuse::plan test = kfuse::compile(G.g, {.threads = cfg.threads,
                                                   .prec = cfg.prec,
                                                   .fuse = cfg.fuse,
-                                                  .fork_join_ns = cfg.fork_join_ns});
+                                                  .fork_join_ns = cfg.fork_join_ns,
+                                                  .emulated_bf16 = true});
     for (std::size_t k = 0; k < G.outputs.size(); ++k) {
       const gfuzz::rt& t = G.T[std::size_t(G.outputs[k])];
       for (const kfuse::plan* p : {&ref, &test}) {
@@ -299,9 +300,11 @@ outcome run_valid(std::uint64_t seed, unsigned bugs) {
       }
     }
     if (why.empty() && cfg.threads == 2) {  // bitwise the same on one thread
-      const kfuse::plan one = kfuse::compile(
-          G.g,
-          {.threads = 1, .prec = cfg.prec, .fuse = cfg.fuse, .fork_join_ns = cfg.fork_join_ns});
+      const kfuse::plan one = kfuse::compile(G.g, {.threads = 1,
+                                                   .prec = cfg.prec,
+                                                   .fuse = cfg.fuse,
+                                                   .fork_join_ns = cfg.fork_join_ns,
+                                                   .emulated_bf16 = true});
       std::string w1;
       const auto y1 = run_plan(G, one, w1);
       if (!same_bits(y1, yt)) why = "1 and 2 threads give different bits";

@@ -182,8 +182,9 @@ TEST_CASE("graph probes: NaN propagates through f32 and bf16 plans", "[robustnes
   x[std::size_t(1 * net.K + 5)] = NAN;  // row 1
   for (precision prec : {precision::f32, precision::bf16}) {
     for (bool fuse : {true, false}) {
-      const auto y = run_plan(compile(g, {.threads = 1, .prec = prec, .fuse = fuse}), x,
-                              std::size_t(M * net.N));
+      const auto y =
+          run_plan(compile(g, {.threads = 1, .prec = prec, .fuse = fuse, .emulated_bf16 = true}), x,
+                   std::size_t(M * net.N));
       for (index_t m = 0; m < M; ++m)
         for (index_t n = 0; n < net.N; ++n) {
           const float v = y[std::size_t(m * net.N + n)];
@@ -315,7 +316,7 @@ TEST_CASE("graph probes: a bf16 input or bias where the kernel reads f32 is an e
     CHECK_THROWS_WITH(compile(g),
                       "graph: node 'fc' (linear): input 'x' is bf16; an f32 linear "
                       "takes f32 (add a cast node first)");
-    CHECK_NOTHROW(compile(g, {.prec = precision::bf16}));
+    CHECK_NOTHROW(compile(g, {.prec = precision::bf16, .emulated_bf16 = true}));
   }
   {
     graph g;

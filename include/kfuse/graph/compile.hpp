@@ -98,6 +98,14 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
         " has no int8 dot product (vpdpbusd or vpmaddubsw: x86 from avx2 up); "
         "linear and conv nodes of the plan's precision run in f32");
   }
+  if (cx.opt.prec == precision::bf16 && !A::native_bf16_dot && !cx.opt.emulated_bf16) {
+    // Emulated bf16 only rounds: the same FMAs plus the operands' conversions (docs/design.md).
+    cx.opt.prec = precision::f32;
+    cx.d->report.notes.push_back(
+        "bf16: arch " + std::string(A::name) +
+        " has no bf16 dot product (vdpbf16ps): nodes of the plan's precision run in f32, faster "
+        "here than emulated bf16 (compile_options::emulated_bf16 = true emulates it)");
+  }
   if (cx.opt.prec == precision::int8 && cx.int8_gemm &&
       detail::int8_weight_limit<A, simd::vec_for<A, B>>() < 127)
     cx.d->report.notes.push_back(

@@ -47,10 +47,11 @@ TEST_CASE("entry layout: bf16 / int8 stems of at most 32 channels run in f32, wi
           "[graph][passes]") {
   const graph g32 = entry(3, 32), g64 = entry(3, 64);
   for (precision pr : {precision::bf16, precision::int8}) {
-    const analyzed a(g32, {.prec = pr});
+    const analyzed a(g32, {.prec = pr, .emulated_bf16 = true});
     CHECK(absorbed(a));
     CHECK(a.cx.d->report.text().find("low precision: a stem conv") != std::string::npos);
-    const analyzed b(g64, {.prec = pr});  // ResNet's stem: stays low precision
+    const analyzed b(g64,
+                     {.prec = pr, .emulated_bf16 = true});  // ResNet's stem: stays low precision
     CHECK_FALSE(absorbed(b));
   }
 }

@@ -100,7 +100,7 @@ graph mobile_block(bool dw_is_output = false) {
 
 TEST_CASE("bf16 absorption: a bf16 conv's input is written as bf16 by the bf16 conv before it") {
   const graph g = mobile_block();
-  const analyzed a(g, {.prec = precision::bf16, .choose_layout = false});
+  const analyzed a(g, {.prec = precision::bf16, .choose_layout = false, .emulated_bf16 = true});
   CHECK(a.tensor(a.step_of("pw").out).type == dtype::bf16);
   CHECK(a.tensor(a.step_of("pw").out).bytes == 16 * 36 * 2);
   CHECK(a.tensor(a.step_of("dw").out).type == dtype::bf16);
@@ -117,7 +117,7 @@ TEST_CASE("bf16 absorption: not in f32 plans, nor into a tensor read elsewhere")
   }
   {
     const graph g = mobile_block(true);
-    const analyzed a(g, {.prec = precision::bf16, .choose_layout = false});
+    const analyzed a(g, {.prec = precision::bf16, .choose_layout = false, .emulated_bf16 = true});
     CHECK(a.tensor(a.step_of("pw").out).type == dtype::bf16);
     CHECK(a.tensor(a.step_of("dw").out).type == dtype::f32);  // also a graph output
   }
