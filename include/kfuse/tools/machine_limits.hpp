@@ -131,94 +131,62 @@ KFUSE_NOINLINE inline double probe_bf16_rate(std::int64_t iters) {
   (void)sink;
   return 64.0 * chains * double(iters) / s;
 }
-#elif KFUSE_X86_INT8_MADD && KFUSE_TIER >= KFUSE_TIER_AVX512
-/// No vpdpbusd: vpmaddubsw + vpmaddwd + vpaddd, as the i8 micro-kernel runs them (16 lanes x 4
-/// products x 2 ops per three instructions).
-KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
-  constexpr int chains = 12;
-  __m512i acc[chains];
-  for (int k = 0; k < chains; ++k) acc[k] = _mm512_setzero_si512();
-  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(1), ones = _mm512_set1_epi16(1);
-  const auto t0 = probe_clock::now();
-  for (std::int64_t i = 0; i < iters; ++i) {
-    step_chains(
-        acc,
-        [&](__m512i x) KFUSE_INLINE_LAMBDA {
-          return _mm512_add_epi32(x, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), ones));
-        },
-        std::make_index_sequence<chains>{});
-  }
-  const double s = seconds_since(t0);
-  __m512i sum = acc[0];
-  for (int k = 1; k < chains; ++k) sum = _mm512_add_epi32(sum, acc[k]);
-  volatile int sink = _mm512_reduce_add_epi32(sum);
-  (void)sink;
-  return 128.0 * chains * double(iters) / s;
-}
-#elif KFUSE_X86_INT8_MADD
-/// No vpdpbusd: vpmaddubsw + vpmaddwd + vpaddd on ymm, as the i8 micro-kernel runs them.
-KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
-  constexpr int chains = 12;
-  __m256i acc[chains];
-  for (int k = 0; k < chains; ++k) acc[k] = _mm256_setzero_si256();
-  const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
-  const auto t0 = probe_clock::now();
-  for (std::int64_t i = 0; i < iters; ++i) {
-    step_chains(
-        acc,
-        [&](__m256i x) KFUSE_INLINE_LAMBDA {
-          return _mm256_add_epi32(x, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
-        },
-        std::make_index_sequence<chains>{});
-  }
-  const double s = seconds_since(t0);
-  __m256i sum = acc[0];
-  for (int k = 1; k < chains; ++k) sum = _mm256_add_epi32(sum, acc[k]);
-  volatile int sink = _mm256_extract_epi32(sum, 0);
-  (void)sink;
-  return 64.0 * chains * double(iters) / s;
-}
 #endif
 
-#if KFUSE_TIER == KFUSE_TIER_AVX512_VNNI || KFUSE_TIER == KFUSE_TIER_AVX512_BF16
-/// vpdpbusd: 16 lanes x 4 products x 2 ops per instruction.
+#if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
+/// The int8 dot product of the i8 micro-kernel on this tier's registers: vpdpbusd (zmm on the
+/// AVX-512 VNNI tiers, ymm on avx2_vnni), or vpmaddubsw + vpmaddwd + vpaddd without it.
+struct int8_probe_regs {
+#if KFUSE_TIER >= KFUSE_TIER_AVX512
+  using reg = __m512i;
+  static constexpr int lanes = 16;
+  static reg zero() { return _mm512_setzero_si512(); }
+  static reg ones8() { return _mm512_set1_epi8(1); }
+  static reg add(reg a, reg b) { return _mm512_add_epi32(a, b); }
+  static int sum(reg v) { return _mm512_reduce_add_epi32(v); }
+#if KFUSE_X86_INT8_DOT
+  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) { return _mm512_dpbusd_epi32(acc, a, b); }
+#else
+  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) {
+    return add(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1)));
+  }
+#endif
+#else
+  using reg = __m256i;
+  static constexpr int lanes = 8;
+  static reg zero() { return _mm256_setzero_si256(); }
+  static reg ones8() { return _mm256_set1_epi8(1); }
+  static reg add(reg a, reg b) { return _mm256_add_epi32(a, b); }
+  static int sum(reg v) { return _mm256_extract_epi32(v, 0); }
+#if KFUSE_X86_INT8_DOT
+  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
+#else
+  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) {
+    return add(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+  }
+#endif
+#endif
+};
+
+/// lanes x 4 products x 2 ops per dot step.
 KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
+  using R = int8_probe_regs;
   constexpr int chains = 12;
-  __m512i acc[chains];
-  for (int k = 0; k < chains; ++k) acc[k] = _mm512_setzero_si512();
-  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(1);
+  R::reg acc[chains];
+  for (int k = 0; k < chains; ++k) acc[k] = R::zero();
+  const R::reg a = R::ones8(), b = R::ones8();
   const auto t0 = probe_clock::now();
   for (std::int64_t i = 0; i < iters; ++i) {
     step_chains(
-        acc, [&](__m512i x) KFUSE_INLINE_LAMBDA { return _mm512_dpbusd_epi32(x, a, b); },
+        acc, [&](R::reg x) KFUSE_INLINE_LAMBDA { return R::dot(x, a, b); },
         std::make_index_sequence<chains>{});
   }
   const double s = seconds_since(t0);
-  __m512i sum = acc[0];
-  for (int k = 1; k < chains; ++k) sum = _mm512_add_epi32(sum, acc[k]);
-  volatile int sink = _mm512_reduce_add_epi32(sum);
+  R::reg total = acc[0];
+  for (int k = 1; k < chains; ++k) total = R::add(total, acc[k]);
+  volatile int sink = R::sum(total);
   (void)sink;
-  return 128.0 * chains * double(iters) / s;
-}
-#elif KFUSE_X86_INT8_DOT
-/// vpdpbusd on ymm (AVX-VNNI): 8 lanes x 4 products x 2 ops per instruction.
-KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
-  constexpr int chains = 12;
-  __m256i acc[chains];
-  for (int k = 0; k < chains; ++k) acc[k] = _mm256_setzero_si256();
-  const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(1);
-  const auto t0 = probe_clock::now();
-  for (std::int64_t i = 0; i < iters; ++i) {
-    step_chains(
-        acc, [&](__m256i x) KFUSE_INLINE_LAMBDA { return _mm256_dpbusd_avx_epi32(x, a, b); },
-        std::make_index_sequence<chains>{});
-  }
-  const double s = seconds_since(t0);
-  __m256i sum = acc[0];
-  for (int k = 1; k < chains; ++k) sum = _mm256_add_epi32(sum, acc[k]);
-  volatile int sink = _mm256_extract_epi32(sum, 0);
-  (void)sink;
-  return 64.0 * chains * double(iters) / s;
+  return 8.0 * R::lanes * chains * double(iters) / s;
 }
 #endif
 
