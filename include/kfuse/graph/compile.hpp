@@ -107,7 +107,7 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
         "here than emulated bf16 (compile_options::emulated_bf16 = true emulates it)");
   }
   if (cx.opt.prec == precision::int8 && cx.int8_gemm &&
-      detail::int8_weight_limit<A, simd::vec_for<A, B>>() < 127)
+      detail::int8_weight_limit<A, simd::vec_for<A, B>>() < 128)
     cx.d->report.notes.push_back(
         "int8: arch " + std::string(A::name) +
         " has no vpdpbusd: its int8 linears and convs run on vpmaddubsw, with weights quantized "

@@ -5,6 +5,8 @@
 // given by the user. The probe is meant for optimised builds (-O2 and above); at -O1 the compiler
 // keeps the FMA chains in memory and the compute peak reads low.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 
 #include "kfuse/arch/tags.hpp"
 #include "kfuse/config/macros.hpp"
+#include "kfuse/kernels/gemm/microkernels.hpp"
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/threading/thread_pool.hpp"
 
@@ -134,59 +137,27 @@ KFUSE_NOINLINE inline double probe_bf16_rate(std::int64_t iters) {
 #endif
 
 #if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
-/// The int8 dot product of the i8 micro-kernel on this tier's registers: vpdpbusd (zmm on the
-/// AVX-512 VNNI tiers, ymm on avx2_vnni), or vpmaddubsw + vpmaddwd + vpaddd without it.
-struct int8_probe_regs {
-#if KFUSE_TIER >= KFUSE_TIER_AVX512
-  using reg = __m512i;
-  static constexpr int lanes = 16;
-  static reg zero() { return _mm512_setzero_si512(); }
-  static reg ones8() { return _mm512_set1_epi8(1); }
-  static reg add(reg a, reg b) { return _mm512_add_epi32(a, b); }
-  static int sum(reg v) { return _mm512_reduce_add_epi32(v); }
-#if KFUSE_X86_INT8_DOT
-  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) { return _mm512_dpbusd_epi32(acc, a, b); }
-#else
-  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) {
-    return add(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1)));
-  }
-#endif
-#else
-  using reg = __m256i;
-  static constexpr int lanes = 8;
-  static reg zero() { return _mm256_setzero_si256(); }
-  static reg ones8() { return _mm256_set1_epi8(1); }
-  static reg add(reg a, reg b) { return _mm256_add_epi32(a, b); }
-  static int sum(reg v) { return _mm256_extract_epi32(v, 0); }
-#if KFUSE_X86_INT8_DOT
-  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
-#else
-  static KFUSE_INLINE reg dot(reg acc, reg a, reg b) {
-    return add(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
-  }
-#endif
-#endif
-};
-
-/// lanes x 4 products x 2 ops per dot step.
+/// The i8 micro-kernel's dot product (vnni_regs: vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd
+/// without it) on 12 chains: lanes x 4 products x 2 ops per step.
 KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
-  using R = int8_probe_regs;
+  constexpr int lanes = simd::vec_for<arch::native, backend::xsimd>::lanes;
+  using R = vnni_regs<lanes>;
   constexpr int chains = 12;
   R::reg acc[chains];
-  for (int k = 0; k < chains; ++k) acc[k] = R::zero();
-  const R::reg a = R::ones8(), b = R::ones8();
+  for (int k = 0; k < chains; ++k) acc[k] = R::set1(0);
+  const R::reg a = R::set1(0x01010101);
   const auto t0 = probe_clock::now();
   for (std::int64_t i = 0; i < iters; ++i) {
     step_chains(
-        acc, [&](R::reg x) KFUSE_INLINE_LAMBDA { return R::dot(x, a, b); },
+        acc, [&](R::reg x) KFUSE_INLINE_LAMBDA { return R::dot(x, a, a); },
         std::make_index_sequence<chains>{});
   }
   const double s = seconds_since(t0);
-  R::reg total = acc[0];
-  for (int k = 1; k < chains; ++k) total = R::add(total, acc[k]);
-  volatile int sink = R::sum(total);
+  std::int32_t sum = 0;
+  for (int k = 0; k < chains; ++k) sum += std::bit_cast<std::array<std::int32_t, lanes>>(acc[k])[0];
+  volatile std::int32_t sink = sum;
   (void)sink;
-  return 8.0 * R::lanes * chains * double(iters) / s;
+  return 8.0 * lanes * chains * double(iters) / s;
 }
 #endif
 

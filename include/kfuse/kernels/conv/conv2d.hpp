@@ -70,8 +70,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   using kernels = detail::conv_kernels<Elem, A, vec>;
   using microkernel = typename kernels::mk;
   using gemm_type = gemm<Elem, A, Ep, B>;
-  /// i8: the largest |weight| pack() takes (128: any s8; 63 on archs without vpdpbusd).
-  static constexpr int int8_weight_limit = gemm_type::int8_weight_limit;
+  static constexpr int int8_weight_limit = gemm_type::int8_weight_limit;  // i8: pack()'s max |w|
   static constexpr bool is_nhwc = std::is_same_v<Layout, nhwc>;
   using weight_storage =
       std::conditional_t<is_nhwc, typename kernels::storage, typename kernels::row_weight>;
@@ -133,9 +132,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                           " values given, the shape needs K * C/groups * R * S = " +
                           std::to_string(s.weight_count()));
     detail::check_buffer(k, "weights", oihw, s.weight_count());
-    if constexpr (integer)
-      if (!s.is_depthwise())
-        detail::check_int8_weights(k, A::name, oihw, s.weight_count(), microkernel::weight_limit);
+    if constexpr (integer)  // depthwise int8 computes in f32: any s8 weight
+      detail::check_int8_weights(k, A::name, oihw, s.is_depthwise() ? 0 : s.weight_count(),
+                                 int8_weight_limit);
     const auto t0 = std::chrono::steady_clock::now();
     weights w;
     w.shape_ = s;
@@ -201,8 +200,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         weight_storage* o = w.data_.data() + kk * w.crsp_;
         for (index_t q = 0; q < w.crsp_; ++q) {
           if constexpr (integer) {
-            // Broadcast operand of vpdpbusd: u8 = w + 128 (64 for vpmaddubsw; the finish step
-            // removes it).
+            // vpdpbusd's broadcast operand: u8 = w + weight_shift (the finish step removes it).
             const std::int32_t v = q < crs ? std::int32_t(oihw[kk * crs + q]) : 0;
             o[q] = std::uint8_t(v + microkernel::weight_shift);
             w.sums_[std::size_t(kk)] += v;
@@ -437,8 +435,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   /// panels in the k-grouped order their dot-product instructions want.
   static constexpr bool band_path = !is_nhwc && std::is_same_v<Elem, f32>;
 
-  /// The f32 NCHW path's bands of output rows: each band's padded input copy is ~384 KiB (it
-  /// stays in L2).
+  /// The f32 NCHW path's bands of output rows: each band's padded input copy ~384 KiB (in L2).
   struct band_plan {
     index_t rows, bands, wph, extra;
   };
@@ -568,9 +565,8 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   /// Rows with padding are read from padded copies; int8 never skips an all-padding row (its
   /// taps must add the zero point's share, which the weight sums take back). A channel count
   /// that is not a multiple of the k group is copied too, each pixel padded to the packed
-  /// weights' cgp channels (their weights are zero): every reduction is then whole k groups, and
-  /// a row's S taps one run (an int8 RGB stem: 7 calls of 7 quads per tile instead of 49 calls
-  /// of a partial quad).
+  /// weights' cgp channels (zero weights): every reduction is then whole k groups, and a row's S
+  /// taps one run (an int8 RGB stem: 7 calls of 7 quads per tile, not 49 of a partial quad).
   static bool nhwc_copy_rows(const conv_shape& s) {
     return s.pad_left > 0 || s.pad_right > 0 || s.pad_top > 0 || s.pad_bottom > 0 || integer ||
            (s.c / s.groups) % G != 0;
