@@ -1668,14 +1668,16 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
   // x -> global average pool -> 1x1 conv -> hardsigmoid = gate; x * gate -> 1x1 conv with bias
   // and a residual add. At batch 1 the multiply is per channel; at batch 3 the gate is
   // broadcast to the map first (as the importer writes it). Fused (channel gate) against the
-  // same plan without fusion, 1 and 2 threads; the conv in f32 and in bf16 (its scaled weights
-  // rounded once: within bf16 roundings of the unfused plan).
+  // same plan without fusion, 1 and 2 threads; the conv in f32, in bf16 (its scaled weights
+  // rounded once: within bf16 roundings of the unfused plan) and in int8 (x * gate quantized as
+  // the conv loads it: the unfused plan's bytes, so the same integer sums).
   const index_t C = 19, H = 5, W = 6, K = 13;
   const auto w1 = gt::kaiming(C, C, 1), w2 = gt::kaiming(K, C, 2);
   const auto b2 = gt::random_vec(std::size_t(K), 3);
   for (const auto& [N, prec] :
        {std::pair{index_t(1), precision::f32}, std::pair{index_t(3), precision::f32},
-        std::pair{index_t(1), precision::bf16}, std::pair{index_t(3), precision::bf16}}) {
+        std::pair{index_t(1), precision::bf16}, std::pair{index_t(3), precision::bf16},
+        std::pair{index_t(1), precision::int8}, std::pair{index_t(3), precision::int8}}) {
     conv2d_params cp;
     cp.prec = prec;
     graph g;
@@ -1693,6 +1695,7 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
     } else {
       gated = g.mul("scale", x, g.broadcast("expand", gate, {N, C, H, W}, tensor_layout::nhwc));
     }
+    g.set_quant(gated, {3.f / 255, 120});  // read by the int8 conv only
     auto y = g.add("res",
                    g.conv2d("proj", gated, g.constant("w2", {K, C, 1, 1}, w2.data()),
                             g.constant("b2", {K}, b2.data()), cp),
@@ -1705,8 +1708,11 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
     q.record({bind(xv), bind(sv)}, {bind(want)}).replay();
     for (const int threads : {1, 2}) {
       const plan p = compile(g, {.threads = threads});
-      INFO("N " << N << (prec == precision::bf16 ? ", bf16, " : ", f32, ") << threads
-                << " threads\n"
+      INFO("N " << N
+                << (prec == precision::bf16   ? ", bf16, "
+                    : prec == precision::int8 ? ", int8, "
+                                              : ", f32, ")
+                << threads << " threads\n"
                 << p.report().text());
       CHECK(p.report().text().find("fused scale (channel gate) into proj (conv2d)") !=
             std::string::npos);

@@ -16,6 +16,7 @@ struct se_options {
   bool broadcast = false;       // the gate broadcast to the map's shape (the importer at N > 1)
   bool gate_is_output = false;  // the gated map is a graph output too
   precision prec = precision::inherit;
+  bool calibrated = false;  // quant params on the gated map (an int8 conv's input)
 };
 
 /// x -> SE gate (pool, 1x1 convs, hardsigmoid) -> x * gate -> conv "proj".
@@ -38,6 +39,7 @@ graph se_block(const se_options& o) {
     m.per_channel = true;
     gated = g.eltwise("scale", x, {m});
   }
+  if (o.calibrated) g.set_quant(gated, {4.f / 255, 128});
   conv2d_params cp;
   cp.prec = o.prec;
   cp.pad_top = cp.pad_left = cp.pad_bottom = cp.pad_right = o.kernel / 2;
@@ -87,6 +89,48 @@ TEST_CASE("channel gate: a bf16 plan's pointwise conv takes the gate too") {
   const analyzed a(g);
   CHECK(gated(a));
   CHECK_THROWS(a.step_of("scale"));
+}
+
+TEST_CASE("channel gate: an int8 pointwise conv takes the gate and quantizes as it loads") {
+  se_options o;
+  o.prec = precision::int8;
+  o.calibrated = true;
+  SECTION("as the f32 case") {}
+  SECTION("more outputs than pixels: int8 scales no weights, so any K") {
+    o.hw = 2;
+    o.k = 5;
+  }
+  SECTION("batch 3, broadcast gate") {
+    o.n = 3;
+    o.broadcast = true;
+  }
+  const graph g = se_block(o);
+  const analyzed a(g);
+  const auto& proj = a.step_of("proj");
+  REQUIRE(proj.gate >= 0);
+  CHECK(a.tensor(proj.x).name == "x");
+  CHECK(a.tensor(proj.x).type == dtype::f32);
+  REQUIRE(proj.gated_in >= 0);
+  CHECK(a.tensor(proj.gated_in).name == "scale");
+  CHECK(a.tensor(proj.gated_in).quant.zero_point == 128);
+  CHECK_THROWS(a.step_of("scale"));
+  bool reported = false;
+  for (const std::string& f : a.cx.d->report.fused)
+    reported |= f ==
+                "fused scale (channel gate) into proj (conv2d): it gates and quantizes its "
+                "f32 input as it loads it";
+  CHECK(reported);
+}
+
+TEST_CASE("channel gate: an int8 plan without an int8 GEMM keeps the f32 rule") {
+  se_options o;
+  o.prec = precision::int8;
+  o.calibrated = true;
+  o.hw = 2;
+  o.k = 5;
+  const graph g = se_block(o);
+  const analyzed a(g, {}, false);
+  CHECK_FALSE(gated(a));
 }
 
 TEST_CASE("channel gate: the reasons to keep the multiply") {

@@ -192,6 +192,87 @@ TEMPLATE_TEST_CASE("conv2d i8: u8 / s8 activations with zero points, exact and r
   int8_shapes<test_arch, TestType>(rng);
 }
 
+// The squeeze-excite gate fused into an int8 1x1 conv (run_gated, NHWC only): f32 x times the
+// gate, quantized to u8 as the conv loads it. Exact: the bytes are those of a multiply and then
+// quantize<u8> (float division, ties to even, saturated: some values land outside [0, 255]),
+// and the integer sums pass through dequantize (scale 1) into f32 (|sum| < 2^24 here).
+template <class A>
+void check_int8_gated(std::mt19937& rng) {
+  using L = kfuse::nhwc;
+  using C = kfuse::conv2d<kfuse::i8, L, A, kfuse::epilogue<kfuse::dequantize, kfuse::bias>>;
+  const float scale = 3.f / 255;
+  for (const std::int32_t zp : {128, 0, 255}) {
+    for (const conv_shape& s : gated_shapes()) {
+      for (const index_t stride : {s.c, index_t(0)}) {
+        INFO("N" << s.n << " C" << s.c << " " << s.h << "x" << s.w << " K" << s.k << " zp " << zp
+                 << " gate stride " << stride);
+        REQUIRE(C::takes_channel_gate(s));
+        const auto x = random_activations<float>(kfuse::numel(s.in_dims()), rng, -2.5f, 2.5f);
+        const auto gate = random_activations<float>(s.n * s.c, rng, 0.f, 1.2f);
+        const auto bias = random_activations<float>(s.k, rng, -50.f, 50.f);
+        const auto w = random_weights_oihw<std::int8_t>(s, rng, -63.f, 63.f);
+        const auto gx = gated_input(s, x.data(), gate.data(), stride);
+        std::vector<std::uint8_t> q(gx.size());
+        for (std::size_t i = 0; i < q.size(); ++i)
+          q[i] = std::uint8_t(std::clamp(std::nearbyint(gx[i] / scale) + float(zp), 0.f, 255.f));
+        const auto exact = ref_conv2d<L>(s, q.data(), w.data(), double(zp));
+        const auto pw = C::pack(w.data(), s);
+        const index_t n_out = kfuse::numel(s.out_dims());
+        const typename C::epilogue_type ep{{kfuse::quant_params{1.f, 0, {}, {}}},
+                                           {std::span<const float>(bias)}};
+        for (const int threads : {1, 2}) {
+          guarded<float> y(n_out, 0xFF);
+          const kfuse::workspace_buffer ws(C::gated_workspace_size(pw, threads));
+          C::run_gated(kfuse::view<L>(static_cast<const float*>(x.data()), s.in_dims()),
+                       gate.data(), stride, scale, zp, pw, kfuse::view<L>(y.data, s.out_dims()), ep,
+                       ws.view(), {threads});
+          REQUIRE(y.guards_intact());
+          int failures = 0;
+          for (index_t i = 0; i < n_out; ++i) {
+            const double want = exact[std::size_t(i)] + double(bias[std::size_t(i % s.k)]);
+            if (!(std::fabs(double(y.data[i]) - want) <= 1e-6 * (1 + std::fabs(want))) &&
+                failures++ < 5)
+              UNSCOPED_INFO("at " << i << ": got " << y.data[i] << " want " << want);
+          }
+          CHECK(failures == 0);
+        }
+      }
+    }
+  }
+  // Bad calls: each names the kernel and the problem.
+  const conv_shape s = gated_shapes().front();
+  const auto x = random_activations<float>(kfuse::numel(s.in_dims()), rng);
+  const auto gate = random_activations<float>(s.n * s.c, rng, 0.f, 1.f);
+  const auto w = random_weights_oihw<std::int8_t>(s, rng, -63.f, 63.f);
+  const auto pw = C::pack(w.data(), s);
+  std::vector<float> y(std::size_t(kfuse::numel(s.out_dims())));
+  const std::vector<float> bias(std::size_t(s.k));
+  const typename C::epilogue_type ep{{kfuse::quant_params{1.f, 0, {}, {}}},
+                                     {std::span<const float>(bias)}};
+  const kfuse::workspace_buffer ws(C::gated_workspace_size(pw, 1));
+  auto call = [&](float sc, std::int32_t z, kfuse::workspace wv) {
+    C::run_gated(kfuse::view<L>(static_cast<const float*>(x.data()), s.in_dims()), gate.data(), s.c,
+                 sc, z, pw, kfuse::view<L>(y.data(), s.out_dims()), ep, wv, {1});
+  };
+  CHECK_THROWS_WITH(call(0.f, 0, ws.view()),
+                    Catch::Contains("conv2d") && Catch::Contains("scale must be positive"));
+  CHECK_THROWS_WITH(call(std::nanf(""), 0, ws.view()), Catch::Contains("scale must be positive"));
+  CHECK_THROWS_WITH(call(0.1f, 256, ws.view()), Catch::Contains("zero point 256"));
+  CHECK_THROWS_WITH(call(0.1f, 0, kfuse::workspace{ws.view().data, 16}),
+                    Catch::Contains("conv2d") && Catch::Contains("workspace"));
+}
+
+TEST_CASE("conv2d i8: run_gated quantizes x * gate as it loads it, = conv of the u8 product",
+          "[conv2d][int8]") {
+  if (!cpu_can_run()) return;
+  if constexpr (std::is_same_v<CONV_TEST_LAYOUT, kfuse::nhwc> &&
+                kfuse::detail::int8_kernel_available<
+                    test_arch, kfuse::simd::vec_for<test_arch, kfuse::backend::xsimd>>()) {
+    std::mt19937 rng(24);
+    check_int8_gated<test_arch>(rng);
+  }
+}
+
 // The squeeze-excite gate fused into a bf16 1x1 conv (run_gated, NHWC only): bf16 x times
 // gate * w rounded to bf16 once, w rounded once when packed: two roundings of 2^-9 relative,
 // so |got - conv(x * gate)| <= 4e-3 * sum |x w gate| (+ f32 accumulation).

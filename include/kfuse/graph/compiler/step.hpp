@@ -30,6 +30,7 @@ struct step {
   bool bn_after_bias = false;  // the folded batch norm came after a bias (the chain's first)
   tensor_quant out_quant{};    // an int8 output (quantize absorbed): its scale and zero point
   std::int32_t gate = -1;      // conv2d: a channel gate scaling its weights (passes/channel_gate)
+  std::int32_t gated_in = -1;  // int8 gated conv2d: the multiply's output (its quant params)
   // matmul: the strided_view node operand a / b is read through (passes/view_absorption), -1
   // when the operand is read as it is.
   std::array<int, 2> views{-1, -1};

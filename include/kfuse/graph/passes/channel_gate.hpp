@@ -1,11 +1,15 @@
 #pragma once
 // Squeeze-excite fusion: an eltwise step that only multiplies its input by a per-(sample,
 // channel) gate (a per-channel operand, or the broadcast of an [N, C, 1, 1] tensor, as the
-// importer writes it at batch > 1) and whose only reader is a pointwise NHWC f32 or bf16 conv
-// (bf16: the scaled weights are rounded once, where the multiply's output was) loses its
-// pass over the feature map: the conv scales a copy of its weights by the gate per sample
-// instead (conv2d::run_gated). Only where that is the cheaper side: C x K multiplies per sample
-// against H x W x C, so K <= H x W. The broadcast, when there was one, disappears with it.
+// importer writes it at batch > 1) and whose only reader is a pointwise NHWC conv loses its
+// pass over the feature map (conv2d::run_gated):
+//  * f32 / bf16: the conv scales a copy of its weights by the gate per sample instead (bf16:
+//    the scaled weights are rounded once, where the multiply's output was). Only where that is
+//    the cheaper side: C x K multiplies per sample against H x W x C, so K <= H x W.
+//  * int8: the conv reads the f32 input and multiplies and quantizes it as it loads it (with
+//    the quant params of the multiply's output, which quantize absorption had it write as u8),
+//    a block of rows at a time in cache; any K.
+// The broadcast, when there was one, disappears with it.
 #include <string>
 
 #include "kfuse/graph/compiler/context.hpp"
@@ -40,9 +44,7 @@ inline void fuse_channel_gates(compile_context& cx) {
     if (!e.alive || e.op != op_kind::eltwise || e.chain.size() != 1 ||
         e.chain[0].kind != stage_kind::mul || e.chain[0].operand < 0)
       continue;
-    if (u.single_use_producer(cx, e.out) < 0 || cx.T(e.x).type != dtype::f32 ||
-        cx.T(e.out).type != dtype::f32)
-      continue;
+    if (u.single_use_producer(cx, e.out) < 0 || cx.T(e.x).type != dtype::f32) continue;
     step* c = nullptr;
     for (step& s : cx.steps)
       if (s.alive && s.x == e.out) c = &s;
@@ -51,23 +53,32 @@ inline void fuse_channel_gates(compile_context& cx) {
     const conv_shape cs = graph_ops::conv2d_rule::shape_of(cx, *c);
     // The gate takes the command's last input slot: the chain (with a bias a batch norm folds
     // in at lowering) keeps the others.
+    const precision pr = cx.precision_of(cn);
+    const bool int8 = graph_ops::conv2d_rule::reads_quantized(cx, *c);
     const int operands = operand_count(c->chain) + (c->folded_bn >= 0 && !c->bn_after_bias ? 1 : 0);
+    const dtype gated = cx.T(e.out).type, out = cx.T(c->out).type;
     if (!cs.is_pointwise() || cx.T(e.out).layout != tensor_layout::nhwc ||
-        (cx.precision_of(cn) != precision::f32 && cx.precision_of(cn) != precision::bf16) ||
-        cx.T(c->out).type != dtype::f32 || operands > graph_ops::chain_max_operands - 1 ||
-        cs.k > cs.h * cs.w)
+        operands > graph_ops::chain_max_operands - 1)
+      continue;
+    if (int8 ? !(gated == dtype::u8 || (gated == dtype::f32 && cx.T(e.out).has_quant)) ||
+                   (out != dtype::f32 && out != dtype::u8)
+             : (pr != precision::f32 && pr != precision::bf16) || gated != dtype::f32 ||
+                   out != dtype::f32 || cs.k > cs.h * cs.w)
       continue;
     int b = -1;
     const std::int32_t gate = channel_gate_of(cx, e, u, cs, b);
     if (gate < 0) continue;
     c->x = e.x;
     c->gate = gate;
+    if (int8) c->gated_in = e.out;
     e.alive = false;
     if (b >= 0) cx.steps[std::size_t(b)].alive = false;
     const std::string& ename = cx.node_of(e).name;
     c->fused.push_back(ename);
     cx.d->report.fused.push_back("fused " + ename + " (channel gate) into " + cn.name +
-                                 " (conv2d): its weights are scaled per sample");
+                                 (int8 ? " (conv2d): it gates and quantizes its f32 input as "
+                                         "it loads it"
+                                       : " (conv2d): its weights are scaled per sample"));
     u.count(cx);
   }
 }

@@ -50,6 +50,7 @@
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/conv/conv_weights.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
+#include "kfuse/kernels/conv/gated_rows.hpp"
 #include "kfuse/kernels/conv/winograd.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/kernel_contract.hpp"
@@ -245,11 +246,14 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   }
 
   /// The checks of a call: types, the packed weights against x and y, buffers, the epilogue.
+  /// (An int8 gated conv reads f32: it quantizes as it loads.)
   template <class TX, class Out>
   static void check_call(tensor_view<const TX, Layout> x, const weights& w,
                          tensor_view<Out, Layout> y, const Ep& ep, std::int32_t x_zero_point) {
     constexpr std::string_view k = "conv2d";
-    if constexpr (integer)
+    if constexpr (integer && std::is_same_v<TX, float>)
+      detail::check_zero_point<true, std::uint8_t>(k, x_zero_point);
+    else if constexpr (integer)
       static_assert(std::is_same_v<TX, std::uint8_t> || std::is_same_v<TX, std::int8_t>,
                     "kfuse::conv2d<i8>: activations are uint8_t or int8_t");
     else
@@ -284,7 +288,8 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                           std::to_string(s.out_w()));
     if (w.block_ != (w.path_ == detail::conv_path::nchw_rows ? MR : NR))
       detail::fail(k, "weights were packed for another micro-kernel");
-    if constexpr (integer) {
+    if constexpr (integer && std::is_same_v<TX, float>) {
+    } else if constexpr (integer) {
       if (x_zero_point < std::numeric_limits<TX>::min() ||
           x_zero_point > std::numeric_limits<TX>::max())
         detail::fail(k, "the input zero point " + std::to_string(x_zero_point) +
@@ -355,13 +360,66 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     return info;
   }
 
-  /// Whether run_gated takes this shape: the 1x1 GEMM path (NHWC) of the f32 or bf16 recipe.
-  static constexpr bool takes_channel_gate(const conv_shape& s) {
-    return gemm_shape(s) && (std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16>);
+  /// Whether run_gated takes this shape: the 1x1 GEMM path (NHWC).
+  static constexpr bool takes_channel_gate(const conv_shape& s) { return gemm_shape(s); }
+  /// Scratch of run_gated: one scaled copy of the packed weights (f32, bf16), or a block of
+  /// gated u8 rows per thread (i8).
+  static std::size_t gated_workspace_size(const weights& w, int threads = 1) {
+    return std::size_t(integer ? std::max(threads, 1) : 1) * gated_slot_bytes(w);
   }
-  /// Scratch of run_gated: one scaled copy of the packed weights.
-  static std::size_t gated_workspace_size(const weights& w) {
-    return (w.gemm_.bytes() + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
+  static std::size_t gated_slot_bytes(const weights& w) {
+    const std::size_t bytes =
+        integer ? std::size_t(detail::gated_slot_rows(w.shape_.c, MR) * w.shape_.c)
+                : w.gemm_.bytes();
+    return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
+  }
+
+  /// i8: y = epilogue(conv(quantize(x * gate), w)) for f32 activations x and a gate per (sample,
+  /// input channel) as above: the gated values are quantized with (x_scale, x_zero_point) to u8
+  /// as the conv loads them, a block of rows at a time into a slot of `ws` per thread
+  /// (gated_workspace_size(w, threads)), so neither the multiply nor the quantization makes a
+  /// pass over the feature map of its own. The result equals run() on the unfused u8 tensor.
+  template <class Out>
+  static run_info run_gated(tensor_view<const float, Layout> x, const float* gate,
+                            index_t gate_stride, float x_scale, std::int32_t x_zero_point,
+                            const weights& w, tensor_view<Out, Layout> y, const Ep& ep,
+                            workspace ws, const run_options& opt = {}) {
+    constexpr std::string_view k = "conv2d";
+    static_assert(integer, "kfuse::conv2d::run_gated: a scale and zero point are for i8 only");
+    check_call(x, w, y, ep, x_zero_point);
+    const conv_shape& s = w.shape_;
+    if (!takes_channel_gate(s) || w.path_ != detail::conv_path::gemm_1x1)
+      detail::fail(k, "a channel gate needs a 1x1, stride 1, unpadded, one-group NHWC conv");
+    if (gate_stride < 0) detail::fail(k, "negative gate stride");
+    if (!(x_scale > 0.f) || !std::isfinite(x_scale))
+      detail::fail(k, "the input scale must be positive and finite");
+    const index_t n = x.dims.n, hw = s.h * s.w;
+    run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
+    if (n == 0 || numel(y.dims) == 0) return info;
+    detail::check_buffer(
+        k, "gate", gate,
+        detail::checked_add(k, "the gate's extent",
+                            detail::checked_mul(k, "the gate's extent", n - 1, gate_stride), s.c));
+    const std::size_t slot = gated_slot_bytes(w);
+    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
+    const index_t rows = detail::gated_block_rows(hw, s.c, MR, threads),
+                  blocks = (hw + rows - 1) / rows, whole = numel(y.dims);
+    info.threads = int(std::min<index_t>(threads, n * blocks));
+    parallel_for(
+        0, n * blocks, 1,
+        [&](range r, int worker) {
+          std::uint8_t* q = ws.slot<std::uint8_t>(worker, slot);
+          for (index_t t = r.begin; t < r.end; ++t) {
+            const index_t b = t / blocks, r0 = (t % blocks) * rows, m = std::min(rows, hw - r0),
+                          row = b * hw + r0;
+            detail::quantize_gated_rows<vec>(x.data + row * s.c, m, s.c, gate + b * gate_stride,
+                                             x_scale, x_zero_point, q);
+            gemm_type::run(q, m, s.c, w.gemm_, y.data + row * s.k, s.k, ep, run_options{1},
+                           x_zero_point, output_slice{row * s.k, whole});
+          }
+        },
+        threads);
+    return info;
   }
 
   /// y = epilogue(conv(x * gate, w)) for a gate per (sample, input channel): sample n's gate is
