@@ -344,7 +344,7 @@ namespace {
 // ---- conv chain: x -> dw 3x3 (f32 in int8 plans) -> relu0 -> conv1 3x3 int8 -> bn1 -> relu1 ->
 //      conv2 1x1 int8 (+ bias) -> relu2 -> quantize u8 (graph output) ------------------------
 struct conv8 {
-  index_t N = 2, C = 8, K1 = 12, K2 = 16, H = 9, W = 7;
+  index_t N = 2, C = 8, K1 = 20, K2 = 24, H = 9, W = 7;  // K > 16: int8 (passes/narrow_int8)
   std::vector<float> wd, bd, w1, w2, b2, bn[4], x;
   tensor_quant q0, q1, q2;
   explicit conv8(tensor_layout L) {

@@ -7,6 +7,7 @@
 //   graph_checks   tensors copied (the plan owns its constants), names, quant params, ids,
 //                  topological order, inputs and outputs
 //   build_steps    each node validated and inferred by its op's rule, then one step per node
+//   narrow_int8    an int8 plan's convs of at most 16 output channels run in f32
 //   fusion         eltwise chains into producers' epilogues, batch norms folded into convs
 //   qkv_merge      an attention's Q / K / V linears of one input become one linear
 //   quantize       f32 -> int8 quantization absorbed into producers' epilogues
@@ -34,6 +35,7 @@
 #include "kfuse/graph/passes/layout_choice.hpp"
 #include "kfuse/graph/passes/lower.hpp"
 #include "kfuse/graph/passes/memory_plan.hpp"
+#include "kfuse/graph/passes/narrow_int8.hpp"
 #include "kfuse/graph/passes/qkv_merge.hpp"
 #include "kfuse/graph/passes/quantize_absorption.hpp"
 #include "kfuse/graph/passes/view_absorption.hpp"
@@ -71,6 +73,7 @@ inline void analyze(compile_context& cx) {
   check_io(cx);
   build_steps(cx);
   cx.d->report.nodes_before = int(cx.g.nodes().size());
+  keep_narrow_int8_in_f32(cx);
   if (cx.opt.fuse) {
     fuse_chains(cx);
     merge_qkv(cx);

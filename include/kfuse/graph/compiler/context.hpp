@@ -34,7 +34,8 @@ struct compile_context {
   std::vector<int> order;     // nodes in topological order
   std::vector<step> steps;
   std::vector<std::int32_t> views;  // plan steps that are views (reshape)
-  bool int8_gemm = false;  // the target arch has an int8 GEMM kernel (set by compile<A, B>)
+  bool int8_gemm = false;      // the target arch has an int8 GEMM kernel (set by compile<A, B>)
+  std::vector<char> kept_f32;  // per node: of an int8 plan, runs in f32 (passes/narrow_int8)
 
   // ---- errors --------------------------------------------------------------------------------
   [[noreturn]] void fail_node(const node_desc& n, const std::string& what) const {
@@ -228,7 +229,12 @@ struct compile_context {
   /// The precision a linear / conv node runs in.
   precision precision_of(const node_desc& n) const {
     precision pr = n.op == op_kind::conv2d ? n.conv.prec : n.prec;
-    if (pr == precision::inherit) pr = opt.prec;
+    if (pr == precision::inherit) {
+      const std::ptrdiff_t i = &n - g.nodes().data();
+      if (i >= 0 && std::size_t(i) < kept_f32.size() && kept_f32[std::size_t(i)])
+        return precision::f32;
+      pr = opt.prec;
+    }
     return pr == precision::inherit ? precision::f32 : pr;
   }
 
