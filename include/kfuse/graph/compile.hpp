@@ -41,6 +41,7 @@
 #include "kfuse/graph/passes/view_absorption.hpp"
 #include "kfuse/graph/replay.hpp"
 #include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/tools/machine_limits.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -108,6 +109,18 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
         "bf16: arch " + std::string(A::name) +
         " has no bf16 dot product (vdpbf16ps): nodes of the plan's precision run in f32, faster "
         "here than emulated bf16 (compile_options::emulated_bf16 = true emulates it)");
+  }
+  if (cx.opt.prec == precision::bf16 && A::native_bf16_dot && !cx.opt.emulated_bf16 &&
+      !cached_bf16_dot_speed().pays()) {
+    // A vdpbf16ps no faster than the f32 FMAs: bf16 saves bytes, not arithmetic, and its
+    // conversions cost more than that (bf16 plans 1.0-1.5x the f32 time on such a Xeon).
+    const bf16_dot_speed& s = cached_bf16_dot_speed();
+    cx.opt.prec = precision::f32;
+    cx.d->report.notes.push_back(
+        "bf16: this CPU's bf16 dot product (vdpbf16ps) is no faster than its f32 FMAs (probed " +
+        std::to_string(int(s.bf16 + 0.5)) + " against " + std::to_string(int(s.f32 + 0.5)) +
+        " GFLOP/s per core): nodes of the plan's precision run in f32, faster here "
+        "(compile_options::emulated_bf16 = true keeps bf16)");
   }
   if (cx.opt.prec == precision::int8 && cx.int8_gemm &&
       detail::int8_weight_limit<A, simd::vec_for<A, B>>() < 128)

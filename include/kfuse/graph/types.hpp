@@ -230,10 +230,11 @@ struct compile_options {
   /// it pays (kernels/conv/winograd.hpp: ~3-4x fewer multiply-adds; outputs differ from the
   /// direct conv by ~1e-6 of sum |x w|). false: the direct conv everywhere.
   bool winograd = true;
-  /// A bf16 plan on an arch without a bf16 dot product (vdpbf16ps; every arch but avx512_bf16)
-  /// runs its nodes in f32 and says so: the emulation rounds the operands to bf16 and runs them
-  /// on the FMA at 1.4-3x the f32 conv's time (Zen 3). true: emulate bf16 anyway (tests, or to
-  /// see bf16's numerics on such a CPU).
+  /// A bf16 plan runs its nodes in f32 and says so where bf16 would be slower: on an arch
+  /// without a bf16 dot product (vdpbf16ps; every arch but avx512_bf16), whose emulation rounds
+  /// the operands to bf16 and runs them on the FMA at 1.4-3x the f32 conv's time (Zen 3), and on
+  /// a CPU whose vdpbf16ps is no faster than its f32 FMAs (probed once per process:
+  /// cached_bf16_dot_speed()). true: bf16 kernels anyway (tests, or to see bf16's numerics).
   bool emulated_bf16 = false;
 };
 

@@ -251,4 +251,29 @@ inline const machine_limits& cached_machine_limits() {
   return m;
 }
 
+/// This CPU's bf16 dot product (vdpbf16ps) against its f32 FMAs, per core (GFLOP/s): where it is
+/// not faster, bf16 buys no arithmetic, only half the bytes, and a bf16 plan ran 1.0-1.5x
+/// slower than f32 (the Intel Xeon of 2026-12-01: 123 against 246, one vdpbf16ps per two
+/// cycles; Zen 4: 235 against 114).
+struct bf16_dot_speed {
+  double bf16 = 0, f32 = 0;
+  bool measured = false;  // only in a TU built for avx512_bf16 (the probe is that arch's code)
+  bool pays() const { return !measured || bf16 > f32; }
+};
+
+/// Probed once per process (~20 ms: the two compute probes of probe_machine_limits, shorter).
+inline const bf16_dot_speed& cached_bf16_dot_speed() {
+  static const bf16_dot_speed s = [] {
+    bf16_dot_speed r;
+#if KFUSE_TIER == KFUSE_TIER_AVX512_BF16
+    using V = simd::vec_for<arch::native, backend::xsimd>;
+    r.f32 = detail::best_rate(detail::probe_fma_rate<V>, 2e-3, 2);
+    r.bf16 = detail::best_rate(detail::probe_bf16_rate, 2e-3, 2);
+    r.measured = true;
+#endif
+    return r;
+  }();
+  return s;
+}
+
 KFUSE_END_NAMESPACE
