@@ -51,6 +51,11 @@ graph se_block(const se_options& o) {
 
 bool gated(const analyzed& a) { return a.step_of("proj").gate >= 0; }
 
+bool reported(const analyzed& a, const std::string& line) {
+  const auto& f = a.cx.d->report.fused;
+  return std::find(f.begin(), f.end(), line) != f.end();
+}
+
 }  // namespace
 
 TEST_CASE("channel gate: a per-channel multiply at batch 1 joins the pointwise conv") {
@@ -61,11 +66,8 @@ TEST_CASE("channel gate: a per-channel multiply at batch 1 joins the pointwise c
   CHECK(a.tensor(proj.gate).name == "gate");
   CHECK(a.tensor(proj.x).name == "x");
   CHECK(proj.fused == std::vector<std::string>{"scale"});
-  bool reported = false;
-  for (const std::string& f : a.cx.d->report.fused)
-    reported |=
-        f == "fused scale (channel gate) into proj (conv2d): its weights are scaled per sample";
-  CHECK(reported);
+  CHECK(reported(
+      a, "fused scale (channel gate) into proj (conv2d): its weights are scaled per sample"));
   CHECK_THROWS(a.step_of("scale"));
 }
 
@@ -114,12 +116,9 @@ TEST_CASE("channel gate: an int8 pointwise conv takes the gate and quantizes as 
   CHECK(a.tensor(proj.gated_in).name == "scale");
   CHECK(a.tensor(proj.gated_in).quant.zero_point == 128);
   CHECK_THROWS(a.step_of("scale"));
-  bool reported = false;
-  for (const std::string& f : a.cx.d->report.fused)
-    reported |= f ==
-                "fused scale (channel gate) into proj (conv2d): it gates and quantizes its "
-                "f32 input as it loads it";
-  CHECK(reported);
+  CHECK(reported(a,
+                 "fused scale (channel gate) into proj (conv2d): it gates and quantizes its f32 "
+                 "input as it loads it"));
 }
 
 TEST_CASE("channel gate: an int8 plan without an int8 GEMM keeps the f32 rule") {

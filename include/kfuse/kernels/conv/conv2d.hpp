@@ -374,6 +374,20 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
   }
 
+  /// The checks of both run_gated forms: the shape's path, and the gate's extent for n samples.
+  static void check_gate(const weights& w, index_t n, const float* gate, index_t gate_stride) {
+    constexpr std::string_view k = "conv2d";
+    if (!takes_channel_gate(w.shape_) || w.path_ != detail::conv_path::gemm_1x1)
+      detail::fail(k, "a channel gate needs a 1x1, stride 1, unpadded, one-group NHWC conv");
+    if (gate_stride < 0) detail::fail(k, "negative gate stride");
+    if (n > 0)
+      detail::check_buffer(
+          k, "gate", gate,
+          detail::checked_add(k, "the gate's extent",
+                              detail::checked_mul(k, "the gate's extent", n - 1, gate_stride),
+                              w.shape_.c));
+  }
+
   /// i8: y = epilogue(conv(quantize(x * gate), w)) for f32 activations x and a gate per (sample,
   /// input channel) as above: the gated values are quantized with (x_scale, x_zero_point) to u8
   /// as the conv loads them, a block of rows at a time into a slot of `ws` per thread
@@ -388,18 +402,12 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     static_assert(integer, "kfuse::conv2d::run_gated: a scale and zero point are for i8 only");
     check_call(x, w, y, ep, x_zero_point);
     const conv_shape& s = w.shape_;
-    if (!takes_channel_gate(s) || w.path_ != detail::conv_path::gemm_1x1)
-      detail::fail(k, "a channel gate needs a 1x1, stride 1, unpadded, one-group NHWC conv");
-    if (gate_stride < 0) detail::fail(k, "negative gate stride");
+    check_gate(w, x.dims.n, gate, gate_stride);
     if (!(x_scale > 0.f) || !std::isfinite(x_scale))
       detail::fail(k, "the input scale must be positive and finite");
     const index_t n = x.dims.n, hw = s.h * s.w;
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
     if (n == 0 || numel(y.dims) == 0) return info;
-    detail::check_buffer(
-        k, "gate", gate,
-        detail::checked_add(k, "the gate's extent",
-                            detail::checked_mul(k, "the gate's extent", n - 1, gate_stride), s.c));
     const std::size_t slot = gated_slot_bytes(w);
     const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
     const index_t rows = detail::gated_block_rows(hw, s.c, MR, threads),
@@ -437,16 +445,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     static_assert(std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16>,
                   "kfuse::conv2d::run_gated: a channel gate needs the f32 or bf16 recipe");
     const conv_shape& s = w.shape_;
-    if (!takes_channel_gate(s) || w.path_ != detail::conv_path::gemm_1x1)
-      detail::fail(k, "a channel gate needs a 1x1, stride 1, unpadded, one-group NHWC conv");
-    if (gate_stride < 0) detail::fail(k, "negative gate stride");
+    check_gate(w, x.dims.n, gate, gate_stride);
     const index_t n = x.dims.n, hw = s.h * s.w;
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
     if (n == 0 || numel(y.dims) == 0) return info;
-    detail::check_buffer(
-        k, "gate", gate,
-        detail::checked_add(k, "the gate's extent",
-                            detail::checked_mul(k, "the gate's extent", n - 1, gate_stride), s.c));
     if (ws.bytes < gated_workspace_size(w) || ws.data == nullptr)
       detail::fail(k, "workspace of " + std::to_string(ws.bytes) + " bytes is smaller than the " +
                           std::to_string(gated_workspace_size(w)) +
