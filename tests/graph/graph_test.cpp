@@ -3,6 +3,7 @@
 // casts, custom nodes, reduced-precision plans, the executor and profiler hooks.
 #include <atomic>
 #include <thread>
+#include <tuple>
 
 #include "graph/graph_common.hpp"
 
@@ -1677,13 +1678,19 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
   // same plan without fusion, 1 and 2 threads; the conv in f32, in bf16 (its scaled weights
   // rounded once: within bf16 roundings of the unfused plan) and in int8 (x * gate quantized as
   // the conv loads it: the unfused plan's bytes, so the same integer sums).
-  const index_t C = 19, H = 5, W = 6, K = 13;
-  const auto w1 = gt::kaiming(C, C, 1), w2 = gt::kaiming(K, C, 2);
-  const auto b2 = gt::random_vec(std::size_t(K), 3);
-  for (const auto& [N, prec] :
-       {std::pair{index_t(1), precision::f32}, std::pair{index_t(3), precision::f32},
-        std::pair{index_t(1), precision::bf16}, std::pair{index_t(3), precision::bf16},
-        std::pair{index_t(1), precision::int8}, std::pair{index_t(3), precision::int8}}) {
+  // K 41 > H x W: the conv gates its input rows as it loads them instead of scaling weights.
+  const index_t C = 19, H = 5, W = 6;
+  const auto w1 = gt::kaiming(C, C, 1);
+  for (const auto& [N, prec, K] : {std::tuple{index_t(1), precision::f32, index_t(13)},
+                                   std::tuple{index_t(3), precision::f32, index_t(13)},
+                                   std::tuple{index_t(3), precision::f32, index_t(41)},
+                                   std::tuple{index_t(1), precision::bf16, index_t(13)},
+                                   std::tuple{index_t(3), precision::bf16, index_t(13)},
+                                   std::tuple{index_t(3), precision::bf16, index_t(41)},
+                                   std::tuple{index_t(1), precision::int8, index_t(13)},
+                                   std::tuple{index_t(3), precision::int8, index_t(13)}}) {
+    const auto w2 = gt::kaiming(K, C, 2);
+    const auto b2 = gt::random_vec(std::size_t(K), 3);
     conv2d_params cp;
     cp.prec = prec;
     graph g;
@@ -1714,7 +1721,7 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
     q.record({bind(xv), bind(sv)}, {bind(want)}).replay();
     for (const int threads : {1, 2}) {
       const plan p = compile(g, {.threads = threads});
-      INFO("N " << N
+      INFO("N " << N << " K " << K
                 << (prec == precision::bf16   ? ", bf16, "
                     : prec == precision::int8 ? ", int8, "
                                               : ", f32, ")

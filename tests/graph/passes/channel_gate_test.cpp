@@ -132,14 +132,22 @@ TEST_CASE("channel gate: an int8 plan without an int8 GEMM keeps the f32 rule") 
   CHECK_FALSE(gated(a));
 }
 
+TEST_CASE("channel gate: more outputs than pixels, the conv gates its input rows instead") {
+  se_options o;
+  o.hw = 2;
+  o.k = 5;
+  const graph g = se_block(o);
+  const analyzed a(g);
+  CHECK(gated(a));
+  CHECK(reported(
+      a,
+      "fused scale (channel gate) into proj (conv2d): it gates its input rows as it loads them"));
+}
+
 TEST_CASE("channel gate: the reasons to keep the multiply") {
   se_options o;
   SECTION("NCHW (no pointwise GEMM path)") { o.layout = tensor_layout::nchw; }
   SECTION("a 3x3 consumer") { o.kernel = 3; }
-  SECTION("more outputs than pixels (the weights cost more than the map)") {
-    o.hw = 2;
-    o.k = 5;
-  }
   SECTION("the gated map is also a graph output") { o.gate_is_output = true; }
   const graph g = se_block(o);
   const analyzed a(g);

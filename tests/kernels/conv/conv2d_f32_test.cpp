@@ -210,7 +210,7 @@ TEST_CASE("conv2d f32: run_gated = conv(x * gate) for a per-sample channel gate"
       const auto w = C::pack(p.w.data(), s);
       const index_t n_out = kfuse::numel(s.out_dims());
       guarded<float> y(n_out, 0xFF);
-      const kfuse::workspace_buffer ws(C::gated_workspace_size(w));
+      const kfuse::workspace_buffer ws(C::gated_workspace_size(w, 2));
       const std::span<const float> bias(p.bias), res(p.residual);
       const Ep ep{{bias}, {{res}}, {}};
       C::run_gated(kfuse::view<L>(static_cast<const float*>(p.x.data()), s.in_dims()), gate.data(),
@@ -239,17 +239,22 @@ TEST_CASE("conv2d f32: run_gated = conv(x * gate) for a per-sample channel gate"
                      gate.data(), 8, w, kfuse::view<L>(y.data(), s3.out_dims()),
                      Ep{{bias}, {{res}}, {}}, ws.view()),
         Catch::Matchers::Contains("a channel gate needs a 1x1"));
-    const conv_shape s1 = make(1, 8, 5, 5, 40, 1, 1, 1);
-    problem<L> q(s1, rng);
-    const auto w1 = C::pack(q.w.data(), s1);
-    std::vector<float> y1(std::size_t(kfuse::numel(s1.out_dims())));
-    const kfuse::workspace_buffer small(64);
-    CHECK_THROWS_WITH(
-        C::run_gated(
-            kfuse::view<L>(static_cast<const float*>(q.x.data()), s1.in_dims()), gate.data(), 8, w1,
-            kfuse::view<L>(y1.data(), s1.out_dims()),
-            Ep{{std::span<const float>(q.bias)}, {{std::span<const float>(q.residual)}}, {}},
-            small.view()),
-        Catch::Matchers::Contains("gated weights"));
+    // K <= H x W scales a copy of the weights; K > H x W gates the input rows in blocks.
+    for (const auto& [k, what] :
+         {std::pair{index_t(20), "gated weights"}, std::pair{index_t(40), "gated row block"}}) {
+      const conv_shape s1 = make(1, 8, 5, 5, k, 1, 1, 1);
+      CHECK(C::gates_rows(s1) == (k > 25));
+      problem<L> q(s1, rng);
+      const auto w1 = C::pack(q.w.data(), s1);
+      std::vector<float> y1(std::size_t(kfuse::numel(s1.out_dims())));
+      const kfuse::workspace_buffer small(64);
+      CHECK_THROWS_WITH(
+          C::run_gated(
+              kfuse::view<L>(static_cast<const float*>(q.x.data()), s1.in_dims()), gate.data(), 8,
+              w1, kfuse::view<L>(y1.data(), s1.out_dims()),
+              Ep{{std::span<const float>(q.bias)}, {{std::span<const float>(q.residual)}}, {}},
+              small.view()),
+          Catch::Matchers::Contains(what) && Catch::Matchers::Contains("gated_workspace_size()"));
+    }
   }
 }

@@ -298,7 +298,7 @@ TEST_CASE("conv2d bf16: run_gated = conv(x * gate) within two bf16 roundings", "
         const auto pw = C::pack(w.data(), s);
         const index_t n_out = kfuse::numel(s.out_dims());
         guarded<float> y(n_out, 0xFF);
-        const kfuse::workspace_buffer ws(C::gated_workspace_size(pw));
+        const kfuse::workspace_buffer ws(C::gated_workspace_size(pw, 2));
         const Ep ep{{std::span<const float>(bias)}, {}};
         C::run_gated(kfuse::view<L>(static_cast<const kfuse::bf16_t*>(x.data()), s.in_dims()),
                      gate.data(), stride, pw, kfuse::view<L>(y.data, s.out_dims()), ep, ws.view(),

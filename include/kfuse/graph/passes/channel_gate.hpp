@@ -3,12 +3,12 @@
 // channel) gate (a per-channel operand, or the broadcast of an [N, C, 1, 1] tensor, as the
 // importer writes it at batch > 1) and whose only reader is a pointwise NHWC conv loses its
 // pass over the feature map (conv2d::run_gated):
-//  * f32 / bf16: the conv scales a copy of its weights by the gate per sample instead (bf16:
-//    the scaled weights are rounded once, where the multiply's output was). Only where that is
-//    the cheaper side: C x K multiplies per sample against H x W x C, so K <= H x W.
+//  * f32 / bf16: the conv scales a copy of its weights by the gate per sample (C x K multiplies
+//    against the map's H x W x C: where K <= H x W; bf16: the scaled weights are rounded once,
+//    where the multiply's output was), or else the input rows as it loads them, a block of rows
+//    at a time in cache (conv2d::gates_rows).
 //  * int8: the conv reads the f32 input and multiplies and quantizes it as it loads it (with
-//    the quant params of the multiply's output, which quantize absorption had it write as u8),
-//    a block of rows at a time in cache; any K.
+//    the quant params of the multiply's output, which quantize absorption had it write as u8).
 // The broadcast, when there was one, disappears with it.
 #include <string>
 
@@ -63,7 +63,7 @@ inline void fuse_channel_gates(compile_context& cx) {
     if (int8 ? !(gated == dtype::u8 || (gated == dtype::f32 && cx.T(e.out).has_quant)) ||
                    (out != dtype::f32 && out != dtype::u8)
              : (pr != precision::f32 && pr != precision::bf16) || gated != dtype::f32 ||
-                   out != dtype::f32 || cs.k > cs.h * cs.w)
+                   out != dtype::f32)
       continue;
     int b = -1;
     const std::int32_t gate = channel_gate_of(cx, e, u, cs, b);
@@ -78,7 +78,9 @@ inline void fuse_channel_gates(compile_context& cx) {
     cx.d->report.fused.push_back("fused " + ename + " (channel gate) into " + cn.name +
                                  (int8 ? " (conv2d): it gates and quantizes its f32 input as "
                                          "it loads it"
-                                       : " (conv2d): its weights are scaled per sample"));
+                                  : cs.k > cs.h * cs.w
+                                      ? " (conv2d): it gates its input rows as it loads them"
+                                      : " (conv2d): its weights are scaled per sample"));
     u.count(cx);
   }
 }

@@ -362,15 +362,20 @@ struct conv2d : image_kernel_types<Layout, Ep> {
 
   /// Whether run_gated takes this shape: the 1x1 GEMM path (NHWC).
   static constexpr bool takes_channel_gate(const conv_shape& s) { return gemm_shape(s); }
-  /// Scratch of run_gated: one scaled copy of the packed weights (f32, bf16), or a block of
-  /// gated u8 rows per thread (i8).
+  /// Whether run_gated gates the input rows as it loads them, a block at a time (int8 always:
+  /// its weights cannot absorb the gate; f32 / bf16 where a per-sample copy of the weights, C x
+  /// K multiplies, costs more than the map's H x W x C), instead of scaling the weights.
+  static constexpr bool gates_rows(const conv_shape& s) { return integer || s.k > s.h * s.w; }
+  /// Scratch of run_gated: one scaled copy of the packed weights, or a block of gated rows per
+  /// thread (gates_rows).
   static std::size_t gated_workspace_size(const weights& w, int threads = 1) {
-    return std::size_t(integer ? std::max(threads, 1) : 1) * gated_slot_bytes(w);
+    return std::size_t(gates_rows(w.shape_) ? std::max(threads, 1) : 1) * gated_slot_bytes(w);
   }
   static std::size_t gated_slot_bytes(const weights& w) {
+    const conv_shape& s = w.shape_;
+    const index_t rows = std::min(detail::gated_slot_rows(s.c, MR), s.h * s.w);
     const std::size_t bytes =
-        integer ? std::size_t(detail::gated_slot_rows(w.shape_.c, MR) * w.shape_.c)
-                : w.gemm_.bytes();
+        gates_rows(s) ? std::size_t(rows * s.c) * sizeof(TXs) : w.gemm_.bytes();
     return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
   }
 
@@ -401,32 +406,13 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     constexpr std::string_view k = "conv2d";
     static_assert(integer, "kfuse::conv2d::run_gated: a scale and zero point are for i8 only");
     check_call(x, w, y, ep, x_zero_point);
-    const conv_shape& s = w.shape_;
     check_gate(w, x.dims.n, gate, gate_stride);
     if (!(x_scale > 0.f) || !std::isfinite(x_scale))
       detail::fail(k, "the input scale must be positive and finite");
-    const index_t n = x.dims.n, hw = s.h * s.w;
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
-    if (n == 0 || numel(y.dims) == 0) return info;
-    const std::size_t slot = gated_slot_bytes(w);
-    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
-    const index_t rows = detail::gated_block_rows(hw, s.c, MR, threads),
-                  blocks = (hw + rows - 1) / rows, whole = numel(y.dims);
-    info.threads = int(std::min<index_t>(threads, n * blocks));
-    parallel_for(
-        0, n * blocks, 1,
-        [&](range r, int worker) {
-          std::uint8_t* q = ws.slot<std::uint8_t>(worker, slot);
-          for (index_t t = r.begin; t < r.end; ++t) {
-            const index_t b = t / blocks, r0 = (t % blocks) * rows, m = std::min(rows, hw - r0),
-                          row = b * hw + r0;
-            detail::quantize_gated_rows<vec>(x.data + row * s.c, m, s.c, gate + b * gate_stride,
-                                             x_scale, x_zero_point, q);
-            gemm_type::run(q, m, s.c, w.gemm_, y.data + row * s.k, s.k, ep, run_options{1},
-                           x_zero_point, output_slice{row * s.k, whole});
-          }
-        },
-        threads);
+    if (x.dims.n == 0 || numel(y.dims) == 0) return info;
+    info.threads =
+        run_gated_rows(x.data, gate, gate_stride, x_scale, x_zero_point, w, y, ep, ws, opt);
     return info;
   }
 
@@ -434,8 +420,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   /// gate[n * gate_stride, + C) (gate_stride 0: one gate for every sample). The squeeze-excite
   /// multiply fused into the 1x1 conv after it: the gate scales the rows of a copy of the
   /// weights per sample (C x K multiplies in `ws`, gated_workspace_size() bytes) instead of the
-  /// N x H x W x C activations being multiplied and written back by a pass of their own.
-  /// x: the recipe's activations (float for f32, bf16_t for bf16).
+  /// N x H x W x C activations being multiplied and written back by a pass of their own; where K
+  /// > H x W (gates_rows) it scales the input rows as the conv loads them instead, a block at a
+  /// time (gated_workspace_size(w, threads)). x: the recipe's activations (float for f32, bf16_t
+  /// for bf16).
   template <class TX, class Out>
   static run_info run_gated(tensor_view<const TX, Layout> x, const float* gate, index_t gate_stride,
                             const weights& w, tensor_view<Out, Layout> y, const Ep& ep,
@@ -449,6 +437,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     const index_t n = x.dims.n, hw = s.h * s.w;
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
     if (n == 0 || numel(y.dims) == 0) return info;
+    if (gates_rows(s)) {
+      info.threads = run_gated_rows(x.data, gate, gate_stride, 1.f, 0, w, y, ep, ws, opt);
+      return info;
+    }
     if (ws.bytes < gated_workspace_size(w) || ws.data == nullptr)
       detail::fail(k, "workspace of " + std::to_string(ws.bytes) + " bytes is smaller than the " +
                           std::to_string(gated_workspace_size(w)) +
@@ -470,6 +462,41 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   }
 
  private:
+  /// run_gated on the rows (gates_rows): per block of whole row tiles of one sample, x * gate
+  /// into this thread's slot as the GEMM's A (u8 quantized with x_scale / x_zero_point for i8,
+  /// the recipe's activations otherwise), then the GEMM on that block while it is in L1.
+  template <class TX, class Out>
+  static int run_gated_rows(const TX* x, const float* gate, index_t gate_stride, float x_scale,
+                            std::int32_t x_zero_point, const weights& w, tensor_view<Out, Layout> y,
+                            const Ep& ep, const workspace& ws, const run_options& opt) {
+    const conv_shape& s = w.shape_;
+    const index_t n = y.dims.n, hw = s.h * s.w, whole = numel(y.dims);
+    const std::size_t slot = gated_slot_bytes(w);
+    if (ws.bytes < slot || ws.data == nullptr)
+      detail::fail("conv2d", "workspace of " + std::to_string(ws.bytes) +
+                                 " bytes is smaller than the " + std::to_string(slot) +
+                                 " bytes of one thread's gated row block (size it with "
+                                 "gated_workspace_size())");
+    const int threads = detail::workspace_threads("conv2d", ws, slot, pool_threads(opt.threads));
+    const index_t rows = detail::gated_block_rows(hw, s.c, MR, threads),
+                  blocks = (hw + rows - 1) / rows;
+    parallel_for(
+        0, n * blocks, 1,
+        [&](range r, int worker) {
+          TXs* a = ws.slot<TXs>(worker, slot);
+          for (index_t t = r.begin; t < r.end; ++t) {
+            const index_t b = t / blocks, r0 = (t % blocks) * rows, m = std::min(rows, hw - r0),
+                          row = b * hw + r0;
+            detail::gate_rows<vec>(x + row * s.c, m, s.c, gate + b * gate_stride, a, x_scale,
+                                   x_zero_point);
+            gemm_type::run(a, m, s.c, w.gemm_, y.data + row * s.k, s.k, ep, run_options{1},
+                           x_zero_point, output_slice{row * s.k, whole});
+          }
+        },
+        threads);
+    return int(std::min<index_t>(threads, n * blocks));
+  }
+
   /// One thread's scratch on the shape's path (measured from the path's slot layout).
   static std::size_t slot_bytes(const conv_shape& s) {
     if (s.n <= 0 || s.out_h() <= 0 || s.out_w() <= 0 || gemm_shape(s)) return 0;

@@ -1,12 +1,14 @@
 #pragma once
-// The squeeze-excite gate of an int8 pointwise conv, applied where the conv loads its input:
-// conv2d<i8, nhwc>::run_gated reads the f32 feature map, multiplies each value by its sample's
-// channel gate and quantizes it to u8 one block of rows at a time, into a per-thread slot that
-// stays in L1 / L2 while the int8 GEMM reads it. The gated u8 tensor is never written to
-// memory and the multiply has no pass of its own. (The f32 and bf16 recipes scale a copy of the
-// weights instead; int8 weights cannot absorb a per-sample scale without being requantized.)
+// The squeeze-excite gate of a pointwise conv, applied where the conv loads its input:
+// conv2d<..., nhwc>::run_gated multiplies each value of the feature map by its sample's channel
+// gate (int8: and quantizes it to u8) one block of rows at a time, into a per-thread slot that
+// stays in L1 / L2 while the GEMM reads it. The gated tensor is never written to memory and the
+// multiply has no pass of its own. int8 always gates this way (its weights cannot absorb a
+// per-sample scale without being requantized); f32 and bf16 where scaling a copy of the
+// weights would cost more (K > H x W).
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kfuse/epilogue/quantize.hpp"
 #include "kfuse/simd/vec.hpp"
@@ -15,18 +17,24 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 
-/// out[r, i] = clamp(round_even(x[r, i] * gate[i] / scale) + zero_point, 0, 255) for `rows` rows
-/// of c values: exactly what a multiply stage followed by quantize<u8> computes, so the gated
-/// conv reads the bytes the unfused plan's multiply pass would have written.
-template <class V>
-void quantize_gated_rows(const float* x, index_t rows, index_t c, const float* gate, float scale,
-                         std::int32_t zero_point, std::uint8_t* out) {
+/// out[r, i] = x[r, i] * gate[i] for `rows` rows of c values, stored as T: u8 as a multiply and
+/// then quantize<u8> compute it (clamp(round_even(x * g / scale) + zero_point, 0, 255)), bf16
+/// rounded to nearest even as a conversion pass does, or f32. So the gated conv reads the values
+/// the unfused plan's multiply pass (and its conversion) would have written.
+template <class V, class TX, class T>
+void gate_rows(const TX* x, index_t rows, index_t c, const float* gate, T* out, float scale,
+               std::int32_t zero_point) {
   constexpr int L = V::lanes;
   const V s(scale), z = V(float(zero_point));
-  auto q = [&](V v, V g) { return stage_detail::saturate<u8>(simd::round_even(v * g / s) + z); };
+  auto q = [&](V v, V g) {
+    if constexpr (std::is_same_v<T, std::uint8_t>)
+      return stage_detail::saturate<u8>(simd::round_even(v * g / s) + z);
+    else
+      return v * g;
+  };
   for (index_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * c;
-    std::uint8_t* o = out + r * c;
+    const TX* xr = x + r * c;
+    T* o = out + r * c;
     index_t i = 0;
     for (; i + L <= c; i += L)
       simd::store(o + i, q(simd::load<V>(xr + i), simd::load<V>(gate + i)));
