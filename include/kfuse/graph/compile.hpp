@@ -110,17 +110,19 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
         " has no bf16 dot product (vdpbf16ps): nodes of the plan's precision run in f32, faster "
         "here than emulated bf16 (compile_options::emulated_bf16 = true emulates it)");
   }
-  if (cx.opt.prec == precision::bf16 && A::native_bf16_dot && !cx.opt.emulated_bf16 &&
-      !cached_bf16_dot_speed().pays()) {
+  if (cx.opt.prec == precision::bf16 && A::native_bf16_dot && !cx.opt.emulated_bf16) {
     // A vdpbf16ps no faster than the f32 FMAs: bf16 saves bytes, not arithmetic, and its
-    // conversions cost more than that (bf16 plans 1.0-1.5x the f32 time on such a Xeon).
+    // conversions cost more than that (bf16 plans 1.0-1.5x the f32 time on such a Xeon). The
+    // probe runs once per process, on the first bf16 plan.
     const bf16_dot_speed& s = cached_bf16_dot_speed();
-    cx.opt.prec = precision::f32;
-    cx.d->report.notes.push_back(
-        "bf16: this CPU's bf16 dot product (vdpbf16ps) is no faster than its f32 FMAs (probed " +
-        std::to_string(int(s.bf16 + 0.5)) + " against " + std::to_string(int(s.f32 + 0.5)) +
-        " GFLOP/s per core): nodes of the plan's precision run in f32, faster here "
-        "(compile_options::emulated_bf16 = true keeps bf16)");
+    if (!s.pays()) {
+      cx.opt.prec = precision::f32;
+      cx.d->report.notes.push_back(
+          "bf16: this CPU's bf16 dot product (vdpbf16ps) is no faster than its f32 FMAs (probed " +
+          std::to_string(int(s.bf16 + 0.5)) + " against " + std::to_string(int(s.f32 + 0.5)) +
+          " GFLOP/s per core): nodes of the plan's precision run in f32, faster here "
+          "(compile_options::emulated_bf16 = true keeps bf16)");
+    }
   }
   if (cx.opt.prec == precision::int8 && cx.int8_gemm &&
       detail::int8_weight_limit<A, simd::vec_for<A, B>>() < 128)

@@ -52,11 +52,13 @@ void gated_conv_cmd(const command& c) {
   const chain ch = command_chain(c, p.stages);
   if constexpr (K::integer) {
     const dequantize dq{quant_params{1.f, 0, p.dequant, {}}};
-    typename K::epilogue_type ep{};
-    if constexpr (std::is_same_v<Out, std::uint8_t>)
-      ep = {dq, ch, quantize<u8>{p.out_q}};
-    else
-      ep = {dq, ch};
+    using Ep = typename K::epilogue_type;
+    const Ep ep = [&] {
+      if constexpr (std::is_same_v<Out, std::uint8_t>)
+        return Ep{dq, ch, quantize<u8>{p.out_q}};
+      else
+        return Ep{dq, ch};
+    }();
     K::run_gated(x, gate, p.gate_stride, p.in_scale, p.in_zero_point, p.packed, y, ep,
                  command_workspace(c), run_options{c.threads});
   } else {
@@ -235,6 +237,20 @@ struct conv2d_rule : op_rule {
     return w;
   }
 
+  /// int8 weights of conv kernel K: quantized per output channel into `packed`; returns the
+  /// dequantization scales (weight scale x the input's scale) per output channel.
+  template <class K>
+  static std::vector<float> pack_int8(detail::compile_context& cx, const node_desc& n,
+                                      const std::vector<float>& w, const conv_shape& cs,
+                                      const tensor_quant& q, typename K::weights& packed) {
+    const int8_weights wq = cx.for_node(
+        n, [&] { return quantize_weights_per_row(w, cs.k, std::min(127, K::int8_weight_limit)); });
+    std::vector<float> deq(wq.scales);
+    for (float& d : deq) d *= q.scale;
+    packed = K::initialize(cs, wq.values.data());
+    return deq;
+  }
+
   /// A pointwise NHWC conv with a channel gate (passes/channel_gate.hpp): the gate in the
   /// command's last input slot, the chain's operands before it. bf16 reads bf16 (an f32 input
   /// converted first) and writes f32; int8 reads the f32 input, quantizing the gated values with
@@ -257,12 +273,7 @@ struct conv2d_rule : op_rule {
       c.in[0] = s.x;
       if constexpr (int8) {
         const tensor_quant q = int8_input_quant(cx, n, cx.T(s.gated_in));
-        const int8_weights wq = cx.for_node(n, [&] {
-          return quantize_weights_per_row(w, cs.k, std::min(127, K::int8_weight_limit));
-        });
-        p->dequant = wq.scales;
-        for (float& d : p->dequant) d *= q.scale;
-        p->packed = K::initialize(cs, wq.values.data());
+        p->dequant = pack_int8<K>(cx, n, w, cs, q, p->packed);
         p->in_scale = q.scale;
         p->in_zero_point = q.zero_point;
         p->out_q = cx.out_quant_params(s);
@@ -368,12 +379,7 @@ struct conv2d_rule : op_rule {
         // int8 as for linear: u8 activations (the input's quant params), i8 weights per output
         // channel, the dequantization scale first in the chain.
         const tensor_quant q = int8_input_quant(cx, n, x);
-        const int8_weights wq = cx.for_node(n, [&] {
-          return quantize_weights_per_row(w, cs.k, std::min(127, K::int8_weight_limit));
-        });
-        std::vector<float> deq(wq.scales);
-        for (float& d : deq) d *= q.scale;
-        p->packed = K::initialize(cs, wq.values.data());
+        std::vector<float> deq = pack_int8<K>(cx, n, w, cs, q, p->packed);
         p->in_zero_point = q.zero_point;
         if (x.type != dtype::u8) c.in[0] = convert_input<A, B>(cx, s, n, dtype::u8, q, cmds);
         chain.insert(chain.begin(), {stage_kind::mul, 0, 0,

@@ -78,7 +78,7 @@ inline void fuse_channel_gates(compile_context& cx) {
     cx.d->report.fused.push_back("fused " + ename + " (channel gate) into " + cn.name +
                                  (int8 ? " (conv2d): it gates and quantizes its f32 input as "
                                          "it loads it"
-                                  : cs.k > cs.h * cs.w
+                                  : gates_rows(cs, false)
                                       ? " (conv2d): it gates its input rows as it loads them"
                                       : " (conv2d): its weights are scaled per sample"));
     u.count(cx);

@@ -50,7 +50,7 @@
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/conv/conv_weights.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
-#include "kfuse/kernels/conv/gated_rows.hpp"
+#include "kfuse/kernels/conv/gated_conv2d.hpp"
 #include "kfuse/kernels/conv/winograd.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/kernel_contract.hpp"
@@ -246,15 +246,14 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   }
 
   /// The checks of a call: types, the packed weights against x and y, buffers, the epilogue.
-  /// (An int8 gated conv reads f32: it quantizes as it loads.)
+  /// (i8's run_gated reads float and quantizes it to u8 with x_zero_point as it loads it.)
   template <class TX, class Out>
   static void check_call(tensor_view<const TX, Layout> x, const weights& w,
                          tensor_view<Out, Layout> y, const Ep& ep, std::int32_t x_zero_point) {
     constexpr std::string_view k = "conv2d";
-    if constexpr (integer && std::is_same_v<TX, float>)
-      detail::check_zero_point<true, std::uint8_t>(k, x_zero_point);
-    else if constexpr (integer)
-      static_assert(std::is_same_v<TX, std::uint8_t> || std::is_same_v<TX, std::int8_t>,
+    using zero_type = std::conditional_t<std::is_same_v<TX, float>, std::uint8_t, TX>;
+    if constexpr (integer)
+      static_assert(std::is_same_v<zero_type, std::uint8_t> || std::is_same_v<TX, std::int8_t>,
                     "kfuse::conv2d<i8>: activations are uint8_t or int8_t");
     else
       static_assert(std::is_same_v<TX, storage_t<Elem>>,
@@ -288,10 +287,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                           std::to_string(s.out_w()));
     if (w.block_ != (w.path_ == detail::conv_path::nchw_rows ? MR : NR))
       detail::fail(k, "weights were packed for another micro-kernel");
-    if constexpr (integer && std::is_same_v<TX, float>) {
-    } else if constexpr (integer) {
-      if (x_zero_point < std::numeric_limits<TX>::min() ||
-          x_zero_point > std::numeric_limits<TX>::max())
+    if constexpr (integer) {
+      if (x_zero_point < std::numeric_limits<zero_type>::min() ||
+          x_zero_point > std::numeric_limits<zero_type>::max())
         detail::fail(k, "the input zero point " + std::to_string(x_zero_point) +
                             " is outside its element range");
     } else if (x_zero_point != 0) {
@@ -362,39 +360,17 @@ struct conv2d : image_kernel_types<Layout, Ep> {
 
   /// Whether run_gated takes this shape: the 1x1 GEMM path (NHWC).
   static constexpr bool takes_channel_gate(const conv_shape& s) { return gemm_shape(s); }
-  /// Whether run_gated gates the input rows as it loads them, a block at a time (int8 always:
-  /// its weights cannot absorb the gate; f32 / bf16 where a per-sample copy of the weights, C x
-  /// K multiplies, costs more than the map's H x W x C), instead of scaling the weights.
-  static constexpr bool gates_rows(const conv_shape& s) { return integer || s.k > s.h * s.w; }
+  /// Whether run_gated gates the input rows as it loads them (else a copy of the weights):
+  /// kernels/conv/gated_conv2d.hpp.
+  static constexpr bool gates_rows(const conv_shape& s) { return detail::gates_rows(s, integer); }
   /// Scratch of run_gated: one scaled copy of the packed weights, or a block of gated rows per
   /// thread (gates_rows).
   static std::size_t gated_workspace_size(const weights& w, int threads = 1) {
-    return std::size_t(gates_rows(w.shape_) ? std::max(threads, 1) : 1) * gated_slot_bytes(w);
-  }
-  static std::size_t gated_slot_bytes(const weights& w) {
-    const conv_shape& s = w.shape_;
-    const index_t rows = std::min(detail::gated_slot_rows(s.c, MR), s.h * s.w);
-    const std::size_t bytes =
-        gates_rows(s) ? std::size_t(rows * s.c) * sizeof(TXs) : w.gemm_.bytes();
-    return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
-  }
-
-  /// The checks of both run_gated forms: the shape's path, and the gate's extent for n samples.
-  static void check_gate(const weights& w, index_t n, const float* gate, index_t gate_stride) {
-    constexpr std::string_view k = "conv2d";
-    if (!takes_channel_gate(w.shape_) || w.path_ != detail::conv_path::gemm_1x1)
-      detail::fail(k, "a channel gate needs a 1x1, stride 1, unpadded, one-group NHWC conv");
-    if (gate_stride < 0) detail::fail(k, "negative gate stride");
-    if (n > 0)
-      detail::check_buffer(
-          k, "gate", gate,
-          detail::checked_add(k, "the gate's extent",
-                              detail::checked_mul(k, "the gate's extent", n - 1, gate_stride),
-                              w.shape_.c));
+    return detail::gated_conv2d<conv2d>::workspace_size(w, threads);
   }
 
   /// i8: y = epilogue(conv(quantize(x * gate), w)) for f32 activations x and a gate per (sample,
-  /// input channel) as above: the gated values are quantized with (x_scale, x_zero_point) to u8
+  /// input channel) as below: the gated values are quantized with (x_scale, x_zero_point) to u8
   /// as the conv loads them, a block of rows at a time into a slot of `ws` per thread
   /// (gated_workspace_size(w, threads)), so neither the multiply nor the quantization makes a
   /// pass over the feature map of its own. The result equals run() on the unfused u8 tensor.
@@ -403,98 +379,33 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                             index_t gate_stride, float x_scale, std::int32_t x_zero_point,
                             const weights& w, tensor_view<Out, Layout> y, const Ep& ep,
                             workspace ws, const run_options& opt = {}) {
-    constexpr std::string_view k = "conv2d";
     static_assert(integer, "kfuse::conv2d::run_gated: a scale and zero point are for i8 only");
     check_call(x, w, y, ep, x_zero_point);
-    check_gate(w, x.dims.n, gate, gate_stride);
     if (!(x_scale > 0.f) || !std::isfinite(x_scale))
-      detail::fail(k, "the input scale must be positive and finite");
-    run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
-    if (x.dims.n == 0 || numel(y.dims) == 0) return info;
-    info.threads =
-        run_gated_rows(x.data, gate, gate_stride, x_scale, x_zero_point, w, y, ep, ws, opt);
-    return info;
+      detail::fail("conv2d", "the input scale must be positive and finite");
+    return detail::gated_conv2d<conv2d>::run(x.data, gate, gate_stride, x_scale, x_zero_point, w, y,
+                                             ep, ws, opt, gated_info(w));
   }
 
   /// y = epilogue(conv(x * gate, w)) for a gate per (sample, input channel): sample n's gate is
   /// gate[n * gate_stride, + C) (gate_stride 0: one gate for every sample). The squeeze-excite
-  /// multiply fused into the 1x1 conv after it: the gate scales the rows of a copy of the
-  /// weights per sample (C x K multiplies in `ws`, gated_workspace_size() bytes) instead of the
-  /// N x H x W x C activations being multiplied and written back by a pass of their own; where K
-  /// > H x W (gates_rows) it scales the input rows as the conv loads them instead, a block at a
-  /// time (gated_workspace_size(w, threads)). x: the recipe's activations (float for f32, bf16_t
-  /// for bf16).
+  /// multiply fused into the 1x1 conv after it, on a per-sample copy of the weights or (K > H x
+  /// W: gates_rows) on the input rows as the conv loads them (kernels/conv/gated_conv2d.hpp).
+  /// `ws`: gated_workspace_size(w, threads). x: float (f32) or bf16_t (bf16).
   template <class TX, class Out>
   static run_info run_gated(tensor_view<const TX, Layout> x, const float* gate, index_t gate_stride,
                             const weights& w, tensor_view<Out, Layout> y, const Ep& ep,
                             workspace ws, const run_options& opt = {}) {
-    constexpr std::string_view k = "conv2d";
-    check_call(x, w, y, ep, 0);
     static_assert(std::is_same_v<Elem, f32> || std::is_same_v<Elem, bf16>,
                   "kfuse::conv2d::run_gated: a channel gate needs the f32 or bf16 recipe");
-    const conv_shape& s = w.shape_;
-    check_gate(w, x.dims.n, gate, gate_stride);
-    const index_t n = x.dims.n, hw = s.h * s.w;
-    run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
-    if (n == 0 || numel(y.dims) == 0) return info;
-    if (gates_rows(s)) {
-      info.threads = run_gated_rows(x.data, gate, gate_stride, 1.f, 0, w, y, ep, ws, opt);
-      return info;
-    }
-    if (ws.bytes < gated_workspace_size(w) || ws.data == nullptr)
-      detail::fail(k, "workspace of " + std::to_string(ws.bytes) + " bytes is smaller than the " +
-                          std::to_string(gated_workspace_size(w)) +
-                          " bytes of the gated weights (size it with gated_workspace_size())");
-    if (reinterpret_cast<std::uintptr_t>(ws.data) % workspace_alignment != 0)
-      detail::fail(k,
-                   "workspace is not aligned to " + std::to_string(workspace_alignment) + " bytes");
-    using wt = std::remove_cvref_t<decltype(*w.gemm_.panel(0))>;  // float or bf16_t
-    wt* scaled = reinterpret_cast<wt*>(ws.data);
-    auto wb = w.gemm_.template scaled_rows<vec>(gate, scaled);
-    for (index_t b = 0; b < n; ++b) {
-      if (b > 0 && gate_stride != 0)  // (a shared gate, stride 0: the first copy serves all)
-        wb = w.gemm_.template scaled_rows<vec>(gate + b * gate_stride, scaled);
-      info.threads = gemm_type::run(x.data + b * hw * s.c, hw, s.c, wb, y.data + b * hw * s.k, s.k,
-                                    ep, opt, 0, output_slice{b * hw * s.k, numel(y.dims)})
-                         .threads;
-    }
-    return info;
+    check_call(x, w, y, ep, 0);
+    return detail::gated_conv2d<conv2d>::run(x.data, gate, gate_stride, 1.f, 0, w, y, ep, ws, opt,
+                                             gated_info(w));
   }
 
  private:
-  /// run_gated on the rows (gates_rows): per block of whole row tiles of one sample, x * gate
-  /// into this thread's slot as the GEMM's A (u8 quantized with x_scale / x_zero_point for i8,
-  /// the recipe's activations otherwise), then the GEMM on that block while it is in L1.
-  template <class TX, class Out>
-  static int run_gated_rows(const TX* x, const float* gate, index_t gate_stride, float x_scale,
-                            std::int32_t x_zero_point, const weights& w, tensor_view<Out, Layout> y,
-                            const Ep& ep, const workspace& ws, const run_options& opt) {
-    const conv_shape& s = w.shape_;
-    const index_t n = y.dims.n, hw = s.h * s.w, whole = numel(y.dims);
-    const std::size_t slot = gated_slot_bytes(w);
-    if (ws.bytes < slot || ws.data == nullptr)
-      detail::fail("conv2d", "workspace of " + std::to_string(ws.bytes) +
-                                 " bytes is smaller than the " + std::to_string(slot) +
-                                 " bytes of one thread's gated row block (size it with "
-                                 "gated_workspace_size())");
-    const int threads = detail::workspace_threads("conv2d", ws, slot, pool_threads(opt.threads));
-    const index_t rows = detail::gated_block_rows(hw, s.c, MR, threads),
-                  blocks = (hw + rows - 1) / rows;
-    parallel_for(
-        0, n * blocks, 1,
-        [&](range r, int worker) {
-          TXs* a = ws.slot<TXs>(worker, slot);
-          for (index_t t = r.begin; t < r.end; ++t) {
-            const index_t b = t / blocks, r0 = (t % blocks) * rows, m = std::min(rows, hw - r0),
-                          row = b * hw + r0;
-            detail::gate_rows<vec>(x + row * s.c, m, s.c, gate + b * gate_stride, a, x_scale,
-                                   x_zero_point);
-            gemm_type::run(a, m, s.c, w.gemm_, y.data + row * s.k, s.k, ep, run_options{1},
-                           x_zero_point, output_slice{row * s.k, whole});
-          }
-        },
-        threads);
-    return int(std::min<index_t>(threads, n * blocks));
+  static run_info gated_info(const weights& w) {
+    return {"conv2d", A::name, simd::impl_name<A, B>(), micro_kernel(w.path_), 1};
   }
 
   /// One thread's scratch on the shape's path (measured from the path's slot layout).
