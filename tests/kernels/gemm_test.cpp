@@ -59,9 +59,11 @@ using recipe_of = kfuse::elem_of<T>;
 
 // The micro-kernel each recipe must run on the arch under test.
 template <class T, class G>
-void check_micro_kernel(const kfuse::run_info& info) {
+void check_micro_kernel(const kfuse::run_info& info, bool amx) {
   const std::string_view mk = info.micro_kernel;
-  if constexpr (std::is_same_v<T, kfuse::bf16_t> && test_arch::native_bf16_dot)
+  if (amx)
+    CHECK(mk == "bf16 amx 32x32");
+  else if constexpr (std::is_same_v<T, kfuse::bf16_t> && test_arch::native_bf16_dot)
     CHECK(mk.substr(0, 14) == "bf16 vdpbf16ps");
   else if constexpr (std::is_same_v<T, kfuse::bf16_t>)
     CHECK(mk.substr(0, 13) == "bf16->f32 fma");
@@ -79,7 +81,7 @@ void check_gemm(const problem<T>& p, const Ep& ep, std::string_view what) {
   const auto info = G::run(p.a.data(), p.M, p.K, w, c.data, ldc, ep);
   CHECK(info.kernel == "gemm");
   CHECK(info.arch == test_arch::name);
-  check_micro_kernel<T, G>(info);
+  check_micro_kernel<T, G>(info, G::uses_amx(p.M, w));
   REQUIRE(c.guards_intact());
   int failures = 0;
   for (index_t i = 0; i < p.M && failures < 5; ++i) {
@@ -147,6 +149,30 @@ TEMPLATE_TEST_CASE("gemm: random shapes, both B layouts, fused epilogues", "[gem
   if (!cpu_can_run()) return;
   std::mt19937 rng(2024);
   for_each_backend([&](auto b) { random_shapes<decltype(b), TestType>(12, rng); });
+}
+
+// Where the CPU has AMX, the bf16 and i8 recipes run on tiles from M = 16 on: the vector
+// kernels and the tile path both against the reference, and the tile path's thread splits
+// (chunks of row blocks, panels) bitwise equal for 1 and 2 threads.
+TEST_CASE("gemm bf16: the vector kernels with AMX off", "[gemm][amx]") {
+  if (!cpu_can_run()) return;
+  const amx_off off;
+  std::mt19937 rng(2025);
+  for_each_backend([&](auto b) { random_shapes<decltype(b), kfuse::bf16_t>(6, rng); });
+}
+
+TEST_CASE("gemm bf16 / i8: the AMX tile path splits over threads bit for bit", "[gemm][amx]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(5);
+  for (const shape3 s : {shape3{33, 257, 100}, shape3{300, 64, 1000}, shape3{16, 1000, 33}}) {
+    const problem<kfuse::bf16_t> p(s.m, s.n, s.k, kfuse::b_layout::nk, rng);
+    using G = kfuse::gemm<kfuse::bf16, test_arch>;
+    const auto w = G::pack(p.b.data(), p.K, p.N, p.layout);
+    std::vector<float> c1(std::size_t(p.M * p.N)), c2(c1.size());
+    G::run(p.a.data(), p.M, p.K, w, c1.data(), p.N, {}, {1});
+    G::run(p.a.data(), p.M, p.K, w, c2.data(), p.N, {}, {2});
+    CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+  }
 }
 
 TEMPLATE_TEST_CASE("gemm: every small M streams one row tile and matches", "[gemm]", float,
@@ -228,7 +254,8 @@ TEST_CASE("gemm f16w: f32 activations x f16 weights", "[gemm]") {
 // ------------------------------------------------------------------------------------- int8
 // Exact against an integer reference (int32 output), within one step when requantized.
 template <class A, class TA>
-void check_int8(index_t M, index_t N, index_t K, std::int32_t za, std::mt19937& rng) {
+void check_int8(index_t M, index_t N, index_t K, std::int32_t za, std::mt19937& rng,
+                int threads = 0) {
   using G = kfuse::gemm<kfuse::i8, A>;
   std::vector<TA> a(static_cast<std::size_t>(M * K));
   std::vector<std::int8_t> b(static_cast<std::size_t>(K * N));
@@ -247,8 +274,10 @@ void check_int8(index_t M, index_t N, index_t K, std::int32_t za, std::mt19937& 
     }
   const auto w = G::pack(b.data(), K, N, kfuse::b_layout::nk);
   guarded<std::int32_t> c(M * N, 0xA5);
-  const auto info = G::run(a.data(), M, K, w, c.data, N, {}, {}, za);
-  if constexpr (A::native_int8_dot && A::is_x86)
+  const auto info = G::run(a.data(), M, K, w, c.data, N, {}, {threads}, za);
+  if (G::uses_amx(M, w))
+    CHECK(std::string_view(info.micro_kernel) == "i8 amx 32x32");
+  else if constexpr (A::native_int8_dot && A::is_x86)
     CHECK(std::string_view(info.micro_kernel).substr(0, 11) == "i8 vpdpbusd");
   else if constexpr (G::int8_weight_limit < 128)
     CHECK(std::string_view(info.micro_kernel).substr(0, 13) == "i8 vpmaddubsw");
@@ -265,7 +294,8 @@ void check_int8(index_t M, index_t N, index_t K, std::int32_t za, std::mt19937& 
   using R = kfuse::gemm<kfuse::i8, A, kfuse::epilogue<kfuse::requantize<kfuse::u8>>>;
   const auto w2 = R::pack(b.data(), K, N, kfuse::b_layout::nk);
   std::vector<std::uint8_t> q(static_cast<std::size_t>(M * N));
-  R::run(a.data(), M, K, w2, q.data(), N, {{1.f, 128, {mult.data(), std::size_t(N)}}}, {}, za);
+  R::run(a.data(), M, K, w2, q.data(), N, {{1.f, 128, {mult.data(), std::size_t(N)}}}, {threads},
+         za);
   bad = 0;
   for (index_t i = 0; i < M; ++i)
     for (index_t j = 0; j < N; ++j) {
@@ -285,10 +315,16 @@ void int8_cases() {
   using V = kfuse::simd::vec_for<A, kfuse::backend::xsimd>;
   if constexpr (kfuse::detail::int8_kernel_available<A, V>()) {
     std::mt19937 rng(77);
-    for (const shape3 s : {shape3{1, 1, 1}, shape3{3, 17, 7}, shape3{8, 100, 1001},
-                           shape3{33, 257, 64}, shape3{100, 64, 257}}) {
-      check_int8<A, std::uint8_t>(s.m, s.n, s.k, 3, rng);
-      check_int8<A, std::int8_t>(s.m, s.n, s.k, -5, rng);
+    // M from 16 on runs on AMX tiles where the CPU has them: K tails of the 64-byte tile
+    // depth, row tiles of 1..16 rows, 1 and 2 threads; then the vector kernels with AMX off.
+    for (const bool amx : {true, false}) {
+      const amx_off off(!amx);
+      for (const shape3 s : {shape3{1, 1, 1}, shape3{3, 17, 7}, shape3{8, 100, 1001},
+                             shape3{33, 257, 64}, shape3{100, 64, 257}, shape3{16, 31, 63},
+                             shape3{47, 130, 200}}) {
+        check_int8<A, std::uint8_t>(s.m, s.n, s.k, 3, rng, 1);
+        check_int8<A, std::int8_t>(s.m, s.n, s.k, -5, rng, 2);
+      }
     }
     using G = kfuse::gemm<kfuse::i8, A>;
     if constexpr (G::int8_weight_limit < 128) {

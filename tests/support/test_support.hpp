@@ -26,6 +26,17 @@ inline bool cpu_can_run() {
   return false;
 }
 
+/// Turns the AMX tile path off (the vector kernels run) while it lives, then back to what it was.
+struct amx_off {
+  bool was;
+  explicit amx_off(bool off = true) : was(kfuse::detail::amx_switch().load()) {
+    if (off) kfuse::set_amx_enabled(false);
+  }
+  ~amx_off() { kfuse::set_amx_enabled(was); }
+  amx_off(const amx_off&) = delete;
+  amx_off& operator=(const amx_off&) = delete;
+};
+
 /// Every backend this TU can run for the arch under test.
 template <class F>
 void for_each_backend(F&& f) {

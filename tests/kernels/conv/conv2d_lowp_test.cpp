@@ -39,7 +39,27 @@ std::vector<conv_shape> lowp_shapes() {
       make(2, 4, 11, 13, 19, 5, 5, 2, {2, 1, 0, 2}),
       make(3, 3, 30, 30, 24, 3, 3, 2, {1, 1, 1, 1}),
       make(1, 1, 1, 9, 8, 1, 3, 1, {0, 1, 0, 1}),
+      // AMX tiles (where the CPU has them): K tails of the tile depth, row tiles of 1..16 rows,
+      // column halves past N.
+      make(2, 40, 9, 9, 70, 3, 3, 1, {1, 1, 1, 1}),
+      make(1, 72, 7, 9, 33, 1, 1, 1),
   };
+}
+
+// Whether conv C runs shape s on AMX tiles: the dense NHWC GEMM paths (1x1, im2col patches) of
+// 16 output pixels or more, where the CPU has AMX and it is on.
+template <class C, class L>
+bool expect_amx(const conv_shape& s) {
+  return C::gemm_type::has_amx && kfuse::amx_enabled() && std::is_same_v<L, kfuse::nhwc> &&
+         s.groups == 1 && !s.is_depthwise() && s.n * s.out_h() * s.out_w() >= 16;
+}
+// Whether conv C packs shape s for the im2col patch path.
+template <class C, class L>
+bool expect_patches(const conv_shape& s) {
+  return std::is_same_v<L, kfuse::nhwc> &&
+         (kfuse::detail::patch_shape(s) ||
+          (C::gemm_type::has_amx && kfuse::amx_enabled() && s.groups == 1 && !s.is_pointwise() &&
+           !s.is_depthwise()));
 }
 
 template <class L>
@@ -64,12 +84,13 @@ void check_bf16(const conv_shape& s, std::mt19937& rng, const Ep& ep, std::strin
   const auto info = C::run(kfuse::view<L>(static_cast<const kfuse::bf16_t*>(x.data()), s.in_dims()),
                            pw, kfuse::view<L>(y.data, s.out_dims()), ep);
   const std::string_view mk = info.micro_kernel;
-  if constexpr (test_arch::native_bf16_dot && test_arch::is_x86)
+  if (expect_amx<C, L>(s))
+    CHECK(mk.find("bf16 amx 32x32") != std::string_view::npos);
+  else if constexpr (test_arch::native_bf16_dot && test_arch::is_x86)
     CHECK(mk.find("bf16 vdpbf16ps") != std::string_view::npos);
   else
     CHECK(mk.find("bf16->f32 fma") != std::string_view::npos);
-  CHECK((mk.substr(0, 22) == "conv patches gemm nhwc") ==
-        (std::is_same_v<L, kfuse::nhwc> && kfuse::detail::patch_shape(s)));
+  CHECK((mk.substr(0, 22) == "conv patches gemm nhwc") == expect_patches<C, L>(s));
   REQUIRE(y.guards_intact());
   int failures = 0;
   for (index_t i = 0; i < n_out && failures < 5; ++i) {
@@ -114,14 +135,16 @@ void check_int8(const conv_shape& s, std::int32_t za, std::mt19937& rng) {
     guarded<float> y(n_out, 0xFF);
     const auto info = C::run(xv, pw, kfuse::view<L>(y.data, s.out_dims()),
                              {{kfuse::quant_params{1.f, 0, {}, {}}}}, {}, za);
-    if constexpr (A::native_int8_dot && A::is_x86)
+    if (expect_amx<C, L>(s))
+      CHECK(std::string_view(info.micro_kernel).find("i8 amx 32x32") != std::string_view::npos);
+    else if constexpr (A::native_int8_dot && A::is_x86)
       CHECK(std::string_view(info.micro_kernel).find("i8 vpdpbusd") != std::string_view::npos);
     else if constexpr (C::int8_weight_limit < 128)
       CHECK(std::string_view(info.micro_kernel).find("i8 vpmaddubsw") != std::string_view::npos);
     else
       CHECK(std::string_view(info.micro_kernel).find("i8 scalar") != std::string_view::npos);
     CHECK((std::string_view(info.micro_kernel).substr(0, 22) == "conv patches gemm nhwc") ==
-          (std::is_same_v<L, kfuse::nhwc> && kfuse::detail::patch_shape(s)));
+          expect_patches<C, L>(s));
     REQUIRE(y.guards_intact());
     int failures = 0;
     for (index_t i = 0; i < n_out; ++i)
@@ -182,14 +205,22 @@ TEMPLATE_TEST_CASE("conv2d bf16: geometries, f32 and bf16 outputs", "[conv2d][bf
                    CONV_TEST_LAYOUT) {
   if (!cpu_can_run()) return;
   std::mt19937 rng(21);
-  for_each_backend([&](auto b) { bf16_shapes<TestType, decltype(b)>(rng); });
+  for_each_backend([&](auto b) {
+    for (const bool amx : {true, false}) {  // the tile path where the CPU has it, then without
+      const amx_off off(!amx);
+      bf16_shapes<TestType, decltype(b)>(rng);
+    }
+  });
 }
 
 TEMPLATE_TEST_CASE("conv2d i8: u8 / s8 activations with zero points, exact and requantized",
                    "[conv2d][int8]", CONV_TEST_LAYOUT) {
   if (!cpu_can_run()) return;
   std::mt19937 rng(22);
-  int8_shapes<test_arch, TestType>(rng);
+  for (const bool amx : {true, false}) {
+    const amx_off off(!amx);
+    int8_shapes<test_arch, TestType>(rng);
+  }
 }
 
 // The squeeze-excite gate fused into an int8 1x1 conv (run_gated, NHWC only): f32 x times the

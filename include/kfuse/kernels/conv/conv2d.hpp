@@ -156,7 +156,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
       w.path_ = detail::conv_path::gemm_1x1;
       w.block_ = NR;
       w.gemm_ = gemm_type::pack(oihw, s.c, s.k, b_layout::nk);
-    } else if (uses_patches(s)) {
+    } else if (uses_patches(s) || (amx_shape(s) && amx_enabled())) {
       // A GEMM [pixels, R*S*C] x [R*S*C, K] over im2col blocks: weights as [K, (r, s, c)],
       // padded with zero rows to the k group.
       w.path_ = detail::conv_path::nhwc_patches;
@@ -230,6 +230,15 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         "conv patches gemm nhwc " + tile,
         "conv winograd f(4x4,3x3) nhwc " + tile};
     return names[int(p)].c_str();
+  }
+
+  /// "conv 1x1 gemm bf16 amx 32x32", "conv patches gemm nhwc i8 amx 32x32": the GEMM paths on
+  /// AMX tiles.
+  static const char* amx_kernel_name(detail::conv_path p) {
+    static const std::string names[] = {
+        std::string("conv 1x1 gemm ") + gemm_type::micro_kernel(true),
+        std::string("conv patches gemm nhwc ") + gemm_type::micro_kernel(true)};
+    return names[p == detail::conv_path::gemm_1x1 ? 0 : 1].c_str();
   }
 
   /// The convenience form for direct callers: a workspace per call.
@@ -332,6 +341,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         const run_info gi = gemm_type::run(x.data, M, sh.c, w.gemm_, y.data, sh.k, ep,
                                            run_options{pool}, x_zero_point);
         info.threads = gi.threads;
+        if (gemm_type::uses_amx(M, w.gemm_)) info.micro_kernel = amx_kernel_name(w.path_);
         break;
       }
       case detail::conv_path::nhwc_implicit:
@@ -339,8 +349,11 @@ struct conv2d : image_kernel_types<Layout, Ep> {
           info.threads = run_nhwc(x.data, w, y.data, sh, ep, pool, ws, slot, x_zero_point);
         break;
       case detail::conv_path::nhwc_patches:
-        if constexpr (is_nhwc)
+        if constexpr (is_nhwc) {
           info.threads = run_patches(x.data, w, y.data, sh, ep, pool, ws, slot, x_zero_point);
+          if (gemm_type::uses_amx(std::min(patch_pixels(sh), numel(y.dims) / sh.k), w.gemm_))
+            info.micro_kernel = amx_kernel_name(w.path_);
+        }
         break;
       case detail::conv_path::winograd:
         if constexpr (has_winograd)
@@ -417,16 +430,18 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   }
   static std::size_t direct_slot_bytes(const conv_shape& s) {
     detail::slot_cursor m;
+    const std::size_t patches =
+        workspace_round(std::size_t(patch_pixels(s) * patch_values(s)) * sizeof(TXs));
     if constexpr (is_nhwc)
-      if (uses_patches(s))
-        return workspace_round(std::size_t(patch_pixels(s) * patch_values(s)) * sizeof(TXs));
+      if (uses_patches(s)) return patches;
     if constexpr (is_nhwc)
       (void)nhwc_layout<TXs>(m, s);
     else if constexpr (band_path)
       (void)band_layout(m, s);
     else
       (void)panel_layout(m, s);
-    return m.used();
+    // Packed with AMX on or off: room for either path.
+    return amx_shape(s) ? std::max(m.used(), patches) : m.used();
   }
 
   /// f32 NCHW reads its pixel operand from padded input bands (no panel); bf16 and int8 build
@@ -674,12 +689,25 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   static constexpr bool uses_patches(const conv_shape& s) {
     return is_nhwc && !std::is_same_v<Elem, f32> && detail::patch_shape(s);
   }
+  /// Dense NHWC shapes that pack for the patch path where AMX is enabled: the im2col blocks are
+  /// the tile GEMM's A, read by tileloadd in 16-row tiles (the implicit path's per-pixel
+  /// pointers are not one stride apart). Copying a pixel's R x S x C inputs costs a fraction of
+  /// its tile products (3x3 x 64 -> 64 bf16: ~1.2 KiB copied against 74 k multiply-adds).
+  static constexpr bool amx_shape(const conv_shape& s) {
+    return is_nhwc && gemm_type::has_amx && s.groups == 1 && !s.is_pointwise() &&
+           !s.is_depthwise();
+  }
   /// The patch path: values per im2col row (R*S*C rounded up to the k group) and rows per block
   /// (about 16 KiB: the block stays in L1 while the GEMM's column panels pass over it; 64 KiB
   /// blocks measured the same).
   static index_t patch_values(const conv_shape& s) { return (s.c * s.r * s.s + G - 1) / G * G; }
+  /// On AMX, blocks of whole 32-row tile blocks, ~512 KiB: the GEMM's A in L2 while every
+  /// weight panel passes over it (each block streams the weights once).
   static index_t patch_pixels(const conv_shape& s) {
-    const index_t want = index_t(16 * 1024) / (patch_values(s) * index_t(sizeof(TXs)));
+    const index_t row = patch_values(s) * index_t(sizeof(TXs));
+    if (gemm_type::has_amx && (amx_shape(s) || uses_patches(s)))
+      return std::clamp<index_t>(index_t(512 * 1024) / row / 32 * 32, 32, 2048);
+    const index_t want = index_t(16 * 1024) / row;
     return std::clamp<index_t>(want / MR * MR, MR, 1024);
   }
   /// The patch path: blocks of output pixels over the whole batch, each an im2col block in the
@@ -691,6 +719,21 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     const index_t items = (total + block - 1) / block;
     const int threads = int(std::min<index_t>(pool, items));
     const TX pad = TX(integer ? za : 0);
+    if (items < pool && gemm_type::uses_amx(std::min(block, total), w.gemm_)) {
+      // Fewer blocks than threads (a late layer's small map): each block's tile GEMM splits
+      // over the threads instead.
+      TX* patches = ws.slot<TX>(0, slot);
+      int used = 1;
+      for (index_t p0 = 0; p0 < total; p0 += block) {
+        const index_t np = std::min(block, total - p0);
+        detail::build_patches(x, s, p0, np, ld, pad, patches);
+        used = std::max(used, gemm_type::run(patches, np, ld, w.gemm_, y + p0 * s.k, s.k, ep,
+                                             run_options{pool}, za,
+                                             output_slice{p0 * s.k, total * s.k})
+                                  .threads);
+      }
+      return used;
+    }
     auto body = [&](range rg, int worker) {
       TX* patches = ws.slot<TX>(worker, slot);
       for (index_t it = rg.begin; it < rg.end; ++it) {

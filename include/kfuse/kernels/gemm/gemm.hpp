@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "kfuse/epilogue/epilogue.hpp"
+#include "kfuse/kernels/gemm/amx.hpp"
 #include "kfuse/kernels/gemm/config.hpp"
 #include "kfuse/kernels/gemm/microkernels.hpp"
 #include "kfuse/kernels/gemm/packed_weights.hpp"
@@ -60,29 +61,13 @@ KFUSE_NOINLINE void accumulate_tile(V (&acc)[Rows][NV], const AR a,
   MK::template accumulate<V, Rows, NV, NR>(acc, a, bp, k0, k1);
 }
 
-// One register tile: Rows x NV vectors of C, accumulated by micro-kernel MK over rows k0..k1 of K.
-// `bp` points at the tile's panel. With a partial-sum buffer `part` (Rows x NV x L floats) the
-// tile starts from `part` unless First and ends by saving to `part` unless Last; when Last, every
-// epilogue stage runs on the registers and C is stored once.
-template <class MK, class V, int Rows, int NV, int NR, bool First = true, bool Last = true,
-          class TA, class Out, class Ep>
-KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
-                            const typename MK::storage* KFUSE_RESTRICT bp, index_t k0, index_t k1,
-                            Out* KFUSE_RESTRICT c, index_t ldc, index_t row0, index_t col0,
-                            index_t N, const Ep& ep, const int_args& ia, float* part = nullptr,
-                            index_t flat_base = 0) {
+/// A finished tile out of a kernel: int8 accumulators corrected for A's zero point (and made
+/// real unless C takes the raw int32), then every epilogue stage and one store.
+template <class MK, class V, int Rows, int NV, class Out, class Ep>
+KFUSE_INLINE void finish_tile(V (&acc)[Rows][NV], Out* KFUSE_RESTRICT c, index_t ldc,
+                              index_t row0, index_t col0, index_t N, const Ep& ep,
+                              const int_args& ia, index_t flat_base) {
   constexpr int L = V::lanes;
-  V acc[Rows][NV];
-  start_tile(acc, part, First);
-  const strided_rows<TA> ar{a, lda};
-  if constexpr (MK::integer && V::lanes > 1)
-    accumulate_tile<MK, V, Rows, NV, NR>(acc, ar, bp, k0, k1);
-  else
-    MK::template accumulate<V, Rows, NV, NR>(acc, ar, bp, k0, k1);
-  if constexpr (!Last) {
-    save_tile(acc, part);
-    return;
-  }
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
     const index_t row = row0 + r;
@@ -105,6 +90,31 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
   if constexpr (!(MK::integer && std::is_same_v<Out, std::int32_t>))
     store_tile<true>(acc, c + row0 * ldc + col0, ldc, flat_base + row0 * N + col0, N, col0,
                      N - col0, ep);
+}
+
+// One register tile: Rows x NV vectors of C, accumulated by micro-kernel MK over rows k0..k1 of K.
+// `bp` points at the tile's panel. With a partial-sum buffer `part` (Rows x NV x L floats) the
+// tile starts from `part` unless First and ends by saving to `part` unless Last; when Last, every
+// epilogue stage runs on the registers and C is stored once.
+template <class MK, class V, int Rows, int NV, int NR, bool First = true, bool Last = true,
+          class TA, class Out, class Ep>
+KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
+                            const typename MK::storage* KFUSE_RESTRICT bp, index_t k0, index_t k1,
+                            Out* KFUSE_RESTRICT c, index_t ldc, index_t row0, index_t col0,
+                            index_t N, const Ep& ep, const int_args& ia, float* part = nullptr,
+                            index_t flat_base = 0) {
+  V acc[Rows][NV];
+  start_tile(acc, part, First);
+  const strided_rows<TA> ar{a, lda};
+  if constexpr (MK::integer && V::lanes > 1)
+    accumulate_tile<MK, V, Rows, NV, NR>(acc, ar, bp, k0, k1);
+  else
+    MK::template accumulate<V, Rows, NV, NR>(acc, ar, bp, k0, k1);
+  if constexpr (!Last) {
+    save_tile(acc, part);
+    return;
+  }
+  finish_tile<MK, V, Rows, NV>(acc, c, ldc, row0, col0, N, ep, ia, flat_base);
 }
 
 // A full panel for `rows` rows, 1 <= rows <= Rows. Tiles of more than MR rows (the small-M path,
@@ -185,6 +195,37 @@ KFUSE_INLINE void gemm_panel(int rows, const TA* a, index_t lda, const typename 
     });
   gemm_panel_rows<MK, V, MR, NV, Rows>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep, ia,
                                        flat_base);
+}
+
+/// Whether micro-kernel MK has an AMX tile path (kernels/gemm/amx.hpp): vdpbf16ps's bf16 and
+/// vpdpbusd's i8 on zmm, whose blocks of 32 columns leave the tiles as 2 vectors a row.
+#if KFUSE_AMX
+template <class MK, class V>
+constexpr bool amx_kernel =
+    V::lanes == 16 && (std::is_same_v<MK, mk_bf16_dp> || std::is_same_v<MK, mk_int8_vnni>);
+#else
+template <class MK, class V>
+constexpr bool amx_kernel = false;
+#endif
+
+/// A block of AMX accumulators (`rows` rows of 32, 32 a row: f32, or int32 bits) through
+/// finish_tile, 4 rows at a time.
+template <class MK, class V, class Acc, class Out, class Ep>
+void store_amx_block(const Acc* acc, index_t rows, Out* c, index_t ldc, index_t row0,
+                     index_t col0, index_t N, const Ep& ep, const int_args& ia,
+                     index_t flat_base) {
+  static_assert(V::lanes == 16);
+  const auto* bits = reinterpret_cast<const float*>(acc);
+  auto rows_of = [&]<int R>(index_t r) {
+    V t[R][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < 2; ++j) t[i][j] = simd::load<V>(bits + (r + i) * 32 + j * 16);
+    finish_tile<MK, V, R, 2>(t, c, ldc, row0 + r, col0, N, ep, ia, flat_base);
+  };
+  index_t r = 0;
+  for (; r + 4 <= rows; r += 4) rows_of.template operator()<4>(r);
+  for (; r < rows; ++r) rows_of.template operator()<1>(r);
 }
 
 /// A's zero point: within A's element range for an integer micro-kernel, 0 otherwise.
@@ -294,6 +335,18 @@ struct gemm {
   using weights = packed_weights<typename microkernel::storage>;
   /// i8: the largest |weight| pack() takes (128: any s8; 63 on archs without vpdpbusd).
   static constexpr int int8_weight_limit = detail::int8_weight_limit<A, vec>();
+  /// Whether this recipe and arch have the AMX tile path (used where amx_enabled()).
+  static constexpr bool has_amx = detail::amx_kernel<microkernel, vec>;
+  /// Rows from which run() takes the tile path (below: the vector kernels, which stream each
+  /// weight once for M <= 8 and need no tile configuration).
+  static constexpr index_t amx_min_rows = 16;
+  /// Whether run() takes the tile path for M rows of A with these packed weights.
+  static bool uses_amx(index_t M, const weights& w) {
+    if constexpr (has_amx)
+      return M >= amx_min_rows && w.kp() % detail::amx_depth<a_type> == 0 && amx_enabled();
+    else
+      return false;
+  }
 
   // ---- the kernel contract (kernels/kernel_contract.hpp) -------------------------------------
   static constexpr std::string_view name = "gemm";
@@ -344,11 +397,14 @@ struct gemm {
       detail::check_buffer("gemm pack", "B", b, detail::checked_mul("gemm pack", "K x N", K, N));
       detail::check_int8_weights("gemm pack", A::name, b, K * N, int8_weight_limit);
     }
-    return weights(b, K, N, layout, config::nr, microkernel::k_group);
+    // The tile path reads whole tile depths of B: pad K to one with zero rows.
+    const int k_align = has_amx && amx_enabled() ? int(detail::amx_depth<a_type>) : 1;
+    return weights(b, K, N, layout, config::nr, microkernel::k_group, k_align);
   }
 
   /// "f32 fma 6x4v", "bf16 vdpbf16ps 6x4v", ...: the micro-kernel and its register tile.
-  static const char* micro_kernel() {
+  static const char* micro_kernel(bool amx = false) {
+    if (amx) return std::is_same_v<Recipe, bf16> ? "bf16 amx 32x32" : "i8 amx 32x32";
     static const std::string name = std::string(microkernel::name) + " " +
                                     std::to_string(config::mr) + "x" + std::to_string(config::nv) +
                                     (vec::lanes == 1 ? "" : "v");
@@ -420,6 +476,20 @@ struct gemm {
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(), 1};
     if (M == 0) return info;
 
+    const int threads = pool_threads(opt.threads);
+    if constexpr (has_amx) {
+      if (uses_amx(M, w)) {
+        // tdpbssd takes s8 activations as they are: no flip to u8, no zero-point shift.
+        const detail::int_args ia{microkernel::integer ? w.col_sums() : nullptr, a_zero_point};
+        info.micro_kernel = micro_kernel(true);
+        info.threads = detail::amx_gemm(
+            a, M, lda, w, threads, [&](index_t row0, index_t rows, index_t col0, const auto* acc) {
+              detail::store_amx_block<microkernel, vec>(acc, rows, c, ldc, row0, col0, N, ep, ia,
+                                                        flat_base);
+            });
+        return info;
+      }
+    }
     constexpr int MR = config::mr, NV = config::nv;
     detail::int_args ia{};
     if constexpr (microkernel::integer)
@@ -435,7 +505,6 @@ struct gemm {
                                                             K, c, ldc, row0, p * config::nr, N, ep,
                                                             ia, flat_base);
     };
-    const int threads = pool_threads(opt.threads);
     // Weights that fit in L2 stay there while A streams through once, a row tile at a time
     // (that tile's A in L1 for every panel): a 1x1 conv 16 -> 64 at 112x112 x 8 read its 26 MB
     // A once per panel, 4 times. Larger weights: split over column panels (each thread keeps

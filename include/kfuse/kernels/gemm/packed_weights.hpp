@@ -4,7 +4,10 @@
 // Panels of NR columns; inside a panel, group kk of G consecutive k values holds, for each of the
 // NR columns, its G values (zero-padded past N and past K), so the micro-kernel reads one
 // contiguous stream per panel: panel p, k group kk at data[(p * Kp + kk * G) * NR], Kp = K
-// rounded up to G. G = 1 for f32 (row k holds NR values), 2 for bf16 pairs (vdpbf16ps).
+// rounded up to G (or to k_align, a multiple of G: the AMX tile depth, so a tile step never
+// reads past the panel). G = 1 for f32 (row k holds NR values), 2 for bf16 pairs (vdpbf16ps),
+// 4 for int8 quads (vpdpbusd).
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -37,8 +40,10 @@ class packed_weights {
   packed_weights() = default;
   /// Packs B (element type of the source may differ: it is converted once here).
   template <class Src>
-  packed_weights(const Src* b, index_t K, index_t N, b_layout layout, int nr, int k_group = 1)
+  packed_weights(const Src* b, index_t K, index_t N, b_layout layout, int nr, int k_group = 1,
+                 int k_align = 1)
       : K_(K), N_(N), nr_(nr), k_group_(k_group) {
+    k_align = std::max(k_align, k_group);
     constexpr std::string_view kernel = "gemm pack";
     if (K <= 0 || N <= 0)
       detail::fail(kernel, "K and N must be positive (K=" + std::to_string(K) +
@@ -48,12 +53,12 @@ class packed_weights {
     // anything is allocated; the rest of the arithmetic stays below this.
     detail::checked_bytes(kernel, "the packed weights",
                           detail::checked_mul(kernel, "the packed weights",
-                                              detail::checked_add(kernel, "K", K, k_group),
+                                              detail::checked_add(kernel, "K", K, k_align),
                                               detail::checked_add(kernel, "N", N, nr)),
                           sizeof(T));
     const auto t0 = std::chrono::steady_clock::now();
     panels_ = (N + nr - 1) / nr;
-    kp_ = (K + k_group - 1) / k_group * k_group;
+    kp_ = (K + k_align - 1) / k_align * k_align;
     const std::size_t count = std::size_t(panels_ * kp_ * nr);
     void* mem = std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64);
     if (!mem) throw std::bad_alloc();
@@ -85,6 +90,8 @@ class packed_weights {
   int nr() const noexcept { return nr_; }
   index_t panels() const noexcept { return panels_; }
   int k_group() const noexcept { return k_group_; }
+  /// K padded with zero rows (a multiple of the k group; of the tile depth when packed for AMX).
+  index_t kp() const noexcept { return kp_; }
   /// Per-column sums of int8 weights (padded to whole panels); empty for float weights.
   const std::int32_t* col_sums() const noexcept { return col_sums_.data(); }
   const T* panel(index_t p) const noexcept { return data_.get() + p * kp_ * nr_; }
