@@ -217,7 +217,8 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   }
 
   /// "conv implicit-gemm nhwc f32 fma 6x4v", "conv 1x1 gemm f32 fma 6x4v", ...
-  static const char* micro_kernel(detail::conv_path p) {
+  /// amx: the GEMM paths on AMX tiles ("conv 1x1 gemm bf16 amx 32x32").
+  static const char* micro_kernel(detail::conv_path p, bool amx = false) {
     if (p == detail::conv_path::depthwise) return "depthwise";
     static const std::string tile = std::string(microkernel::name) + " " + std::to_string(MR) +
                                     "x" + std::to_string(NV) + (L == 1 ? "" : "v");
@@ -228,17 +229,11 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         std::string("conv channel-rows nchw ") + (band_path ? "" : "panel ") + tile,
         "",
         "conv patches gemm nhwc " + tile,
-        "conv winograd f(4x4,3x3) nhwc " + tile};
-    return names[int(p)].c_str();
-  }
-
-  /// "conv 1x1 gemm bf16 amx 32x32", "conv patches gemm nhwc i8 amx 32x32": the GEMM paths on
-  /// AMX tiles.
-  static const char* amx_kernel_name(detail::conv_path p) {
-    static const std::string names[] = {
+        "conv winograd f(4x4,3x3) nhwc " + tile,
         std::string("conv 1x1 gemm ") + gemm_type::micro_kernel(true),
         std::string("conv patches gemm nhwc ") + gemm_type::micro_kernel(true)};
-    return names[p == detail::conv_path::gemm_1x1 ? 0 : 1].c_str();
+    if (amx) return names[p == detail::conv_path::gemm_1x1 ? 6 : 7].c_str();
+    return names[int(p)].c_str();
   }
 
   /// The convenience form for direct callers: a workspace per call.
@@ -341,7 +336,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         const run_info gi = gemm_type::run(x.data, M, sh.c, w.gemm_, y.data, sh.k, ep,
                                            run_options{pool}, x_zero_point);
         info.threads = gi.threads;
-        if (gemm_type::uses_amx(M, w.gemm_)) info.micro_kernel = amx_kernel_name(w.path_);
+        info.micro_kernel = micro_kernel(w.path_, gemm_type::uses_amx(M, w.gemm_));
         break;
       }
       case detail::conv_path::nhwc_implicit:
@@ -350,9 +345,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         break;
       case detail::conv_path::nhwc_patches:
         if constexpr (is_nhwc) {
-          info.threads = run_patches(x.data, w, y.data, sh, ep, pool, ws, slot, x_zero_point);
-          if (gemm_type::uses_amx(std::min(patch_pixels(sh), numel(y.dims) / sh.k), w.gemm_))
-            info.micro_kernel = amx_kernel_name(w.path_);
+          info.threads = detail::run_patch_blocks<gemm_type>(
+              x.data, w.gemm_, y.data, sh, w.crsp_, patch_pixels(sh), ep, pool, ws, slot, x_zero_point);
+          const index_t pixels = std::min(patch_pixels(sh), numel(y.dims) / sh.k);
+          info.micro_kernel = micro_kernel(w.path_, gemm_type::uses_amx(pixels, w.gemm_));
         }
         break;
       case detail::conv_path::winograd:
@@ -689,10 +685,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   static constexpr bool uses_patches(const conv_shape& s) {
     return is_nhwc && !std::is_same_v<Elem, f32> && detail::patch_shape(s);
   }
-  /// Dense NHWC shapes that pack for the patch path where AMX is enabled: the im2col blocks are
-  /// the tile GEMM's A, read by tileloadd in 16-row tiles (the implicit path's per-pixel
-  /// pointers are not one stride apart). Copying a pixel's R x S x C inputs costs a fraction of
-  /// its tile products (3x3 x 64 -> 64 bf16: ~1.2 KiB copied against 74 k multiply-adds).
+  /// Dense NHWC shapes packed for the patch path where AMX is on: tileloadd reads rows one
+  /// stride apart (the implicit path's pixel pointers are not); a pixel's R x S x C copy costs
+  /// a fraction of its tile products (3x3 x 64 -> 64 bf16: 1.2 KiB against 37 k multiply-adds).
   static constexpr bool amx_shape(const conv_shape& s) {
     return is_nhwc && gemm_type::has_amx && s.groups == 1 && !s.is_pointwise() &&
            !s.is_depthwise();
@@ -709,42 +704,6 @@ struct conv2d : image_kernel_types<Layout, Ep> {
       return std::clamp<index_t>(index_t(512 * 1024) / row / 32 * 32, 32, 2048);
     const index_t want = index_t(16 * 1024) / row;
     return std::clamp<index_t>(want / MR * MR, MR, 1024);
-  }
-  /// The patch path: blocks of output pixels over the whole batch, each an im2col block in the
-  /// thread's slot and one GEMM with the epilogue (its flat index offset to the block).
-  template <class TX, class Out>
-  static int run_patches(const TX* x, const weights& w, Out* y, const conv_shape& s, const Ep& ep,
-                         int pool, const workspace& ws, std::size_t slot, std::int32_t za) {
-    const index_t total = s.n * s.out_h() * s.out_w(), block = patch_pixels(s), ld = w.crsp_;
-    const index_t items = (total + block - 1) / block;
-    const int threads = int(std::min<index_t>(pool, items));
-    const TX pad = TX(integer ? za : 0);
-    if (items < pool && gemm_type::uses_amx(std::min(block, total), w.gemm_)) {
-      // Fewer blocks than threads (a late layer's small map): each block's tile GEMM splits
-      // over the threads instead.
-      TX* patches = ws.slot<TX>(0, slot);
-      int used = 1;
-      for (index_t p0 = 0; p0 < total; p0 += block) {
-        const index_t np = std::min(block, total - p0);
-        detail::build_patches(x, s, p0, np, ld, pad, patches);
-        used = std::max(used, gemm_type::run(patches, np, ld, w.gemm_, y + p0 * s.k, s.k, ep,
-                                             run_options{pool}, za,
-                                             output_slice{p0 * s.k, total * s.k})
-                                  .threads);
-      }
-      return used;
-    }
-    auto body = [&](range rg, int worker) {
-      TX* patches = ws.slot<TX>(worker, slot);
-      for (index_t it = rg.begin; it < rg.end; ++it) {
-        const index_t p0 = it * block, np = std::min(block, total - p0);
-        detail::build_patches(x, s, p0, np, ld, pad, patches);
-        gemm_type::run(patches, np, ld, w.gemm_, y + p0 * s.k, s.k, ep, run_options{1}, za,
-                       output_slice{p0 * s.k, total * s.k});
-      }
-    };
-    parallel_for(0, items, (items + threads - 1) / threads, body, threads);
-    return threads;
   }
 
   /// The NCHW panel path's chunk of the reduction: panel chunks of about 64 KiB stay in L1/L2

@@ -325,6 +325,39 @@ void build_patches(const TX* KFUSE_RESTRICT x, const conv_shape& s, index_t p0, 
   }
 }
 
+/// A patch_shape (or AMX) conv as blocks of `block` output pixels over the whole batch: each an
+/// im2col block (ld values a row) in the worker's slot of `ws` and one Gemm with the epilogue
+/// (its flat index offset to the block). Fewer blocks than threads on AMX (a late layer's small
+/// map): the blocks one after another, each tile GEMM split over the threads instead.
+template <class Gemm, class TX, class W, class Out, class Ep>
+int run_patch_blocks(const TX* x, const W& w, Out* y, const conv_shape& s, index_t ld,
+                     index_t block, const Ep& ep, int pool, const workspace& ws, std::size_t slot,
+                     std::int32_t za) {
+  const index_t total = s.n * s.out_h() * s.out_w(), items = (total + block - 1) / block;
+  const TX pad = TX(std::is_integral_v<TX> ? za : 0);
+  auto block_at = [&](TX* patches, index_t it, int threads) {
+    const index_t p0 = it * block, np = std::min(block, total - p0);
+    build_patches(x, s, p0, np, ld, pad, patches);
+    return Gemm::run(patches, np, ld, w, y + p0 * s.k, s.k, ep, run_options{threads}, za,
+                     output_slice{p0 * s.k, total * s.k})
+        .threads;
+  };
+  if (items < pool && Gemm::uses_amx(std::min(block, total), w)) {
+    int used = 1;
+    for (index_t it = 0; it < items; ++it)
+      used = std::max(used, block_at(ws.slot<TX>(0, slot), it, pool));
+    return used;
+  }
+  const int threads = int(std::min<index_t>(pool, items));
+  parallel_for(
+      0, items, (items + threads - 1) / threads,
+      [&](range rg, int worker) {
+        for (index_t it = rg.begin; it < rg.end; ++it) block_at(ws.slot<TX>(worker, slot), it, 1);
+      },
+      threads);
+  return threads;
+}
+
 // -------------------------------------------------------------------------------- NCHW panel
 
 /// One row (tap q of the group) of a pixel panel: np output pixels from flat pixel p0 on, as

@@ -477,6 +477,7 @@ struct gemm {
     if (M == 0) return info;
 
     const int threads = pool_threads(opt.threads);
+#if KFUSE_AMX
     if constexpr (has_amx) {
       if (uses_amx(M, w)) {
         // tdpbssd takes s8 activations as they are: no flip to u8, no zero-point shift.
@@ -490,6 +491,7 @@ struct gemm {
         return info;
       }
     }
+#endif
     constexpr int MR = config::mr, NV = config::nv;
     detail::int_args ia{};
     if constexpr (microkernel::integer)
