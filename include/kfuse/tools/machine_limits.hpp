@@ -17,6 +17,7 @@
 
 #include "kfuse/arch/tags.hpp"
 #include "kfuse/config/macros.hpp"
+#include "kfuse/kernels/gemm/amx.hpp"
 #include "kfuse/kernels/gemm/microkernels.hpp"
 #include "kfuse/simd/vec.hpp"
 #include "kfuse/threading/thread_pool.hpp"
@@ -161,6 +162,37 @@ KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
 }
 #endif
 
+#if KFUSE_AMX
+/// AMX tile products (kernels/gemm/amx.hpp) on 4 accumulator tiles from tiles of zeros: 16 x 16
+/// outputs x 64 bytes of A per row (32 bf16 pairs or 64 int8 values) x 2 ops each, per product.
+template <amx_op Op>
+KFUSE_NOINLINE double probe_amx_rate(std::int64_t iters) {
+  alignas(64) static const std::byte zeros[16 * 64] = {};
+  amx_scope tiles;
+  __asm__ volatile(
+      "tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3\n\t"
+      "tileloadd (%0,%1,1), %%tmm4\n\ttileloadd (%0,%1,1), %%tmm5\n\t"
+      "tileloadd (%0,%1,1), %%tmm6\n\ttileloadd (%0,%1,1), %%tmm7" ::"r"(zeros),
+      "r"(index_t(64))
+      : "memory");
+  const auto t0 = probe_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    if constexpr (Op == amx_op::bf16)
+      __asm__ volatile(
+          "tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\ttdpbf16ps %%tmm7, %%tmm4, %%tmm1\n\t"
+          "tdpbf16ps %%tmm6, %%tmm5, %%tmm2\n\ttdpbf16ps %%tmm7, %%tmm5, %%tmm3" ::
+              : "memory");
+    else
+      __asm__ volatile(
+          "tdpbusd %%tmm6, %%tmm4, %%tmm0\n\ttdpbusd %%tmm7, %%tmm4, %%tmm1\n\t"
+          "tdpbusd %%tmm6, %%tmm5, %%tmm2\n\ttdpbusd %%tmm7, %%tmm5, %%tmm3" ::
+              : "memory");
+  }
+  const double s = seconds_since(t0);
+  return 4.0 * 16 * 16 * 64 * double(iters) / s;  // bf16: 32 pairs x 2 x 2 = int8's 64 x 2
+}
+#endif
+
 /// Best of `reps` runs of rate(iters) in G/s, with iters sized from a short trial so that one run
 /// takes about `seconds` (the scalar generic path is far slower than a vector FMA pipe).
 template <class F>
@@ -206,6 +238,13 @@ inline machine_limits probe_machine_limits() {
 #endif
 #if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
   m.int8_gops = detail::best_rate(detail::probe_int8_rate, 4e-3, 2);
+#endif
+#if KFUSE_AMX
+  // Where the bf16 and i8 GEMMs run on tiles, the tiles' rate is their roof.
+  if (amx_enabled()) {
+    m.bf16_gflops = detail::best_rate(detail::probe_amx_rate<detail::amx_op::bf16>, 4e-3, 2);
+    m.int8_gops = detail::best_rate(detail::probe_amx_rate<detail::amx_op::u8s8>, 4e-3, 2);
+  }
 #endif
 
   // Triad over 3 x 12 MiB: larger than the 32 MiB L3 of the machines kfuse is tuned on, small

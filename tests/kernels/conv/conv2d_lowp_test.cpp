@@ -47,11 +47,18 @@ std::vector<conv_shape> lowp_shapes() {
 }
 
 // Whether conv C runs shape s on AMX tiles: the dense NHWC GEMM paths (1x1, im2col patches) of
-// 16 output pixels or more, where the CPU has AMX and it is on.
+// 16 output pixels or more, where the CPU has AMX and it is on, and the GEMM's K (the channels,
+// or a patch row's R x S x C rounded up to the k group) is gemm::uses_amx's: 64 bytes or more,
+// or 32 or more in whole 4-byte groups.
 template <class C, class L>
 bool expect_amx(const conv_shape& s) {
+  using TX = typename C::gemm_type::a_type;
+  constexpr index_t g = 4 / index_t(sizeof(TX));
+  const index_t k = s.is_pointwise() ? s.c : (s.c * s.r * s.s + g - 1) / g * g;
+  const index_t bytes = k * index_t(sizeof(TX));
   return C::gemm_type::has_amx && kfuse::amx_enabled() && std::is_same_v<L, kfuse::nhwc> &&
-         s.groups == 1 && !s.is_depthwise() && s.n * s.out_h() * s.out_w() >= 16;
+         s.groups == 1 && !s.is_depthwise() && s.n * s.out_h() * s.out_w() >= 16 &&
+         (bytes >= 64 || (bytes >= 32 && bytes % 4 == 0));
 }
 // Whether conv C packs shape s for the im2col patch path.
 template <class C, class L>

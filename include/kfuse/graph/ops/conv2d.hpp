@@ -186,8 +186,10 @@ struct conv2d_rule : op_rule {
     const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
     switch (pr) {
       case precision::bf16:
-        if (cl && cx.opt.winograd && cx.T(s.x).type == dtype::f32 && detail::winograd_pays(cs)) {
-          // Winograd's 3-4x fewer multiply-adds beat bf16's 2x dot product rate (docs/conv.md).
+        if (cl && cx.opt.winograd && cx.T(s.x).type == dtype::f32 && detail::winograd_pays(cs) &&
+            !(gemm<bf16, A, epilogue<>, B>::has_amx && amx_enabled())) {
+          // Winograd's 3-4x fewer multiply-adds beat bf16's 2x dot product rate (docs/conv.md),
+          // not AMX tiles' ~14x.
           cx.note_once(
               "bf16: 3x3 stride-1 convs where Winograd pays run as f32 Winograd F(4x4, 3x3), "
               "faster than bf16's direct conv and more accurate (compile_options::winograd = "

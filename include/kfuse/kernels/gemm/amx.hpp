@@ -106,13 +106,14 @@ template <class TA>
 constexpr index_t amx_depth = 64 / index_t(sizeof(TA));
 
 #if KFUSE_AMX
-/// The tile palette for one thread's AMX work, every tile 64 bytes wide: row tile 0 (its
-/// accumulators 0-1 and A tile 4) of `rows0` rows, row tile 1 (accumulators 2-3, A tile 5) of
-/// `rows1`, the B tiles 6-7 of 16. Released (tilerelease) when the scope ends so the thread's
+/// The tile palette for one thread's AMX work: row tile 0 (its accumulators 0-1 and A tile 4)
+/// of `rows0` rows, row tile 1 (accumulators 2-3, A tile 5) of `rows1`; the accumulator and B
+/// tiles 64 bytes wide, A `a_bytes` (64; K's bytes when all of K is one short step) and B
+/// a_bytes / 4 k-group rows. Released (tilerelease) when the scope ends so the thread's
 /// context switches stop saving 8 KiB of tile data.
 class amx_scope {
  public:
-  amx_scope() { configure(16, 16); }
+  explicit amx_scope(int a_bytes = 64) : a_bytes_(a_bytes) { configure(16, 16); }
   ~amx_scope() { __asm__ volatile("tilerelease" ::: "memory"); }
   amx_scope(const amx_scope&) = delete;
   amx_scope& operator=(const amx_scope&) = delete;
@@ -126,14 +127,17 @@ class amx_scope {
       std::uint16_t colsb[16] = {};
       std::uint8_t rows[16] = {};
     } c;
-    const int tile_rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, 16, 16};
-    for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = std::uint8_t(tile_rows[t]);
+    const int tile_rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, a_bytes_ / 4, a_bytes_ / 4};
+    for (int t = 0; t < 8; ++t) {
+      c.colsb[t] = std::uint16_t(t == 4 || t == 5 ? a_bytes_ : 64);
+      c.rows[t] = std::uint8_t(tile_rows[t]);
+    }
     __asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
     rows_ = rows;
   }
 
  private:
-  int rows_ = 0;
+  int rows_ = 0, a_bytes_;
 };
 
 #define KFUSE_AMX_DP(op, b, a, c) op " %%tmm" #b ", %%tmm" #a ", %%tmm" #c "\n\t"
@@ -210,14 +214,21 @@ int amx_gemm(const TA* a, index_t M, index_t lda, const packed_weights<TB>& w, i
   constexpr index_t depth = amx_depth<TA>;
   using acc_t = std::conditional_t<op == amx_op::bf16, float, std::int32_t>;
   const index_t K = w.K(), N = w.N(), panels = w.panels();
-  const index_t steps = (K + depth - 1) / depth, rem = K % depth;
+  const index_t steps = (K + depth - 1) / depth;
+  // K shorter than one step, in whole 4-byte groups (a 1x1 conv of 16 channels): one step of
+  // that width, read in place; otherwise the last partial step from a zero-padded copy.
+  const bool short_k = K < depth && K * index_t(sizeof(TA)) % 4 == 0;
+  const index_t rem = short_k ? 0 : K % depth;
+  const int a_bytes = short_k ? int(K * index_t(sizeof(TA))) : 64;
   const index_t lda_bytes = lda * index_t(sizeof(TA));
   const index_t blocks = (M + 31) / 32;
+  // Up to 8 blocks (or ~1 MiB of A: half of a 2 MiB L2) per chunk: each chunk streams every
+  // weight once, so weights larger than L2 (3x3 x 512 -> 512: 4.7 MB of bf16) are read from
+  // memory once per chunk, not once per block.
   constexpr index_t max_chunk = 8;
-  const index_t chunk_rows_bytes = 32 * K * index_t(sizeof(TA));
+  const index_t block_bytes = 32 * K * index_t(sizeof(TA));
   const index_t per_chunk =
-      std::clamp<index_t>(index_t(512 * 1024) / std::max<index_t>(chunk_rows_bytes, 1), 1,
-                          max_chunk);
+      std::clamp<index_t>(index_t(1024 * 1024) / std::max<index_t>(block_bytes, 1), 1, max_chunk);
   const index_t chunks = (blocks + per_chunk - 1) / per_chunk;
   const index_t groups = chunks >= threads ? 1 : std::min<index_t>(panels, (threads + chunks - 1) / chunks);
   const index_t items = chunks * groups;
@@ -225,7 +236,7 @@ int amx_gemm(const TA* a, index_t M, index_t lda, const packed_weights<TB>& w, i
   parallel_for(
       0, items, (items + used - 1) / used,
       [&](range rg, int) {
-        amx_scope tiles;
+        amx_scope tiles(a_bytes);
         alignas(64) std::byte tails[max_chunk][32 * 64];
         alignas(64) acc_t acc[32 * 32];
         for (index_t it = rg.begin; it < rg.end; ++it) {
