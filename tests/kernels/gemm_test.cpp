@@ -319,9 +319,9 @@ void int8_cases() {
     // depth, row tiles of 1..16 rows, 1 and 2 threads; then the vector kernels with AMX off.
     for (const bool amx : {true, false}) {
       const amx_off off(!amx);
-      for (const shape3 s : {shape3{1, 1, 1}, shape3{3, 17, 7}, shape3{8, 100, 1001},
-                             shape3{33, 257, 64}, shape3{100, 64, 257}, shape3{16, 31, 63},
-                             shape3{47, 130, 200}, shape3{20, 70, 40}}) {
+      for (const shape3 s :
+           {shape3{1, 1, 1}, shape3{3, 17, 7}, shape3{8, 100, 1001}, shape3{33, 257, 64},
+            shape3{100, 64, 257}, shape3{16, 31, 63}, shape3{47, 130, 200}, shape3{20, 70, 40}}) {
         check_int8<A, std::uint8_t>(s.m, s.n, s.k, 3, rng, 1);
         check_int8<A, std::int8_t>(s.m, s.n, s.k, -5, rng, 2);
       }

@@ -345,8 +345,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
         break;
       case detail::conv_path::nhwc_patches:
         if constexpr (is_nhwc) {
-          info.threads = detail::run_patch_blocks<gemm_type>(
-              x.data, w.gemm_, y.data, sh, w.crsp_, patch_pixels(sh), ep, pool, ws, slot, x_zero_point);
+          info.threads = detail::run_patch_blocks<gemm_type>(x.data, w.gemm_, y.data, sh, w.crsp_,
+                                                             patch_pixels(sh), ep, pool, ws, slot,
+                                                             x_zero_point);
           const index_t pixels = std::min(patch_pixels(sh), numel(y.dims) / sh.k);
           info.micro_kernel = micro_kernel(w.path_, gemm_type::uses_amx(pixels, w.gemm_));
         }
@@ -689,8 +690,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   /// stride apart (the implicit path's pixel pointers are not); a pixel's R x S x C copy costs
   /// a fraction of its tile products (3x3 x 64 -> 64 bf16: 1.2 KiB against 37 k multiply-adds).
   static constexpr bool amx_shape(const conv_shape& s) {
-    return is_nhwc && gemm_type::has_amx && s.groups == 1 && !s.is_pointwise() &&
-           !s.is_depthwise();
+    return is_nhwc && gemm_type::has_amx && s.groups == 1 && !s.is_pointwise() && !s.is_depthwise();
   }
   /// The patch path: values per im2col row (R*S*C rounded up to the k group) and rows per block
   /// (about 16 KiB: the block stays in L1 while the GEMM's column panels pass over it; 64 KiB

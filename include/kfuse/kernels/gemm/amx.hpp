@@ -97,9 +97,9 @@ namespace detail {
 enum class amx_op { bf16, u8s8, s8s8 };
 
 template <class TA>
-constexpr amx_op amx_op_for =
-    std::is_same_v<TA, bf16_t> ? amx_op::bf16
-                               : (std::is_signed_v<TA> ? amx_op::s8s8 : amx_op::u8s8);
+constexpr amx_op amx_op_for = std::is_same_v<TA, bf16_t>
+                                  ? amx_op::bf16
+                                  : (std::is_signed_v<TA> ? amx_op::s8s8 : amx_op::u8s8);
 
 /// Values of K per tile step (64 bytes of A per row).
 template <class TA>
@@ -147,23 +147,24 @@ template <amx_op Op, int RT>
 KFUSE_INLINE void amx_step(const std::byte* a0, const std::byte* a1, index_t lda,
                            const std::byte* b) {
   constexpr index_t b_ld = 256;
-#define KFUSE_AMX_STEP(op)                                                                   \
-  if constexpr (RT == 2)                                                                     \
-    __asm__ volatile("tileloadd (%0,%4,1), %%tmm4\n\t"                                        \
-                     "tileloadd (%1,%4,1), %%tmm5\n\t"                                        \
-                     "tileloadd (%2,%5,1), %%tmm6\n\t"                                        \
-                     "tileloadd (%3,%5,1), %%tmm7\n\t" KFUSE_AMX_DP(op, 6, 4, 0)              \
-                         KFUSE_AMX_DP(op, 7, 4, 1) KFUSE_AMX_DP(op, 6, 5, 2)                   \
-                             KFUSE_AMX_DP(op, 7, 5, 3)::"r"(a0),                              \
-                     "r"(a1), "r"(b), "r"(b + 64), "r"(lda), "r"(b_ld)                        \
-                     : "memory");                                                            \
-  else                                                                                       \
-    __asm__ volatile("tileloadd (%0,%3,1), %%tmm4\n\t"                                        \
-                     "tileloadd (%1,%4,1), %%tmm6\n\t"                                        \
-                     "tileloadd (%2,%4,1), %%tmm7\n\t" KFUSE_AMX_DP(op, 6, 4, 0)              \
-                         KFUSE_AMX_DP(op, 7, 4, 1)::"r"(a0),                                  \
-                     "r"(b), "r"(b + 64), "r"(lda), "r"(b_ld)                                 \
-                     : "memory")
+#define KFUSE_AMX_STEP(op)                                                                    \
+  if constexpr (RT == 2)                                                                      \
+    __asm__ volatile(                                                                         \
+        "tileloadd (%0,%4,1), %%tmm4\n\t"                                                     \
+        "tileloadd (%1,%4,1), %%tmm5\n\t"                                                     \
+        "tileloadd (%2,%5,1), %%tmm6\n\t"                                                     \
+        "tileloadd (%3,%5,1), %%tmm7\n\t" KFUSE_AMX_DP(op, 6, 4, 0) KFUSE_AMX_DP(op, 7, 4, 1) \
+            KFUSE_AMX_DP(op, 6, 5, 2) KFUSE_AMX_DP(op, 7, 5, 3)::"r"(a0),                     \
+        "r"(a1), "r"(b), "r"(b + 64), "r"(lda), "r"(b_ld)                                     \
+        : "memory");                                                                          \
+  else                                                                                        \
+    __asm__ volatile(                                                                         \
+        "tileloadd (%0,%3,1), %%tmm4\n\t"                                                     \
+        "tileloadd (%1,%4,1), %%tmm6\n\t"                                                     \
+        "tileloadd (%2,%4,1), %%tmm7\n\t" KFUSE_AMX_DP(op, 6, 4, 0)                           \
+            KFUSE_AMX_DP(op, 7, 4, 1)::"r"(a0),                                               \
+        "r"(b), "r"(b + 64), "r"(lda), "r"(b_ld)                                              \
+        : "memory")
   if constexpr (Op == amx_op::bf16)
     KFUSE_AMX_STEP("tdpbf16ps");
   else if constexpr (Op == amx_op::u8s8)
@@ -230,7 +231,8 @@ int amx_gemm(const TA* a, index_t M, index_t lda, const packed_weights<TB>& w, i
   const index_t per_chunk =
       std::clamp<index_t>(index_t(1024 * 1024) / std::max<index_t>(block_bytes, 1), 1, max_chunk);
   const index_t chunks = (blocks + per_chunk - 1) / per_chunk;
-  const index_t groups = chunks >= threads ? 1 : std::min<index_t>(panels, (threads + chunks - 1) / chunks);
+  const index_t groups =
+      chunks >= threads ? 1 : std::min<index_t>(panels, (threads + chunks - 1) / chunks);
   const index_t items = chunks * groups;
   const int used = int(std::min<index_t>(threads, items));
   parallel_for(

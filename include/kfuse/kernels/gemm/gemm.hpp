@@ -64,9 +64,9 @@ KFUSE_NOINLINE void accumulate_tile(V (&acc)[Rows][NV], const AR a,
 /// A finished tile out of a kernel: int8 accumulators corrected for A's zero point (and made
 /// real unless C takes the raw int32), then every epilogue stage and one store.
 template <class MK, class V, int Rows, int NV, class Out, class Ep>
-KFUSE_INLINE void finish_tile(V (&acc)[Rows][NV], Out* KFUSE_RESTRICT c, index_t ldc,
-                              index_t row0, index_t col0, index_t N, const Ep& ep,
-                              const int_args& ia, index_t flat_base) {
+KFUSE_INLINE void finish_tile(V (&acc)[Rows][NV], Out* KFUSE_RESTRICT c, index_t ldc, index_t row0,
+                              index_t col0, index_t N, const Ep& ep, const int_args& ia,
+                              index_t flat_base) {
   constexpr int L = V::lanes;
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
@@ -201,8 +201,8 @@ KFUSE_INLINE void gemm_panel(int rows, const TA* a, index_t lda, const typename 
 /// vpdpbusd's i8 on zmm, whose blocks of 32 columns leave the tiles as 2 vectors a row.
 #if KFUSE_AMX
 template <class MK, class V>
-constexpr bool amx_kernel =
-    V::lanes == 16 && (std::is_same_v<MK, mk_bf16_dp> || std::is_same_v<MK, mk_int8_vnni>);
+constexpr bool amx_kernel = V::lanes == 16 &&
+                            (std::is_same_v<MK, mk_bf16_dp> || std::is_same_v<MK, mk_int8_vnni>);
 #else
 template <class MK, class V>
 constexpr bool amx_kernel = false;
@@ -211,9 +211,8 @@ constexpr bool amx_kernel = false;
 /// A block of AMX accumulators (`rows` rows of 32, 32 a row: f32, or int32 bits) through
 /// finish_tile, 4 rows at a time.
 template <class MK, class V, class Acc, class Out, class Ep>
-void store_amx_block(const Acc* acc, index_t rows, Out* c, index_t ldc, index_t row0,
-                     index_t col0, index_t N, const Ep& ep, const int_args& ia,
-                     index_t flat_base) {
+void store_amx_block(const Acc* acc, index_t rows, Out* c, index_t ldc, index_t row0, index_t col0,
+                     index_t N, const Ep& ep, const int_args& ia, index_t flat_base) {
   static_assert(V::lanes == 16);
   const auto* bits = reinterpret_cast<const float*>(acc);
   auto rows_of = [&]<int R>(index_t r) {
