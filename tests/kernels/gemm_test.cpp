@@ -161,6 +161,55 @@ TEST_CASE("gemm bf16: the vector kernels with AMX off", "[gemm][amx]") {
   for_each_backend([&](auto b) { random_shapes<decltype(b), kfuse::bf16_t>(6, rng); });
 }
 
+// i8, exact: s8 activations on tdpbssd (AMX) and flipped to u8 on vpdpbusd give the same sums.
+// A template, so that gemm<i8> is never instantiated on an arch without an int8 kernel.
+template <class A>
+void int8_amx_cross(std::mt19937& rng) {
+  using Q = kfuse::gemm<kfuse::i8, A>;
+  if constexpr (kfuse::detail::int8_kernel_available<
+                    A, kfuse::simd::vec_for<A, kfuse::backend::xsimd>>()) {
+    std::vector<std::int8_t> a(40 * 100), b(100 * 50);
+    fill_random(a.data(), index_t(a.size()), rng);
+    fill_random(b.data(), index_t(b.size()), rng);
+    if constexpr (Q::int8_weight_limit < 128)
+      for (std::int8_t& v : b) v = std::int8_t(v / 3);
+    const auto w = Q::pack(b.data(), 100, 50, kfuse::b_layout::nk);
+    std::vector<std::int32_t> on(40 * 50), off_c(on.size());
+    Q::run(a.data(), 40, 100, w, on.data(), 50, {}, {}, -7);
+    {
+      const amx_off off;
+      Q::run(a.data(), 40, 100, w, off_c.data(), 50, {}, {}, -7);
+    }
+    CHECK(on == off_c);
+  }
+}
+
+// Weights packed with AMX off (K padded to the k group only) run on the vector kernels even with
+// AMX on; weights packed for the tiles (K padded to the tile depth) run on either path.
+TEST_CASE("gemm bf16 / i8: weights packed with AMX on or off run either way", "[gemm][amx]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(6);
+  const problem<kfuse::bf16_t> p(40, 70, 45, kfuse::b_layout::nk, rng);
+  using G = kfuse::gemm<kfuse::bf16, test_arch>;
+  for (const bool pack_on : {true, false}) {
+    const auto w = [&] {
+      const amx_off off(!pack_on);
+      return G::pack(p.b.data(), p.K, p.N, p.layout);
+    }();
+    for (const bool run_on : {true, false}) {
+      const amx_off off(!run_on);
+      CHECK(G::uses_amx(p.M, w) == (G::has_amx && kfuse::amx_enabled() && pack_on));
+      std::vector<float> c(std::size_t(p.M * p.N), std::nanf(""));
+      G::run(p.a.data(), p.M, p.K, w, c.data(), p.N);
+      int bad = 0;
+      for (std::size_t i = 0; i < c.size(); ++i)
+        bad += !(std::fabs(c[i] - p.ab[i]) <= 1.5 * p.dot_tol());
+      CHECK(bad == 0);
+    }
+  }
+  int8_amx_cross<test_arch>(rng);
+}
+
 TEST_CASE("gemm bf16 / i8: the AMX tile path splits over threads bit for bit", "[gemm][amx]") {
   if (!cpu_can_run()) return;
   std::mt19937 rng(5);
