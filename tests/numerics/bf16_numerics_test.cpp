@@ -13,6 +13,10 @@
 // here, the worst case (K - 1) * 2^-24 not being reached by this fixed data), while one operand
 // left unrounded to bf16 (the bug this test guards against) moves it by about 2^-9 / sqrt(K)
 // (> 5e-5 here).
+//
+// AMX tiles (kernels/gemm/amx.hpp, where the CPU has them) add in their own order: the bitwise
+// comparison is of the vector kernels, run with AMX off; a last pass runs the archs with AMX on
+// and holds the tiles to the reassociation bound.
 #include "numerics/bf16_numerics.hpp"
 
 #include <catch2/catch.hpp>
@@ -23,6 +27,7 @@
 
 #include "kernels/conv/conv_reference.hpp"
 #include "kfuse/arch/cpu_features.hpp"
+#include "kfuse/kernels/gemm/amx.hpp"
 #include "kfuse/types/convert.hpp"
 
 namespace {
@@ -180,6 +185,12 @@ std::int8_t quantized(float acc, float bias) {
 }  // namespace
 
 TEST_CASE("bf16 numerics: every arch computes what the generic arch does", "[bf16][numerics]") {
+  const bool amx = kfuse::amx_enabled();
+  kfuse::set_amx_enabled(false);  // the vector kernels (AMX: the last section)
+  struct restore {
+    bool on;
+    ~restore() { kfuse::set_amx_enabled(on); }
+  } restore_amx{amx};
   const std::vector<arch_entry> archs = compiled_archs();
   REQUIRE(!archs.empty());
   const bn::inputs in = make_inputs();
@@ -252,4 +263,29 @@ TEST_CASE("bf16 numerics: every arch computes what the generic arch does", "[bf1
     }
   }
   CHECK(outs.size() >= 1);
+
+  if (!amx) return;
+  // AMX on: the tile path's gemm and convs within the reassociation bound of the reference.
+  kfuse::set_amx_enabled(true);
+  for (const arch_entry& a : archs) {
+    if (!a.supported) continue;
+    const bn::arch_out o = a.run(in);
+    for (const bn::backend_out& b : o.backends) {
+      INFO(a.name << " / " << b.impl << " with AMX (" << b.gemm_kernel << ")");
+      for (int i = 0; i < bn::n_gemm; ++i) {
+        int far = 0;
+        for (std::size_t j = 0; j < b.gemm_c[i].size(); ++j)
+          far += !(std::fabs(double(b.gemm_c[i][j]) - ref.gemm[i][j]) <=
+                   reassociation * ref.gemm_abs[i][j]);
+        CHECK(far == 0);
+      }
+      for (int i = 0; i < bn::n_conv; ++i) {
+        int far = 0;
+        for (std::size_t j = 0; j < b.conv_y[i].size(); ++j)
+          far += !(std::fabs(double(b.conv_y[i][j]) - ref.conv[i][j]) <=
+                   reassociation * ref.conv_abs[i][j]);
+        CHECK(far == 0);
+      }
+    }
+  }
 }
