@@ -147,23 +147,23 @@ template <amx_op Op, int RT>
 KFUSE_INLINE void amx_step(const std::byte* a0, const std::byte* a1, index_t lda,
                            const std::byte* b) {
   constexpr index_t b_ld = 256;
-#define KFUSE_AMX_STEP(op)                                                                    \
-  if constexpr (RT == 2)                                                                      \
-    __asm__ volatile(                                                                         \
-        "tileloadd (%0,%4,1), %%tmm4\n\t"                                                     \
-        "tileloadd (%1,%4,1), %%tmm5\n\t"                                                     \
-        "tileloadd (%2,%5,1), %%tmm6\n\t"                                                     \
-        "tileloadd (%3,%5,1), %%tmm7\n\t" KFUSE_AMX_DP(op, 6, 4, 0) KFUSE_AMX_DP(op, 7, 4, 1) \
-            KFUSE_AMX_DP(op, 6, 5, 2) KFUSE_AMX_DP(op, 7, 5, 3)::"r"(a0),                     \
-        "r"(a1), "r"(b), "r"(b + 64), "r"(lda), "r"(b_ld)                                     \
-        : "memory");                                                                          \
-  else                                                                                        \
-    __asm__ volatile(                                                                         \
-        "tileloadd (%0,%3,1), %%tmm4\n\t"                                                     \
-        "tileloadd (%1,%4,1), %%tmm6\n\t"                                                     \
-        "tileloadd (%2,%4,1), %%tmm7\n\t" KFUSE_AMX_DP(op, 6, 4, 0)                           \
-            KFUSE_AMX_DP(op, 7, 4, 1)::"r"(a0),                                               \
-        "r"(b), "r"(b + 64), "r"(lda), "r"(b_ld)                                              \
+// Each product issued as soon as its two tiles are loaded, the loads of a row tile's second
+// product overlapping its first (loads first, then the 4 products: 15-20% slower on the Xeon).
+#define KFUSE_AMX_STEP(op)                                                                      \
+  if constexpr (RT == 2)                                                                        \
+    __asm__ volatile("tileloadd (%0,%4,1), %%tmm4\n\t"                                        \
+                     "tileloadd (%2,%5,1), %%tmm6\n\t" KFUSE_AMX_DP(op, 6, 4, 0)               \
+                     "tileloadd (%3,%5,1), %%tmm7\n\t" KFUSE_AMX_DP(op, 7, 4, 1)               \
+                     "tileloadd (%1,%4,1), %%tmm5\n\t" KFUSE_AMX_DP(op, 6, 5, 2)               \
+                         KFUSE_AMX_DP(op, 7, 5, 3)::"r"(a0),                                  \
+                     "r"(a1), "r"(b), "r"(b + 64), "r"(lda), "r"(b_ld)                        \
+                     : "memory"); \
+  else                                                                                          \
+    __asm__ volatile(                                                                           \
+        "tileloadd (%0,%3,1), %%tmm4\n\t"                                                       \
+        "tileloadd (%1,%4,1), %%tmm6\n\t" KFUSE_AMX_DP(                                         \
+            op, 6, 4, 0) "tileloadd (%2,%4,1), %%tmm7\n\t" KFUSE_AMX_DP(op, 7, 4, 1)::"r"(a0),  \
+        "r"(b), "r"(b + 64), "r"(lda), "r"(b_ld)                                                \
         : "memory")
   if constexpr (Op == amx_op::bf16)
     KFUSE_AMX_STEP("tdpbf16ps");
@@ -184,8 +184,17 @@ KFUSE_NOINLINE void amx_block(const std::byte* a, index_t lda, const std::byte* 
   __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1" ::: "memory");
   if constexpr (RT == 2) __asm__ volatile("tilezero %%tmm2\n\ttilezero %%tmm3" ::: "memory");
   const index_t full = a_tail ? steps - 1 : steps;
-  for (index_t s = 0; s < full; ++s)
+  // The lines of the step after next, prefetched: tileloadd's 16 strided rows are not streams
+  // the hardware prefetchers follow (one-panel GEMMs from L2 ran 35-45% faster, 540 -> 700-830
+  // GFLOP/s bf16 on one Xeon core).
+  constexpr index_t ahead = 2;
+  for (index_t s = 0; s < full; ++s) {
+    if (Op == amx_op::bf16 && s + ahead < full) {
+      const std::byte* na = a + (s + ahead) * 64;
+      for (int i = 0; i < 16 * RT; ++i) __builtin_prefetch(na + i * lda, 0, 3);
+    }
     amx_step<Op, RT>(a + s * 64, a + 16 * lda + s * 64, lda, b + s * 16 * 256);
+  }
   if (a_tail) amx_step<Op, RT>(a_tail, a_tail + 16 * 64, 64, b + full * 16 * 256);
   auto* out = static_cast<std::byte*>(c);
   __asm__ volatile(
