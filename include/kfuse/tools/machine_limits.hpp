@@ -163,8 +163,8 @@ KFUSE_NOINLINE inline double probe_int8_rate(std::int64_t iters) {
 #endif
 
 #if KFUSE_AMX
-/// AMX tile products (kernels/gemm/amx.hpp) on 4 accumulator tiles from tiles of zeros: 16 x 16
-/// outputs x 64 bytes of A per row (32 bf16 pairs or 64 int8 values) x 2 ops each, per product.
+/// AMX tile products (kernels/gemm/amx.hpp) on 4 accumulator tiles from tiles of zeros (64
+/// bytes of A per row: 32 bf16 or 64 int8 values).
 template <amx_op Op>
 KFUSE_NOINLINE double probe_amx_rate(std::int64_t iters) {
   alignas(64) static const std::byte zeros[16 * 64] = {};
@@ -189,7 +189,9 @@ KFUSE_NOINLINE double probe_amx_rate(std::int64_t iters) {
               : "memory");
   }
   const double s = seconds_since(t0);
-  return 4.0 * 16 * 16 * 64 * double(iters) / s;  // bf16: 32 pairs x 2 x 2 = int8's 64 x 2
+  // Per product, 16 x 16 outputs of 32 bf16 (16 pairs) or 64 int8 multiply-adds, 2 ops each.
+  constexpr double ops = 16.0 * 16 * (Op == amx_op::bf16 ? 32 : 64) * 2;
+  return 4.0 * ops * double(iters) / s;
 }
 #endif
 
