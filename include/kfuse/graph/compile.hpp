@@ -116,12 +116,10 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
     // probe runs once per process, on the first bf16 plan.
     // AMX tiles (kernels/gemm/amx.hpp) run the convs and linears at ~14x the vdpbf16ps rate:
     // bf16 pays there whatever vdpbf16ps does.
-    const bool amx = gemm<bf16, A, epilogue<>, B>::has_amx && amx_enabled();
-    const bf16_dot_speed& s = amx ? bf16_dot_speed{} : cached_bf16_dot_speed();
-    if (amx) {
+    if (gemm<bf16, A, epilogue<>, B>::amx_active()) {
       cx.d->report.notes.push_back(
           "bf16: dense convs and linears run on AMX tiles (tdpbf16ps; KFUSE_AMX=0 turns them off)");
-    } else if (!s.pays()) {
+    } else if (const bf16_dot_speed& s = cached_bf16_dot_speed(); !s.pays()) {
       cx.opt.prec = precision::f32;
       cx.d->report.notes.push_back(
           "bf16: this CPU's bf16 dot product (vdpbf16ps) is no faster than its f32 FMAs (probed " +

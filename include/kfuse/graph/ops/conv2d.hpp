@@ -187,7 +187,7 @@ struct conv2d_rule : op_rule {
     switch (pr) {
       case precision::bf16:
         if (cl && cx.opt.winograd && cx.T(s.x).type == dtype::f32 && detail::winograd_pays(cs) &&
-            !(gemm<bf16, A, epilogue<>, B>::has_amx && amx_enabled())) {
+            !gemm<bf16, A, epilogue<>, B>::amx_active()) {
           // Winograd's 3-4x fewer multiply-adds beat bf16's 2x dot product rate (docs/conv.md),
           // not AMX tiles' ~14x.
           cx.note_once(

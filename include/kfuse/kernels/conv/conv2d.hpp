@@ -156,7 +156,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
       w.path_ = detail::conv_path::gemm_1x1;
       w.block_ = NR;
       w.gemm_ = gemm_type::pack(oihw, s.c, s.k, b_layout::nk);
-    } else if (uses_patches(s) || (amx_shape(s) && amx_enabled())) {
+    } else if (uses_patches(s) || (amx_shape(s) && gemm_type::amx_active())) {
       // A GEMM [pixels, R*S*C] x [R*S*C, K] over im2col blocks: weights as [K, (r, s, c)],
       // padded with zero rows to the k group.
       w.path_ = detail::conv_path::nhwc_patches;

@@ -105,6 +105,17 @@ constexpr amx_op amx_op_for = std::is_same_v<TA, bf16_t>
 template <class TA>
 constexpr index_t amx_depth = 64 / index_t(sizeof(TA));
 
+/// K shorter than one step in whole 4-byte groups: one narrow step read in place.
+template <class TA>
+constexpr bool amx_short_k(index_t K) {
+  return K < amx_depth<TA> && K * index_t(sizeof(TA)) % 4 == 0;
+}
+/// The K the tile path takes: a whole step or more, or a short one of at least half a step.
+template <class TA>
+constexpr bool amx_takes_k(index_t K) {
+  return K >= amx_depth<TA> || (amx_short_k<TA>(K) && K * index_t(sizeof(TA)) >= 32);
+}
+
 #if KFUSE_AMX
 /// The tile palette for one thread's AMX work: row tile 0 (its accumulators 0-1 and A tile 4)
 /// of `rows0` rows, row tile 1 (accumulators 2-3, A tile 5) of `rows1`; the accumulator and B
@@ -227,7 +238,7 @@ int amx_gemm(const TA* a, index_t M, index_t lda, const packed_weights<TB>& w, i
   const index_t steps = (K + depth - 1) / depth;
   // K shorter than one step, in whole 4-byte groups (a 1x1 conv of 16 channels): one step of
   // that width, read in place; otherwise the last partial step from a zero-padded copy.
-  const bool short_k = K < depth && K * index_t(sizeof(TA)) % 4 == 0;
+  const bool short_k = amx_short_k<TA>(K);
   const index_t rem = short_k ? 0 : K % depth;
   const int a_bytes = short_k ? int(K * index_t(sizeof(TA))) : 64;
   const index_t lda_bytes = lda * index_t(sizeof(TA));

@@ -336,6 +336,8 @@ struct gemm {
   static constexpr int int8_weight_limit = detail::int8_weight_limit<A, vec>();
   /// Whether this recipe and arch have the AMX tile path (used where amx_enabled()).
   static constexpr bool has_amx = detail::amx_kernel<microkernel, vec>;
+  /// Whether pack() pads for, and run() may take, the tile path now.
+  static bool amx_active() { return has_amx && amx_enabled(); }
   /// Rows from which run() takes the tile path (below: the vector kernels, which stream each
   /// weight once for M <= 8 and need no tile configuration).
   static constexpr index_t amx_min_rows = 16;
@@ -345,8 +347,7 @@ struct gemm {
   /// (Xeon) ran 186 us on tiles, 146 on vpdpbusd; bf16 K 16 192 on tiles, 226 on vdpbf16ps.
   static bool uses_amx(index_t M, const weights& w) {
     if constexpr (has_amx) {
-      const index_t k_bytes = w.K() * index_t(sizeof(a_type));
-      return M >= amx_min_rows && (k_bytes >= 64 || (k_bytes >= 32 && k_bytes % 4 == 0)) &&
+      return M >= amx_min_rows && detail::amx_takes_k<a_type>(w.K()) &&
              w.kp() % detail::amx_depth<a_type> == 0 && amx_enabled();
     } else {
       return false;
@@ -403,7 +404,7 @@ struct gemm {
       detail::check_int8_weights("gemm pack", A::name, b, K * N, int8_weight_limit);
     }
     // The tile path reads whole tile depths of B: pad K to one with zero rows.
-    const int k_align = has_amx && amx_enabled() ? int(detail::amx_depth<a_type>) : 1;
+    const int k_align = amx_active() ? int(detail::amx_depth<a_type>) : 1;
     return weights(b, K, N, layout, config::nr, microkernel::k_group, k_align);
   }
 
