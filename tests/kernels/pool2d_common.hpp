@@ -77,6 +77,14 @@ inline std::vector<kfuse::pool_shape> pool_windows(kfuse::pool_kind kind, bool i
   // ending at the row's end (even or odd load), rows shorter than a vector.
   for (index_t w : {9, 16, 17, 31, 34, 65})
     v.push_back(pool_case(kind, 3, 5, w, 3, 3, 2, 2, 1, w % 2, 1, 0, false, include_pad));
+  // Stride 1 and the other windows of NCHW's rows path (f32 masked loads: 3x3, 2x2, up to 8
+  // taps a row looped) and past it (9 taps: the phase scratch).
+  for (index_t w : {9, 16, 17, 34})
+    v.push_back(pool_case(kind, 2, 6, w, 3, 3, 1, 1, 1, 1, 1, 1, false, include_pad));
+  v.push_back(pool_case(kind, 3, 9, 31, 5, 5, 1, 1, 2, 2, 2, 2, false, include_pad));
+  v.push_back(pool_case(kind, 2, 15, 40, 7, 7, 2, 2, 3, 3, 3, 3, true, include_pad));
+  v.push_back(pool_case(kind, 2, 12, 20, 9, 9, 1, 1, 4, 4, 4, 4, false, include_pad));
+  v.push_back(pool_case(kind, 4, 28, 28, 3, 3, 2, 2, 0, 0, 0, 0, true, include_pad));
   v.push_back(pool_case(kind, 3, 33, 33, 3, 3, 1, 1, 1, 1, 1, 1, false, include_pad));
   v.push_back(pool_case(kind, 40, 7, 7, 7, 7, 1, 1, 0, 0, 0, 0, false, include_pad));
   v.push_back(pool_case(kind, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, include_pad));

@@ -48,6 +48,31 @@ TEST_CASE("pool2d f32/bf16 nchw: every mode vs double reference", "[pool2d][nchw
   float_cases<kfuse::nchw>();
 }
 
+TEST_CASE("pool2d nchw: f32 of stride 1 / 2 takes the rows path where the arch has masked loads",
+          "[pool2d][nchw]") {
+  if (!cpu_can_run()) return;
+  using kfuse::pool_kind;
+  using P = kfuse::pool2d<kfuse::f32, kfuse::nchw, test_arch>;
+  using Pb = kfuse::pool2d<kfuse::bf16, kfuse::nchw, test_arch>;
+  constexpr bool masked = kfuse::simd::has_partial_f32<typename P::vec::impl>;
+  auto kernel = [](auto tag, const kfuse::pool_shape& s) {
+    using Q = decltype(tag);
+    using T = typename Q::storage;
+    std::vector<T> x(std::size_t(kfuse::numel(s.in_dims())));
+    std::vector<T> y(std::size_t(kfuse::numel(s.out_dims())));
+    return std::string(Q::run(kfuse::view<kfuse::nchw>(x.data(), s.in_dims()), s,
+                              kfuse::view<kfuse::nchw>(y.data(), s.out_dims()))
+                           .micro_kernel);
+  };
+  const auto s2 = pool_case(pool_kind::max, 3, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1);
+  const auto s1 = pool_case(pool_kind::avg, 3, 9, 20, 5, 5, 1, 1, 2, 2, 2, 2);
+  const auto s3 = pool_case(pool_kind::max, 3, 9, 20, 3, 3, 3, 3, 1, 1, 1, 1);
+  CHECK(kernel(P{}, s2) == (masked ? "nchw max rows" : "nchw max phases"));
+  CHECK(kernel(P{}, s1) == (masked ? "nchw avg rows" : "nchw avg phases"));
+  CHECK(kernel(P{}, s3) == "nchw max phases");   // stride 3
+  CHECK(kernel(Pb{}, s2) == "nchw max phases");  // bf16 input
+}
+
 TEST_CASE("pool2d: output sizes follow PyTorch (ceil mode drops a window starting in the padding)",
           "[pool2d]") {
   using kfuse::pool_kind;

@@ -14,9 +14,9 @@
 // counts as real zero when count_include_pad) rounded half to even, exact for windows of up to
 // 16384 elements (global pooling: any size, summed in double). Max propagates NaN like PyTorch.
 // NHWC: lanes are channels, each output pixel reads its valid window taps (loop bounds, no
-// per-tap branch). NCHW: lanes are output pixels of a row; the input rows a block of output rows
-// reads are copied once into a padded f32 scratch (padding -inf for max, 0 for average) split
-// into stride phases, so every tap is a contiguous load.
+// per-tap branch). NCHW (kernels/pool2d_nchw.hpp): lanes are output pixels of a row; f32 rows of
+// stride 1 or 2 reduced along W by masked loads in registers, the rest through a padded f32
+// scratch split into stride phases.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -27,6 +27,8 @@
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/kernel_contract.hpp"
+#include "kfuse/kernels/pool2d_nchw.hpp"
+#include "kfuse/kernels/pool_geom.hpp"
 #include "kfuse/kernels/pool_shape.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
@@ -36,34 +38,6 @@
 KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
-
-struct pool_geom {
-  index_t n, c, h, w, oh, ow, r, s, sh, sw, pt, pl;
-  bool is_max;
-  float zp;           // average over integers: values enter as q - zp, the result gets + zp
-  const float* hcnt;  // average: divisor factor of each output row
-  const float* wcnt;  // ... and of each output column (the divisor is their product)
-};
-
-/// Max that keeps a NaN once seen (PyTorch's max pooling propagates NaN).
-template <class V>
-KFUSE_INLINE V pool_max(V acc, V x) {
-  return simd::select(acc <= acc, simd::max(acc, x), acc);
-}
-
-template <class V, bool Partial, class T>
-KFUSE_INLINE V pool_load(const T* p, int n, const pool_geom& g) {
-  V x = Partial ? simd::load_partial<V>(p, n) : simd::load<V>(p);
-  if constexpr (std::is_integral_v<T>)
-    if (!g.is_max) x = x - V(g.zp);
-  return x;
-}
-
-/// First tap t in [0, taps) with start + t >= 0, and one past the last with start + t < extent.
-inline void pool_valid_taps(index_t start, index_t taps, index_t extent, index_t& t0, index_t& t1) {
-  t0 = std::max<index_t>(0, -start);
-  t1 = std::max(t0, std::min(taps, extent - start));
-}
 
 // ------------------------------------------------------------------------------------ NHWC
 /// One output pixel, NV channel vectors from c0 (one vector of cn lanes when Partial).
@@ -131,215 +105,6 @@ KFUSE_INLINE void pool_nhwc_row(const T* in, const pool_geom& g, index_t n, inde
                                         out, flat + c0, ep);
     }
   }
-}
-
-// ------------------------------------------------------------------------------------ NCHW
-/// Floats of one thread's NCHW scratch: the padded rows of a block of output rows, as
-/// pool_nchw_block lays them out (a whole plane's rows: the most a block reads).
-template <int L>
-inline std::size_t pool_nchw_scratch_floats(const pool_shape& s) {
-  const index_t ow = s.out_w(), oh = s.out_h();
-  const index_t pitch = (ow + L - 1) / L * L + (s.s - 1) / s.stride_w + 1;
-  const index_t rows = (oh - 1) * s.stride_h + s.r;
-  return std::size_t(rows * s.stride_w * pitch);
-}
-
-/// dst[e] = src[2e] for e in [0, n), reading only src[0 .. avail): stride-2 vector loads, the
-/// last vector ending at the last element (an odd load from one float earlier when the even
-/// load would read past `avail`). Planned once, run for every row of a plane.
-template <int L>
-struct stride2_copy {
-  index_t n = 0, full = 0, last_at = 0, scalar_from = 0;
-  int last = 0;  // the last vector: 0 none, 1 even load at last_at, 2 odd load from 2 last_at - 1
-
-  stride2_copy() = default;
-  stride2_copy(index_t n_, index_t avail) : n(n_) {
-    while ((full + 1) * L <= n && 2 * (full + 1) * L <= avail) ++full;
-    scalar_from = full * L;
-    if (scalar_from < n && n >= L) {
-      last_at = n - L;
-      last = 2 * n <= avail ? 1 : last_at > 0 ? 2 : 0;
-      if (last) scalar_from = n;
-    }
-  }
-  template <class V>
-  KFUSE_INLINE void run(const float* src, float* dst) const {
-    for (index_t v = 0; v < full; ++v)
-      simd::store(dst + v * L, simd::load_even<V>(src + 2 * v * L));
-    if (last == 1)
-      simd::store(dst + last_at, simd::load_even<V>(src + 2 * last_at));
-    else if (last == 2)
-      simd::store(dst + last_at, simd::load_odd<V>(src + 2 * last_at - 1));
-    for (index_t e = scalar_from; e < n; ++e) dst[e] = src[2 * e];
-  }
-};
-
-/// Rows [ih_lo, ih_lo + rows) of one plane as `sw` phases of `pitch` floats per row: phase k,
-/// element e = padded column e * sw + k; padding and rows outside the input hold `pad`. The
-/// padding cells are the same for every plane: with `fill_pads` false they are taken as already
-/// written (by the previous plane of the same rows) and only the input's values are copied.
-template <class V, class T>
-KFUSE_INLINE void pool_fill_rows(const T* plane, const pool_geom& g, float* dst, index_t ih_lo,
-                                 index_t rows, index_t pitch, float pad, bool fill_pads) {
-  constexpr int L = V::lanes;
-  const index_t row_stride = g.sw * pitch;
-  if (fill_pads) {  // one contiguous pass (per-row fragments cost more than they save)
-    const index_t total = rows * row_stride;
-    index_t e = 0;
-    for (; e + L <= total; e += L) simd::store(dst + e, V(pad));
-    for (; e < total; ++e) dst[e] = pad;
-  }
-  // Per stride phase, the elements inside the input row: phase k holds input columns
-  // e * sw + k - pl, elements [lo[k], hi[k]) are inside the row (computed once, not per row).
-  auto bounds = [&](index_t k, index_t& lo, index_t& hi) {
-    lo = std::min(pitch, std::max<index_t>(0, (g.pl - k + g.sw - 1) / g.sw));
-    const index_t last = g.w - 1 + g.pl - k;  // e * sw <= last
-    hi = last < 0 ? lo : std::max(lo, std::min(pitch, last / g.sw + 1));
-  };
-  constexpr index_t max_phases = 16;
-  index_t phase_lo[max_phases], phase_hi[max_phases];  // the first sw entries (no zero fill)
-  if (g.sw > 1 && g.sw <= max_phases)
-    for (index_t k = 0; k < g.sw; ++k) bounds(k, phase_lo[k], phase_hi[k]);
-  const index_t j_lo = std::max<index_t>(0, -ih_lo), j_hi = std::min(rows, g.h - ih_lo);
-  dst += j_lo * row_stride;
-  if constexpr (std::is_same_v<T, float>) {
-    if (g.sw == 2) {  // f32 stride 2: both phases of every row by stride-2 vector loads
-      const index_t iw0[2] = {phase_lo[0] * 2 - g.pl, phase_lo[1] * 2 + 1 - g.pl};
-      const stride2_copy<L> copy[2] = {{phase_hi[0] - phase_lo[0], g.w - iw0[0]},
-                                       {phase_hi[1] - phase_lo[1], g.w - iw0[1]}};
-      for (index_t j = j_lo; j < j_hi; ++j, dst += row_stride) {
-        const float* src = plane + (ih_lo + j) * g.w;
-        copy[0].template run<V>(src + iw0[0], dst + phase_lo[0]);
-        copy[1].template run<V>(src + iw0[1], dst + pitch + phase_lo[1]);
-      }
-      return;
-    }
-  }
-  for (index_t j = j_lo; j < j_hi; ++j, dst += row_stride) {
-    const T* src = plane + (ih_lo + j) * g.w;
-    if (g.sw == 1) {
-      const index_t lead = std::min(g.pl, pitch), len = std::min(g.w, pitch - lead);
-      index_t x = 0;
-      for (; x + L <= len; x += L) simd::store(dst + lead + x, pool_load<V, false>(src + x, L, g));
-      if (x < len)
-        simd::store_partial(dst + lead + x, pool_load<V, true>(src + x, int(len - x), g),
-                            int(len - x));
-      continue;
-    }
-    const float sub = std::is_integral_v<T> && !g.is_max ? g.zp : 0.f;
-    for (index_t k = 0; k < g.sw; ++k) {
-      float* ph = dst + k * pitch;
-      index_t e_lo, e_hi;
-      if (g.sw <= max_phases)
-        e_lo = phase_lo[k], e_hi = phase_hi[k];
-      else
-        bounds(k, e_lo, e_hi);
-      const index_t iw0 = e_lo * g.sw + k - g.pl;
-      for (index_t e = e_lo, iw = iw0; e < e_hi; ++e, iw += g.sw) ph[e] = to_float(src[iw]) - sub;
-    }
-  }
-}
-
-/// The R x S taps of one output vector from the phase rows at `base` (tap (r, s) sits in row r,
-/// phase s % SW, element s / SW). R, S, SW > 0: the window is unrolled and reduced as a tree
-/// (short dependency chains); 0: the window of `g`, looped.
-template <class V, bool IsMax, int R, int S, int SW>
-KFUSE_INLINE V pool_nchw_taps(const float* base, index_t row_stride, index_t pitch,
-                              const pool_geom& g) {
-  const auto join = [](V a, V b) { return IsMax ? pool_max(a, b) : a + b; };
-  if constexpr (R > 0) {
-    V rows[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const float* rowp = base + r * row_stride;
-      V x[S];
-#pragma GCC unroll 8
-      for (int s = 0; s < S; ++s) x[s] = simd::load<V>(rowp + (s % SW) * pitch + s / SW);
-#pragma GCC unroll 8
-      for (int w = 1; w < S; w *= 2)
-#pragma GCC unroll 8
-        for (int s = 0; s + w < S; s += 2 * w) x[s] = join(x[s], x[s + w]);
-      rows[r] = x[0];
-    }
-#pragma GCC unroll 8
-    for (int w = 1; w < R; w *= 2)
-#pragma GCC unroll 8
-      for (int r = 0; r + w < R; r += 2 * w) rows[r] = join(rows[r], rows[r + w]);
-    return rows[0];
-  } else {
-    V acc(IsMax ? -std::numeric_limits<float>::infinity() : 0.f);
-    for (index_t r = 0; r < g.r; ++r) {
-      const float* rowp = base + r * row_stride;
-      // Tap s sits in phase s % sw at element s / sw (stepped, no division per tap).
-      for (index_t s = 0, k = 0, q = 0; s < g.s; ++s) {
-        acc = join(acc, simd::load<V>(rowp + k * pitch + q));
-        if (++k == g.sw) k = 0, ++q;
-      }
-    }
-    return acc;
-  }
-}
-
-/// Output rows [oh_a, oh_b) of plane (n, c) from its phase rows in `sc` (pool_fill_rows).
-template <class V, bool IsMax, int R, int S, int SW, class Out, class Ep>
-KFUSE_INLINE void pool_nchw_rows(const pool_geom& g, index_t n, index_t c, index_t oh_a,
-                                 index_t oh_b, const float* sc, index_t pitch, Out* out,
-                                 const Ep& ep) {
-  constexpr int L = V::lanes;
-  const index_t nvec = (g.ow + L - 1) / L, row_stride = g.sw * pitch;
-  const index_t plane_flat = (n * g.c + c) * g.oh * g.ow;
-  for (index_t oh = oh_a; oh < oh_b; ++oh) {
-    const float* base = sc + (oh - oh_a) * g.sh * row_stride;
-    for (index_t q = 0; q < nvec; ++q) {
-      // The last vector of a row ends at the row's end (overlapping the one before).
-      const index_t col = g.ow >= L ? std::min<index_t>(q * L, g.ow - L) : 0;
-      V acc = pool_nchw_taps<V, IsMax, R, S, SW>(base + col, row_stride, pitch, g);
-      if constexpr (!IsMax) {
-        const int nc = int(std::min<index_t>(L, g.ow - col));
-        const V wc =
-            nc == L ? simd::load<V>(g.wcnt + col) : simd::load_partial<V>(g.wcnt + col, nc);
-        // Lanes past the row (only when the row is shorter than a vector) divide by 0 harmlessly
-        // and are never stored.
-        acc = acc / (wc * V(g.hcnt[oh])) + V(g.zp);
-      }
-      // A row shorter than a vector is stored whole when that stays inside this block's
-      // output: the extra lanes land on the next row, stored after it by this thread.
-      const index_t flat = plane_flat + oh * g.ow + col;
-      if (g.ow >= L || flat + L <= plane_flat + oh_b * g.ow) {
-        const lane_ctx<V, false> ctx{flat, c, L};
-        simd::store(out + flat, apply(ep, acc, ctx));
-      } else {
-        const int nc = int(g.ow);
-        const lane_ctx<V, false> ctx{flat, c, nc};
-        simd::store_partial(out + flat, apply(ep, acc, ctx), nc);
-      }
-    }
-  }
-}
-
-/// Output rows [oh_a, oh_b) of plane (n, c): the rows they read into the scratch, then the
-/// windows (unrolled for the common 3x3 / 2x2 windows of stride 1 and 2).
-template <class V, bool IsMax, class T, class Out, class Ep>
-KFUSE_INLINE void pool_nchw_block(const T* in, const pool_geom& g, index_t n, index_t c,
-                                  index_t oh_a, index_t oh_b, float* sc, bool fill_pads, Out* out,
-                                  const Ep& ep) {
-  constexpr int L = V::lanes;
-  const index_t nvec = (g.ow + L - 1) / L;
-  const index_t pitch = nvec * L + (g.s - 1) / g.sw + 1;
-  const index_t ih_lo = oh_a * g.sh - g.pt, rows = (oh_b - 1 - oh_a) * g.sh + g.r;
-  const float pad = IsMax ? -std::numeric_limits<float>::infinity() : 0.f;
-  pool_fill_rows<V>(in + (n * g.c + c) * g.h * g.w, g, sc, ih_lo, rows, pitch, pad, fill_pads);
-  const auto is = [&](index_t r, index_t s, index_t sw) {
-    return g.r == r && g.s == s && g.sw == sw;
-  };
-  if (is(3, 3, 2))
-    pool_nchw_rows<V, IsMax, 3, 3, 2>(g, n, c, oh_a, oh_b, sc, pitch, out, ep);
-  else if (is(2, 2, 2))
-    pool_nchw_rows<V, IsMax, 2, 2, 2>(g, n, c, oh_a, oh_b, sc, pitch, out, ep);
-  else if (is(3, 3, 1))
-    pool_nchw_rows<V, IsMax, 3, 3, 1>(g, n, c, oh_a, oh_b, sc, pitch, out, ep);
-  else
-    pool_nchw_rows<V, IsMax, 0, 0, 0>(g, n, c, oh_a, oh_b, sc, pitch, out, ep);
 }
 
 // ---------------------------------------------------------------------------------- global
@@ -609,6 +374,11 @@ struct pool2d : image_kernel_types<Layout, Ep> {
           },
           threads);
     } else {
+      detail::pool_row_plan plan;  // the same for every row and plane: planned once
+      const detail::pool_row_plan* rows =
+          detail::pool_row_plan_of<vec, T>(g, plan) ? &plan : nullptr;
+      info.micro_kernel = is_max ? (rows ? "nchw max rows" : "nchw max phases")
+                                 : (rows ? "nchw avg rows" : "nchw avg phases");
       const index_t planes = s.n * s.c;
       const index_t want = (4 * threads + planes - 1) / planes;
       const index_t blocks = std::min(want, ohn), rows_per = (ohn + blocks - 1) / blocks;
@@ -619,6 +389,17 @@ struct pool2d : image_kernel_types<Layout, Ep> {
       parallel_for(
           0, units, grain,
           [&](range rg, int worker) {
+            if constexpr (detail::pool_has_rows<vec, T>) {
+              if (rows) {
+                if (is_max)
+                  detail::pool_nchw_rows<vec, true>(x, g, *rows, rg.begin, rg.end, blocks, rows_per,
+                                                    y, ep);
+                else
+                  detail::pool_nchw_rows<vec, false>(x, g, *rows, rg.begin, rg.end, blocks,
+                                                     rows_per, y, ep);
+                return;
+              }
+            }
             float* sc = ws.slot<float>(worker, slot);
             // With one block per plane every unit reads the same rows (the same padding cells).
             bool fill_pads = true;

@@ -154,6 +154,31 @@ inline constexpr bool has_partial_f32 = false;
 template <class I>
 requires(I::has_partial_f32) inline constexpr bool has_partial_f32<I> = true;
 
+/// Lane i = p[i] where bit i of `bits` is set, fill's lane i elsewhere: only the set lanes are
+/// read (f32; the impls with masked loads, has_partial_f32).
+template <class V>
+requires(has_partial_f32<typename V::impl>) KFUSE_INLINE V
+    load_masked(const float* p, unsigned bits, V fill) {
+  return V::wrap(V::impl::load_masked_f32(p, bits, fill.r));
+}
+
+/// Every second lane of the 2 * lanes of (a, b): lane i = (a, b)[2i] (even_lanes) or
+/// (a, b)[2i + 1] (odd_lanes). The impls with masked loads (x86).
+template <class V>
+requires(has_partial_f32<typename V::impl>) KFUSE_INLINE V even_lanes(V a, V b) {
+  return V::wrap(V::impl::even_lanes(a.r, b.r));
+}
+template <class V>
+requires(has_partial_f32<typename V::impl>) KFUSE_INLINE V odd_lanes(V a, V b) {
+  return V::wrap(V::impl::odd_lanes(a.r, b.r));
+}
+
+/// max(a, b), NaN when either is NaN (max pooling keeps a NaN once seen, as PyTorch's does).
+template <class V>
+KFUSE_INLINE V max_keep_nan(V a, V b) {
+  return select(a <= a, max(a, b), a);  // a is NaN: a; else max(a, b) returns b when b is NaN
+}
+
 /// Loads the first n (< lanes) values; the other lanes are zero. Never reads past p + n.
 template <class V, class T>
 KFUSE_INLINE V load_partial(const T* p, int n) {

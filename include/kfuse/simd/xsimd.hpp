@@ -92,21 +92,7 @@ struct xsimd_impl {
   template <int Odd>
   static KFUSE_INLINE reg deinterleave(const float* p) {
 #if KFUSE_X86
-    if constexpr (lanes == 16) {
-      const __m512i idx =
-          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-      return _mm512_permutex2var_ps(_mm512_loadu_ps(p),
-                                    _mm512_add_epi32(idx, _mm512_set1_epi32(Odd)),
-                                    _mm512_loadu_ps(p + 16));
-    } else if constexpr (lanes == 8) {
-      // Within 128-bit halves: a0 a2 b0 b2 | a4 a6 b4 b6; then the 64-bit pairs into order.
-      const __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8),
-                                         Odd ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0));
-      return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-    } else {
-      return _mm_shuffle_ps(_mm_loadu_ps(p), _mm_loadu_ps(p + 4),
-                            Odd ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0));
-    }
+    return deinterleave<Odd>(reg::load_unaligned(p), reg::load_unaligned(p + lanes));
 #elif KFUSE_ARM
     const float32x4x2_t t = vld2q_f32(p);
     return t.val[Odd];
@@ -118,6 +104,25 @@ struct xsimd_impl {
   }
 
 #if KFUSE_X86
+  // Every second lane of the 2 * lanes of (a, b): lane i = (a, b)[2i + Odd].
+  template <int Odd>
+  static KFUSE_INLINE reg deinterleave(reg a, reg b) {
+    if constexpr (lanes == 16) {
+      const __m512i idx =
+          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      return _mm512_permutex2var_ps(a, _mm512_add_epi32(idx, _mm512_set1_epi32(Odd)), b);
+    } else if constexpr (lanes == 8) {
+      // Within 128-bit halves: a0 a2 b0 b2 | a4 a6 b4 b6; then the 64-bit pairs into order.
+      const __m256 t =
+          _mm256_shuffle_ps(a, b, Odd ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0));
+      return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+    } else {
+      return _mm_shuffle_ps(a, b, Odd ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0));
+    }
+  }
+  static KFUSE_INLINE reg even_lanes(reg a, reg b) { return deinterleave<0>(a, b); }
+  static KFUSE_INLINE reg odd_lanes(reg a, reg b) { return deinterleave<1>(a, b); }
+
   // The first n (< lanes) floats, by a masked load / store: the element-wise fallback (a stack
   // copy and a memcpy call per vector) cost a 16 -> 2 channel 1x1 conv 4x its FMA time. Masked
   // lanes are never touched, so nothing past p + n is read or written (and cannot fault).
@@ -136,6 +141,19 @@ struct xsimd_impl {
   }
   static KFUSE_INLINE __m256i first_lanes(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  // Lane i = p[i] where bit i of `bits` is set, fill's lane i elsewhere; unset lanes are never
+  // read (a masked load: no fault past a buffer's ends).
+  static KFUSE_INLINE reg load_masked_f32(const float* p, unsigned bits, reg fill) {
+    if constexpr (lanes == 16) {
+      return _mm512_mask_loadu_ps(fill, __mmask16(bits), p);
+    } else {
+      const __m256i m =
+          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int(bits)),
+                                              _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)),
+                             _mm256_setzero_si256());
+      return _mm256_blendv_ps(_mm256_maskload_ps(p, ~m), fill, _mm256_castsi256_ps(m));
+    }
   }
 #else
   static constexpr bool has_partial_f32 = false;

@@ -1,0 +1,448 @@
+#pragma once
+// NCHW windowed pooling (kernels/pool2d.hpp's NCHW half): lanes are output pixels of a row, the
+// last vector of a row ends at the row's end. Two ways to a window's taps:
+// - rows (f32 input, strides 1 and 2, x86 masked loads): each input row the block reads is
+//   reduced along W in registers - tap s of an output vector is a masked load of its columns
+//   (lanes outside the row get the padding value), at stride 2 the even / odd lanes of a pair of
+//   loads (taps 2j and 2j + 1) - into an L1 row of whole vectors, and each output row reduces its
+//   R such rows. Nothing outside the input is read, and no store is read back at another
+//   offset (the phase scratch's unaligned reloads of rows just written stall on store
+//   forwarding: 5-6x the rows' time, measured).
+// - phases (integer / bf16 inputs, other strides, other arches): the rows a block reads are
+//   copied once into a padded f32 scratch split into stride phases, so every tap is a
+//   contiguous load.
+// Both reduce a row's S taps and then the R rows as the same trees, so they round alike.
+#include <algorithm>
+#include <limits>
+
+#include "kfuse/config/macros.hpp"
+#include "kfuse/kernels/pool_geom.hpp"
+#include "kfuse/kernels/pool_shape.hpp"
+#include "kfuse/simd/vec.hpp"
+#include "kfuse/types/convert.hpp"
+
+KFUSE_BEGIN_NAMESPACE
+
+namespace detail {
+
+// ------------------------------------------------------------------------------ phase scratch
+/// Floats of one thread's NCHW scratch: the padded phase rows of a block of output rows (a whole
+/// plane's rows: the most a block reads); the rows path's W-reduced rows need less.
+template <int L>
+inline std::size_t pool_nchw_scratch_floats(const pool_shape& s) {
+  const index_t ow = s.out_w(), oh = s.out_h();
+  const index_t pitch = (ow + L - 1) / L * L + (s.s - 1) / s.stride_w + 1;
+  const index_t rows = (oh - 1) * s.stride_h + s.r;
+  return std::size_t(rows * s.stride_w * pitch);
+}
+
+/// dst[e] = src[2e] for e in [0, n), reading only src[0 .. avail): stride-2 vector loads, the
+/// last vector ending at the last element (an odd load from one float earlier when the even
+/// load would read past `avail`). Planned once, run for every row of a plane.
+template <int L>
+struct stride2_copy {
+  index_t n = 0, full = 0, last_at = 0, scalar_from = 0;
+  int last = 0;  // the last vector: 0 none, 1 even load at last_at, 2 odd load from 2 last_at - 1
+
+  stride2_copy() = default;
+  stride2_copy(index_t n_, index_t avail) : n(n_) {
+    while ((full + 1) * L <= n && 2 * (full + 1) * L <= avail) ++full;
+    scalar_from = full * L;
+    if (scalar_from < n && n >= L) {
+      last_at = n - L;
+      last = 2 * n <= avail ? 1 : last_at > 0 ? 2 : 0;
+      if (last) scalar_from = n;
+    }
+  }
+  template <class V>
+  KFUSE_INLINE void run(const float* src, float* dst) const {
+    for (index_t v = 0; v < full; ++v)
+      simd::store(dst + v * L, simd::load_even<V>(src + 2 * v * L));
+    if (last == 1)
+      simd::store(dst + last_at, simd::load_even<V>(src + 2 * last_at));
+    else if (last == 2)
+      simd::store(dst + last_at, simd::load_odd<V>(src + 2 * last_at - 1));
+    for (index_t e = scalar_from; e < n; ++e) dst[e] = src[2 * e];
+  }
+};
+
+/// Rows [ih_lo, ih_lo + rows) of one plane as `sw` phases of `pitch` floats per row: phase k,
+/// element e = padded column e * sw + k; padding and rows outside the input hold `pad`. The
+/// padding cells are the same for every plane: with `fill_pads` false they are taken as already
+/// written (by the previous plane of the same rows) and only the input's values are copied.
+template <class V, class T>
+KFUSE_INLINE void pool_fill_rows(const T* plane, const pool_geom& g, float* dst, index_t ih_lo,
+                                 index_t rows, index_t pitch, float pad, bool fill_pads) {
+  constexpr int L = V::lanes;
+  const index_t row_stride = g.sw * pitch;
+  if (fill_pads) {  // one contiguous pass (per-row fragments cost more than they save)
+    const index_t total = rows * row_stride;
+    index_t e = 0;
+    for (; e + L <= total; e += L) simd::store(dst + e, V(pad));
+    for (; e < total; ++e) dst[e] = pad;
+  }
+  // Per stride phase, the elements inside the input row: phase k holds input columns
+  // e * sw + k - pl, elements [lo[k], hi[k]) are inside the row (computed once, not per row).
+  auto bounds = [&](index_t k, index_t& lo, index_t& hi) {
+    lo = std::min(pitch, std::max<index_t>(0, (g.pl - k + g.sw - 1) / g.sw));
+    const index_t last = g.w - 1 + g.pl - k;  // e * sw <= last
+    hi = last < 0 ? lo : std::max(lo, std::min(pitch, last / g.sw + 1));
+  };
+  constexpr index_t max_phases = 16;
+  index_t phase_lo[max_phases], phase_hi[max_phases];  // the first sw entries (no zero fill)
+  if (g.sw > 1 && g.sw <= max_phases)
+    for (index_t k = 0; k < g.sw; ++k) bounds(k, phase_lo[k], phase_hi[k]);
+  const index_t j_lo = std::max<index_t>(0, -ih_lo), j_hi = std::min(rows, g.h - ih_lo);
+  dst += j_lo * row_stride;
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.sw == 2) {  // f32 stride 2: both phases of every row by stride-2 vector loads
+      const index_t iw0[2] = {phase_lo[0] * 2 - g.pl, phase_lo[1] * 2 + 1 - g.pl};
+      const stride2_copy<L> copy[2] = {{phase_hi[0] - phase_lo[0], g.w - iw0[0]},
+                                       {phase_hi[1] - phase_lo[1], g.w - iw0[1]}};
+      for (index_t j = j_lo; j < j_hi; ++j, dst += row_stride) {
+        const float* src = plane + (ih_lo + j) * g.w;
+        copy[0].template run<V>(src + iw0[0], dst + phase_lo[0]);
+        copy[1].template run<V>(src + iw0[1], dst + pitch + phase_lo[1]);
+      }
+      return;
+    }
+  }
+  for (index_t j = j_lo; j < j_hi; ++j, dst += row_stride) {
+    const T* src = plane + (ih_lo + j) * g.w;
+    if (g.sw == 1) {
+      const index_t lead = std::min(g.pl, pitch), len = std::min(g.w, pitch - lead);
+      index_t x = 0;
+      for (; x + L <= len; x += L) simd::store(dst + lead + x, pool_load<V, false>(src + x, L, g));
+      if (x < len)
+        simd::store_partial(dst + lead + x, pool_load<V, true>(src + x, int(len - x), g),
+                            int(len - x));
+      continue;
+    }
+    const float sub = std::is_integral_v<T> && !g.is_max ? g.zp : 0.f;
+    for (index_t k = 0; k < g.sw; ++k) {
+      float* ph = dst + k * pitch;
+      index_t e_lo, e_hi;
+      if (g.sw <= max_phases)
+        e_lo = phase_lo[k], e_hi = phase_hi[k];
+      else
+        bounds(k, e_lo, e_hi);
+      const index_t iw0 = e_lo * g.sw + k - g.pl;
+      for (index_t e = e_lo, iw = iw0; e < e_hi; ++e, iw += g.sw) ph[e] = to_float(src[iw]) - sub;
+    }
+  }
+}
+
+/// One finished output vector of plane (n, c) at (oh, col): the average's divisor, the epilogue
+/// and the store. A row shorter than a vector is stored whole when that stays inside this
+/// block's output [.., oh_b): the extra lanes land on the next row, stored after it by this
+/// thread.
+template <class V, bool IsMax, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_store(V acc, const pool_geom& g, index_t n, index_t c, index_t oh,
+                                  index_t col, index_t oh_b, Out* out, const Ep& ep) {
+  constexpr int L = V::lanes;
+  if constexpr (!IsMax) {
+    const int nc = int(std::min<index_t>(L, g.ow - col));
+    const V wc = nc == L ? simd::load<V>(g.wcnt + col) : simd::load_partial<V>(g.wcnt + col, nc);
+    // Lanes past the row (only when the row is shorter than a vector) divide by 0 harmlessly
+    // and are never stored.
+    acc = acc / (wc * V(g.hcnt[oh])) + V(g.zp);
+  }
+  const index_t plane_flat = (n * g.c + c) * g.oh * g.ow, flat = plane_flat + oh * g.ow + col;
+  if (g.ow >= L || flat + L <= plane_flat + oh_b * g.ow) {
+    const lane_ctx<V, false> ctx{flat, c, L};
+    simd::store(out + flat, apply(ep, acc, ctx));
+  } else {
+    const int nc = int(g.ow);
+    const lane_ctx<V, false> ctx{flat, c, nc};
+    simd::store_partial(out + flat, apply(ep, acc, ctx), nc);
+  }
+}
+
+/// First output column of vector q of a row (the last one ends at the row's end).
+template <int L>
+KFUSE_INLINE index_t pool_nchw_col(const pool_geom& g, index_t q) {
+  return g.ow >= L ? std::min<index_t>(q * L, g.ow - L) : 0;
+}
+
+// ------------------------------------------------------------------------------------ phases
+/// The R x S taps of one output vector from the phase rows at `base` (tap (r, s) sits in row r,
+/// phase s % SW, element s / SW). R, S, SW > 0: the window is unrolled and reduced as trees;
+/// 0: the window of `g`, looped.
+template <class V, bool IsMax, int R, int S, int SW>
+KFUSE_INLINE V pool_nchw_taps(const float* base, index_t row_stride, index_t pitch,
+                              const pool_geom& g) {
+  if constexpr (R > 0) {
+    V rows[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const float* rowp = base + r * row_stride;
+      V x[S];
+#pragma GCC unroll 8
+      for (int s = 0; s < S; ++s) x[s] = simd::load<V>(rowp + (s % SW) * pitch + s / SW);
+      rows[r] = pool_tree<IsMax, S>(x);
+    }
+    return pool_tree<IsMax, R>(rows);
+  } else {
+    V acc(IsMax ? -std::numeric_limits<float>::infinity() : 0.f);
+    for (index_t r = 0; r < g.r; ++r) {
+      const float* rowp = base + r * row_stride;
+      V h(IsMax ? -std::numeric_limits<float>::infinity() : 0.f);
+      // Tap s sits in phase s % sw at element s / sw (stepped, no division per tap).
+      for (index_t s = 0, k = 0, q = 0; s < g.s; ++s) {
+        h = pool_join<IsMax>(h, simd::load<V>(rowp + k * pitch + q));
+        if (++k == g.sw) k = 0, ++q;
+      }
+      acc = pool_join<IsMax>(acc, h);
+    }
+    return acc;
+  }
+}
+
+/// Output rows [oh_a, oh_b) of plane (n, c) from its phase rows in `sc` (pool_fill_rows).
+template <class V, bool IsMax, int R, int S, int SW, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_phase_rows(const pool_geom& g, index_t n, index_t c, index_t oh_a,
+                                       index_t oh_b, const float* sc, index_t pitch, Out* out,
+                                       const Ep& ep) {
+  constexpr int L = V::lanes;
+  const index_t nvec = (g.ow + L - 1) / L, row_stride = g.sw * pitch;
+  for (index_t oh = oh_a; oh < oh_b; ++oh) {
+    const float* base = sc + (oh - oh_a) * g.sh * row_stride;
+    for (index_t q = 0; q < nvec; ++q) {
+      const index_t col = pool_nchw_col<L>(g, q);
+      const V acc = pool_nchw_taps<V, IsMax, R, S, SW>(base + col, row_stride, pitch, g);
+      pool_nchw_store<V, IsMax>(acc, g, n, c, oh, col, oh_b, out, ep);
+    }
+  }
+}
+
+// -------------------------------------------------------------------------------------- rows
+/// The masked loads of every output vector's W taps in an input row, the same for every row
+/// and plane of a call: load k's offset in the row and its lanes inside the row. Stride 1: load
+/// s is tap s; stride 2: loads 2j and 2j + 1 are a pair whose even / odd lanes are taps 2j and
+/// 2j + 1.
+struct pool_row_plan {
+  static constexpr int max_vecs = 32, max_loads = 8;
+  int nvec = 0;
+  index_t col[max_vecs];
+  index_t off[max_vecs][max_loads];
+  unsigned bits[max_vecs][max_loads];
+};
+
+/// Whether the rows path exists for this input type and vector (f32, masked loads).
+template <class V, class T>
+inline constexpr bool pool_has_rows =
+    std::is_same_v<T, float> && simd::has_partial_f32<typename V::impl>;
+
+/// Whether the rows path takes this call (then `p` is its plan).
+template <class V, class T>
+inline bool pool_row_plan_of(const pool_geom& g, pool_row_plan& p) {
+  constexpr index_t L = V::lanes;
+  if constexpr (!pool_has_rows<V, T>) {
+    return false;
+  } else {
+    const index_t nvec = (g.ow + L - 1) / L, loads = g.sw == 1 ? g.s : 2 * ((g.s + 1) / 2);
+    if ((g.sw != 1 && g.sw != 2) || nvec > p.max_vecs || loads > p.max_loads) return false;
+    p.nvec = int(nvec);
+    for (index_t q = 0; q < nvec; ++q) {
+      const index_t col = pool_nchw_col<int(L)>(g, q);
+      p.col[q] = col;
+      for (index_t k = 0; k < loads; ++k) {
+        const index_t off = g.sw == 1 ? col + k - g.pl : 2 * col + k / 2 * 2 + k % 2 * L - g.pl;
+        const index_t lo = std::clamp<index_t>(-off, 0, L),
+                      hi = std::clamp<index_t>(g.w - off, 0, L);
+        p.off[q][k] = off;
+        p.bits[q][k] = hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u;
+      }
+    }
+    return true;
+  }
+}
+
+/// Output vector q's loads out of the plan, held for its column of rows: taps(row) is the
+/// vector's S taps in input row `row`, reduced (S > 0: unrolled, a tree; 0: the window of `g`,
+/// looped). Every load is a masked one (all lanes set inside the row): cheaper than a branch.
+template <class V, bool IsMax, int S, int SW>
+struct pool_row_loads {
+  static constexpr int K = pool_row_plan::max_loads;
+  index_t off[K];
+  unsigned bits[K];
+  index_t s, sw;
+  V pad;
+
+  KFUSE_INLINE pool_row_loads(const pool_row_plan& p, index_t q, const pool_geom& g, V pad_)
+      : s(g.s), sw(g.sw), pad(pad_) {
+    const int k_end = S > 0 ? (SW == 1 ? S : 2 * ((S + 1) / 2)) : K;
+#pragma GCC unroll 8
+    for (int k = 0; k < k_end; ++k) off[k] = p.off[q][k], bits[k] = p.bits[q][k];
+  }
+  KFUSE_INLINE V ld(const float* row, index_t k) const {
+    return simd::load_masked(row + off[k], bits[k], pad);
+  }
+  KFUSE_INLINE V taps(const float* row) const {
+    if constexpr (S > 0) {
+      V x[S];
+#pragma GCC unroll 8
+      for (int t = 0; t < S; t += SW) {
+        if constexpr (SW == 1) {
+          x[t] = ld(row, t);
+        } else {
+          const V a = ld(row, t), b = ld(row, t + 1);
+          x[t] = simd::even_lanes(a, b);
+          if (t + 1 < S) x[t + 1] = simd::odd_lanes(a, b);
+        }
+      }
+      return pool_tree<IsMax, S>(x);
+    } else {
+      V h = pad;
+      for (index_t t = 0; t < s; t += sw) {
+        if (sw == 1) {
+          h = pool_join<IsMax>(h, ld(row, t));
+        } else {
+          const V a = ld(row, t), b = ld(row, t + 1);
+          h = pool_join<IsMax>(h, simd::even_lanes(a, b));
+          if (t + 1 < s) h = pool_join<IsMax>(h, simd::odd_lanes(a, b));
+        }
+      }
+      return h;
+    }
+  }
+};
+
+/// Plane and output rows [oh_a, oh_b) of work unit u (rows block u % blocks, of rows_per rows,
+/// of plane u / blocks); false when the block is empty.
+struct pool_unit {
+  index_t plane, oh_a, oh_b;
+  pool_unit(const pool_geom& g, index_t u, index_t blocks, index_t rows_per)
+      : plane(u / blocks), oh_a(u % blocks * rows_per), oh_b(std::min(g.oh, oh_a + rows_per)) {}
+  explicit operator bool() const { return oh_a < oh_b; }
+};
+
+/// Stores output vector acc of plane `plane` at (oh, col) (flat: its index): the average's
+/// divisor (wc: the columns' factors), the epilogue. A vector past the row's end is stored whole
+/// while that stays inside [.., flat_end) (the extra lanes land on the next row, stored after
+/// it), else its first ow - col lanes.
+template <class V, bool IsMax, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_put(V acc, const pool_geom& g, index_t c, index_t oh, index_t col,
+                                index_t flat, index_t flat_end, V wc, Out* out, const Ep& ep) {
+  constexpr int L = V::lanes;
+  if constexpr (!IsMax) acc = acc / (wc * V(g.hcnt[oh])) + V(g.zp);
+  if (col + L <= g.ow || flat + L <= flat_end) {
+    const lane_ctx<V, false> ctx{flat, c, L};
+    simd::store(out + flat, apply(ep, acc, ctx));
+  } else {
+    const int nc = int(g.ow - col);
+    const lane_ctx<V, false> ctx{flat, c, nc};
+    simd::store_partial(out + flat, apply(ep, acc, ctx), nc);
+  }
+}
+
+/// The rows path over work units [u_begin, u_end), one output vector column at a time: its loads
+/// are held in registers over all the units. Each input row is reduced along W, then each output
+/// row's R rows. R, SH > 0: the last R rows are kept in registers and each output row computes
+/// only its SH new ones (R = 3, SH = 2: every input row once); 0: the window of `g`, looped, rows
+/// recomputed.
+template <class V, bool IsMax, int R, int S, int SW, int SH, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_hrows(const float* in, const pool_geom& g, const pool_row_plan& p,
+                                  index_t u_begin, index_t u_end, index_t blocks, index_t rows_per,
+                                  Out* out, const Ep& ep) {
+  constexpr int L = V::lanes;
+  const V pad(IsMax ? -std::numeric_limits<float>::infinity() : 0.f);
+  for (index_t q = 0; q < p.nvec; ++q) {
+    const pool_row_loads<V, IsMax, S, SW> lds(p, q, g, pad);
+    const index_t col = p.col[q];
+    const int nc = int(std::min<index_t>(L, g.ow - col));
+    V wc = pad;  // average: the divisor factor of each lane's column
+    if constexpr (!IsMax)
+      wc = nc == L ? simd::load<V>(g.wcnt + col) : simd::load_partial<V>(g.wcnt + col, nc);
+    for (index_t u = u_begin; u < u_end; ++u) {
+      const pool_unit un(g, u, blocks, rows_per);
+      if (!un) continue;
+      const float* src = in + un.plane * g.h * g.w;
+      const index_t c = un.plane % g.c, flat_end = (un.plane * g.oh + un.oh_b) * g.ow;
+      index_t flat = (un.plane * g.oh + un.oh_a) * g.ow + col;
+      const index_t ih_lo = un.oh_a * g.sh - g.pt;
+      const auto hrow = [&](index_t ih) {
+        return ih < 0 || ih >= g.h ? pad : lds.taps(src + ih * g.w);
+      };
+      if constexpr (R > 0) {
+        V win[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) win[r] = hrow(ih_lo + r);
+        for (index_t oh = un.oh_a;; flat += g.ow) {
+          V x[R];
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) x[r] = win[r];
+          pool_nchw_put<V, IsMax>(pool_tree<IsMax, R>(x), g, c, oh, col, flat, flat_end, wc, out,
+                                  ep);
+          if (++oh == un.oh_b) break;
+          const index_t top = ih_lo + (oh - un.oh_a) * SH;  // the next window's first row
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) win[r] = r + SH < R ? win[r + SH] : hrow(top + r);
+        }
+      } else {
+        for (index_t oh = un.oh_a; oh < un.oh_b; ++oh, flat += g.ow) {
+          const index_t top = ih_lo + (oh - un.oh_a) * g.sh;
+          V acc = pad;
+          for (index_t r = 0; r < g.r; ++r) acc = pool_join<IsMax>(acc, hrow(top + r));
+          pool_nchw_put<V, IsMax>(acc, g, c, oh, col, flat, flat_end, wc, out, ep);
+        }
+      }
+    }
+  }
+}
+
+/// The rows path over work units [u_begin, u_end) (pool_nchw_hrows), the common 3x3 / 2x2
+/// windows of stride 1 and 2 unrolled.
+template <class V, bool IsMax, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_rows(const float* in, const pool_geom& g, const pool_row_plan& p,
+                                 index_t u_begin, index_t u_end, index_t blocks, index_t rows_per,
+                                 Out* out, const Ep& ep) {
+  const auto go = [&]<int R, int S, int ST>() {
+    pool_nchw_hrows<V, IsMax, R, S, ST, ST>(in, g, p, u_begin, u_end, blocks, rows_per, out, ep);
+  };
+  const auto is = [&](index_t r, index_t s, index_t st) {
+    return g.r == r && g.s == s && g.sw == st && g.sh == st;
+  };
+  if (is(3, 3, 2))
+    go.template operator()<3, 3, 2>();
+  else if (is(2, 2, 2))
+    go.template operator()<2, 2, 2>();
+  else if (is(3, 3, 1))
+    go.template operator()<3, 3, 1>();
+  else
+    go.template operator()<0, 0, 0>();
+}
+
+// ------------------------------------------------------------------------------------- block
+/// Output rows [oh_a, oh_b) of plane (n, c) by the phases, in scratch `sc`
+/// (pool_nchw_scratch_floats); the common 3x3 / 2x2 windows of stride 1 and 2 unrolled.
+template <class V, bool IsMax, class T, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_block(const T* in, const pool_geom& g, index_t n, index_t c,
+                                  index_t oh_a, index_t oh_b, float* sc, bool fill_pads, Out* out,
+                                  const Ep& ep) {
+  constexpr int L = V::lanes;
+  const T* plane = in + (n * g.c + c) * g.h * g.w;
+  const auto is = [&](index_t r, index_t s, index_t sw) {
+    return g.r == r && g.s == s && g.sw == sw;
+  };
+  const index_t nvec = (g.ow + L - 1) / L;
+  const index_t pitch = nvec * L + (g.s - 1) / g.sw + 1;
+  const index_t ih_lo = oh_a * g.sh - g.pt, nrows = (oh_b - 1 - oh_a) * g.sh + g.r;
+  const float pad = IsMax ? -std::numeric_limits<float>::infinity() : 0.f;
+  pool_fill_rows<V>(plane, g, sc, ih_lo, nrows, pitch, pad, fill_pads);
+  const auto go = [&]<int R, int S, int SW>() {
+    pool_nchw_phase_rows<V, IsMax, R, S, SW>(g, n, c, oh_a, oh_b, sc, pitch, out, ep);
+  };
+  if (is(3, 3, 2))
+    go.template operator()<3, 3, 2>();
+  else if (is(2, 2, 2))
+    go.template operator()<2, 2, 2>();
+  else if (is(3, 3, 1))
+    go.template operator()<3, 3, 1>();
+  else
+    go.template operator()<0, 0, 0>();
+}
+
+}  // namespace detail
+
+KFUSE_END_NAMESPACE
