@@ -108,6 +108,27 @@ TEST_CASE("parallel_for: the caller is worker 0 and takes part", "[threads]") {
   });
 }
 
+TEST_CASE("parallel_for: the caller runs a prefix of the chunks, the helpers a suffix",
+          "[threads]") {
+  // Whatever the timing: the caller claims from the front, workers from the back, so each side's
+  // chunks are contiguous (a thread keeps the same part of a layer from call to call).
+  for (int threads : {2, 4}) {
+    thread_pool pool(threads);
+    for (int rep = 0; rep < 50; ++rep) {
+      constexpr index_t n = 37;
+      std::vector<int> by(n, -1);
+      pool.parallel_for(0, n, 1, [&](range r, int w) {
+        for (index_t i = r.begin; i < r.end; ++i) by[std::size_t(i)] = w;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      });
+      index_t k = 0;
+      while (k < n && by[std::size_t(k)] == 0) ++k;
+      INFO("threads " << threads << " caller's prefix " << k);
+      for (index_t i = k; i < n; ++i) CHECK(by[std::size_t(i)] > 0);
+    }
+  }
+}
+
 TEST_CASE("parallel_for: max_threads is respected", "[threads]") {
   thread_pool pool(4);
   for (int max_threads : {1, 2, 3}) {
