@@ -80,20 +80,9 @@ struct quantize {
   quant_params q;
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
-    V y;
-    if (q.scales.empty()) {
-      // x / scale as x * (1 / scale): a vector divide costs ~10 cycles, more than the rest of a
-      // conv's epilogue (an int8 conv writing u8 ran at 18% of its memory roofline). The
-      // product is within 2 ulp of the quotient, so only a lane within a few ulp of a half-
-      // integer can round differently: such vectors (rare) take the exact quotient.
-      y = x * V(1.f / q.scale);
-      const V off = simd::abs(y - simd::floor(y) - V(0.5f));
-      if (simd::any(off <= simd::abs(y) * V(0x1p-20f))) y = x / V(q.scale);
-    } else {
-      y = x / stage_detail::quant_scale<V>(q, ctx);
-    }
-    return stage_detail::saturate<E>(simd::round_even(y) +
-                                     stage_detail::quant_zero_point<V>(q, ctx));
+    const V r = simd::round_even(x / stage_detail::quant_scale<V>(q, ctx)) +
+                stage_detail::quant_zero_point<V>(q, ctx);
+    return stage_detail::saturate<E>(r);
   }
   template <class Check>
   void validate(const Check& c) const {

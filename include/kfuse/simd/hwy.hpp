@@ -48,7 +48,6 @@ struct hwy_impl {
   static KFUSE_INLINE mreg lt(reg a, reg b) { return hn::Lt(a, b); }
   static KFUSE_INLINE mreg le(reg a, reg b) { return hn::Le(a, b); }
   static KFUSE_INLINE reg select(mreg m, reg a, reg b) { return hn::IfThenElse(m, a, b); }
-  static KFUSE_INLINE bool any(mreg m) { return !hn::AllFalse(D(), m); }
   // Highway's Exp is only specified up to 104 (garbage beyond, not Inf): clamp, then restore Inf.
   static KFUSE_INLINE reg exp(reg a) {
     const reg limit = hn::Set(D(), 88.7f);

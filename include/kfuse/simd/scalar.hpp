@@ -31,7 +31,6 @@ struct scalar_impl {
   static KFUSE_INLINE mreg lt(reg a, reg b) { return a < b; }
   static KFUSE_INLINE mreg le(reg a, reg b) { return a <= b; }
   static KFUSE_INLINE reg select(mreg m, reg a, reg b) { return m ? a : b; }
-  static KFUSE_INLINE bool any(mreg m) { return m; }
   static KFUSE_INLINE reg exp(reg a) { return std::exp(a); }
   static KFUSE_INLINE reg tanh(reg a) { return std::tanh(a); }
   static KFUSE_INLINE reg erf(reg a) { return std::erf(a); }

@@ -130,11 +130,6 @@ template <class I>
 KFUSE_INLINE vec<I> select(mask<I> m, vec<I> a, vec<I> b) {
   return vec<I>::wrap(I::select(m.m, a.r, b.r));
 }
-/// Whether any lane of m is set.
-template <class I>
-KFUSE_INLINE bool any(mask<I> m) {
-  return I::any(m.m);
-}
 
 /// Loads `vec::lanes` values of storage type T from p, converted to f32.
 template <class V, class T>

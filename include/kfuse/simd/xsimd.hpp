@@ -60,7 +60,6 @@ struct xsimd_impl {
   static KFUSE_INLINE mreg lt(reg a, reg b) { return a < b; }
   static KFUSE_INLINE mreg le(reg a, reg b) { return a <= b; }
   static KFUSE_INLINE reg select(mreg m, reg a, reg b) { return xsimd::select(m, a, b); }
-  static KFUSE_INLINE bool any(mreg m) { return xsimd::any(m); }
   static KFUSE_INLINE reg exp(reg a) { return xsimd::exp(a); }
   static KFUSE_INLINE reg tanh(reg a) { return xsimd::tanh(a); }
   static KFUSE_INLINE reg erf(reg a) { return xsimd::erf(a); }
