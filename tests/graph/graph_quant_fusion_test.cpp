@@ -448,57 +448,6 @@ TEST_CASE("graph quant fusion: int8 conv chain (dense producers, nchw and nhwc)"
   }
 }
 
-TEST_CASE("graph quant fusion: an int8 conv writes u8 for the NHWC depthwise after it",
-          "[graph][quant]") {
-  // x -> expand 1x1 (int8) -> relu0 -> dw 3x3 (int8 on u8 in, f32 out) -> relu1 -> project 1x1
-  // (int8): MobileNet's inverted residual without squeeze-excite.
-  if constexpr (have_int8) {
-    const index_t N = 2, C = 16, E = 40, K = 24, H = 11, W = 9;
-    const auto we = gt::kaiming(E, C, 61), wd = gt::random_vec(std::size_t(E * 9), 62, -0.5f, 0.5f),
-               bd = gt::random_vec(std::size_t(E), 63, -0.1f, 0.1f), wp = gt::kaiming(K, E, 64),
-               x = gt::random_vec(std::size_t(N * C * H * W), 65);
-    auto build = [&] {
-      graph g;
-      auto xi = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nhwc);
-      conv2d_params one, dw;
-      dw.pad_top = dw.pad_left = dw.pad_bottom = dw.pad_right = 1;
-      dw.stride_h = dw.stride_w = 2;
-      dw.groups = int(E);
-      auto h0 = g.relu("relu0",
-                       g.conv2d("expand", xi, g.constant("we", {E, C, 1, 1}, we.data()), {}, one));
-      auto h1 = g.relu("relu1", g.conv2d("dw", h0, g.constant("wd", {E, 1, 3, 3}, wd.data()),
-                                         g.constant("bd", {E}, bd.data()), dw));
-      g.output(g.conv2d("project", h1, g.constant("wp", {K, E, 1, 1}, wp.data()), {}, one));
-      return g;
-    };
-    const auto r = ranges(build(), {"relu0", "relu1"}, {x});
-    graph g = build();
-    g.set_quant(g.find("x"), {1.f / 127, 128});  // x in [-1, 1]
-    g.set_quant(g.find("relu0"), {r[0] / 255, 0});
-    g.set_quant(g.find("relu1"), {r[1] / 255, 0});
-    const plan p = compile(g, {.threads = 1, .prec = precision::int8});
-    INFO(p.report().text());
-    CHECK(reported(p, "fused quantize of dw's input (u8) into expand (conv2d)"));
-    REQUIRE(p.steps().size() == 3);
-    CHECK(p.steps()[1].kernel.find("depthwise_conv2d int8 nhwc") != std::string::npos);
-    CHECK(tensor(p, "relu0").type == dtype::u8);
-    CHECK(tensor(p, "relu1").type == dtype::f32);  // the depthwise writes f32
-    const std::size_t n_out = std::size_t(N * K * ((H + 1) / 2) * ((W + 1) / 2));
-    const auto yp = run_poisoned<float>(p, {x}, n_out);
-    const plan p2 = compile(g, {.threads = 2, .prec = precision::int8, .fork_join_ns = 0});
-    CHECK(run_poisoned<float>(p2, {x}, n_out) == yp);
-    // Against the f32 plan: three quantized tensors (x, relu0, relu1) on the way.
-    const auto yf = run_poisoned<float>(compile(build(), {.threads = 1}), {x}, n_out);
-    double amax = 0, worst = 0;
-    for (std::size_t i = 0; i < n_out; ++i) {
-      amax = std::max(amax, double(std::fabs(yf[i])));
-      worst = std::max(worst, double(std::fabs(yp[i] - yf[i])));
-    }
-    INFO("int8 vs f32: max error " << worst << " of max |y| " << amax);
-    CHECK(worst <= 0.05 * amax);
-  }
-}
-
 TEST_CASE("graph quant fusion: the conv consumer keeps its convert when the input has two uses",
           "[graph][quant]") {
   if constexpr (have_int8) {

@@ -137,9 +137,8 @@ struct conv2d_rule : op_rule {
   /// add seconds to every TU that compiles plans (depthwise: ~8 s per layout, f32 dense conv
   /// ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
   static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
-    return to == dtype::bf16
-               ? bf16_nhwc_kernel(cx, p) && p.gate < 0
-               : to == dtype::u8 && reads_quantized(cx, p) && !shape_of(cx, p).is_depthwise();
+    return to == dtype::bf16 ? bf16_nhwc_kernel(cx, p) && p.gate < 0
+                             : to == dtype::u8 && reads_quantized(cx, p);
   }
   /// A bf16 plan's dense or depthwise NHWC conv: its kernel reads bf16 (an f32 input is
   /// converted first) and can write bf16 (a gated one writes f32). Not a conv that runs as f32
@@ -155,20 +154,9 @@ struct conv2d_rule : op_rule {
   static bool reads_bf16(const detail::compile_context& cx, const detail::step& c) {
     return bf16_nhwc_kernel(cx, c);
   }
-  /// An int8 conv reads u8: a dense one always (it converts an f32 input), an NHWC depthwise one
-  /// where its producer writes u8 for it (int8_depthwise; else it runs in f32).
   static bool reads_quantized(const detail::compile_context& cx, const detail::step& c) {
-    if (!cx.int8_gemm || cx.precision_of(cx.node_of(c)) != precision::int8) return false;
-    return !shape_of(cx, c).is_depthwise() ||
-           (cx.T(c.x).layout == tensor_layout::nhwc && cx.T(c.out).layout == tensor_layout::nhwc);
-  }
-  /// An int8 plan's NHWC depthwise conv whose input is u8 (its producer wrote it so): it runs
-  /// on u8 with a zero point and writes f32. With an f32 input it stays f32 (quantizing the input
-  /// in a pass of its own would cost more than the depthwise saves); it never writes u8 (the
-  /// quantizing store measured slower than the f32 one, and each instantiation costs compile
-  /// time in every plan-compiling TU).
-  static bool int8_depthwise(const detail::compile_context& cx, const detail::step& c) {
-    return reads_quantized(cx, c) && shape_of(cx, c).is_depthwise() && cx.T(c.x).type == dtype::u8;
+    return cx.int8_gemm && cx.precision_of(cx.node_of(c)) == precision::int8 &&
+           !shape_of(cx, c).is_depthwise();
   }
 
   template <class A, class B>
@@ -178,7 +166,7 @@ struct conv2d_rule : op_rule {
     const precision pr = cx.precision_of(n);
     const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
     if (cs.is_depthwise()) {
-      if (int8_depthwise(cx, s)) return lower_depthwise<i8, nhwc, A, B>(cx, s, n, info, cmds, cs);
+      // int8 depthwise runs in f32 here (its cost is memory, not arithmetic).
       if (pr == precision::bf16)
         return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
                   : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
@@ -347,25 +335,11 @@ struct conv2d_rule : op_rule {
                               const node_desc& n, step_info& info,
                               std::vector<detail::plan_command>& cmds, const conv_shape& cs) {
     using K = depthwise_conv2d<Recipe, L, A, epilogue<chain>, B>;
-    using T = std::conditional_t<std::is_same_v<Recipe, i8>, std::uint8_t, storage_t<Recipe>>;
+    using T = storage_t<Recipe>;
     auto p = std::make_shared<kernel_params<K>>();
     std::vector<detail::op_stage> chain;
     const std::vector<float> w = weights(cx, s, cs, chain);
-    if constexpr (std::is_same_v<Recipe, i8>) {
-      // u8 activations (the input's quant params), i8 weights per channel, the dequantization
-      // scale first in the chain (as the dense int8 conv).
-      const tensor_quant q = int8_input_quant(cx, n, cx.T(s.x));
-      const int8_weights wq =
-          cx.for_node(n, [&] { return quantize_weights_per_row(w, cs.k, 127); });
-      std::vector<float> deq(wq.scales);
-      for (float& d : deq) d *= q.scale;
-      p->packed = K::initialize(cs, wq.values.data());
-      p->in_zero_point = q.zero_point;
-      chain.insert(chain.begin(), {stage_kind::mul, 0, 0,
-                                   cx.new_constant(n.name + ".dequant", {cs.k}, deq), true});
-    } else {
-      p->packed = K::initialize(cs, w.data());
-    }
+    p->packed = K::initialize(cs, w.data());
     p->in = cs.in_dims();
     p->out = cs.out_dims();
     detail::plan_command c;
@@ -378,10 +352,8 @@ struct conv2d_rule : op_rule {
     info.flops = cs.flops();
     info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) + 4.0 * double(w.size());
     info.kernel = std::string("depthwise_conv2d ") +
-                  (std::is_same_v<Recipe, bf16> ? "bf16 "
-                   : std::is_same_v<Recipe, i8> ? "int8 "
-                                                : "f32 ") +
-                  std::string(L::name) + (chain.empty() ? "" : " [" + cx.chain_text(chain) + "]");
+                  (std::is_same_v<Recipe, bf16> ? "bf16 " : "f32 ") + std::string(L::name) +
+                  (chain.empty() ? "" : " [" + cx.chain_text(chain) + "]");
     if constexpr (std::is_same_v<Recipe, bf16> && std::is_same_v<L, nhwc>)
       if (cx.T(s.out).type == dtype::bf16)  // bf16 absorbed: the consumer reads bf16
         return add_kernel_command<K, T, bf16_t>(cx, p, cs, c, info, cmds);
