@@ -231,7 +231,7 @@ struct pool_row_plan {
 /// Whether the rows path exists for this input type and vector (f32, masked loads).
 template <class V, class T>
 inline constexpr bool pool_has_rows =
-    std::is_same_v<T, float> && simd::has_partial_f32<typename V::impl>;
+    std::is_same_v<T, float>&& simd::has_partial_f32<typename V::impl>;
 
 /// Whether the rows path takes this call (then `p` is its plan).
 template <class V, class T>
