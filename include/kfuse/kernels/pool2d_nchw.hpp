@@ -391,17 +391,13 @@ KFUSE_INLINE void pool_nchw_hrows(const float* in, const pool_geom& g, const poo
   }
 }
 
-/// The rows path over work units [u_begin, u_end) (pool_nchw_hrows), the common 3x3 / 2x2
-/// windows of stride 1 and 2 unrolled.
-template <class V, bool IsMax, class Out, class Ep>
-KFUSE_INLINE void pool_nchw_rows(const float* in, const pool_geom& g, const pool_row_plan& p,
-                                 index_t u_begin, index_t u_end, index_t blocks, index_t rows_per,
-                                 Out* out, const Ep& ep) {
-  const auto go = [&]<int R, int S, int ST>() {
-    pool_nchw_hrows<V, IsMax, R, S, ST, ST>(in, g, p, u_begin, u_end, blocks, rows_per, out, ep);
-  };
+/// Calls go.template operator()<R, S, SW>() for the common windows, unrolled (3x3 / 2x2 at
+/// stride 2, 3x3 at stride 1; with `rows_too` only where the row stride is the same), else
+/// <0, 0, 0> (the window of `g`, looped).
+template <class F>
+KFUSE_INLINE void pool_nchw_windows(const pool_geom& g, bool rows_too, F&& go) {
   const auto is = [&](index_t r, index_t s, index_t st) {
-    return g.r == r && g.s == s && g.sw == st && g.sh == st;
+    return g.r == r && g.s == s && g.sw == st && (!rows_too || g.sh == st);
   };
   if (is(3, 3, 2))
     go.template operator()<3, 3, 2>();
@@ -413,34 +409,33 @@ KFUSE_INLINE void pool_nchw_rows(const float* in, const pool_geom& g, const pool
     go.template operator()<0, 0, 0>();
 }
 
+/// The rows path over work units [u_begin, u_end) (pool_nchw_hrows).
+template <class V, bool IsMax, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_rows(const float* in, const pool_geom& g, const pool_row_plan& p,
+                                 index_t u_begin, index_t u_end, index_t blocks, index_t rows_per,
+                                 Out* out, const Ep& ep) {
+  pool_nchw_windows(g, true, [&]<int R, int S, int ST>() {
+    pool_nchw_hrows<V, IsMax, R, S, ST, ST>(in, g, p, u_begin, u_end, blocks, rows_per, out, ep);
+  });
+}
+
 // ------------------------------------------------------------------------------------- block
 /// Output rows [oh_a, oh_b) of plane (n, c) by the phases, in scratch `sc`
-/// (pool_nchw_scratch_floats); the common 3x3 / 2x2 windows of stride 1 and 2 unrolled.
+/// (pool_nchw_scratch_floats).
 template <class V, bool IsMax, class T, class Out, class Ep>
 KFUSE_INLINE void pool_nchw_block(const T* in, const pool_geom& g, index_t n, index_t c,
                                   index_t oh_a, index_t oh_b, float* sc, bool fill_pads, Out* out,
                                   const Ep& ep) {
   constexpr int L = V::lanes;
   const T* plane = in + (n * g.c + c) * g.h * g.w;
-  const auto is = [&](index_t r, index_t s, index_t sw) {
-    return g.r == r && g.s == s && g.sw == sw;
-  };
   const index_t nvec = (g.ow + L - 1) / L;
   const index_t pitch = nvec * L + (g.s - 1) / g.sw + 1;
   const index_t ih_lo = oh_a * g.sh - g.pt, nrows = (oh_b - 1 - oh_a) * g.sh + g.r;
   const float pad = IsMax ? -std::numeric_limits<float>::infinity() : 0.f;
   pool_fill_rows<V>(plane, g, sc, ih_lo, nrows, pitch, pad, fill_pads);
-  const auto go = [&]<int R, int S, int SW>() {
+  pool_nchw_windows(g, false, [&]<int R, int S, int SW>() {
     pool_nchw_phase_rows<V, IsMax, R, S, SW>(g, n, c, oh_a, oh_b, sc, pitch, out, ep);
-  };
-  if (is(3, 3, 2))
-    go.template operator()<3, 3, 2>();
-  else if (is(2, 2, 2))
-    go.template operator()<2, 2, 2>();
-  else if (is(3, 3, 1))
-    go.template operator()<3, 3, 1>();
-  else
-    go.template operator()<0, 0, 0>();
+  });
 }
 
 }  // namespace detail
