@@ -311,7 +311,11 @@ struct xsimd_impl {
     constexpr float lo = std::is_signed_v<T> ? -128.f : 0.f;
     constexpr float hi = std::is_signed_v<T> ? 127.f : 255.f;
     // Clamping in float first keeps NaN-free inputs exact and makes the packs below exact too.
-    const reg finite = xsimd::select(xsimd::isnan(v), reg(0.f), v);  // NaN -> 0, as in from_float
+    // NaN -> 0, as in from_float: for unsigned T the clamp does it (x86 maxps returns its second
+    // operand, lo = 0, when the first is NaN); signed T selects it first.
+    reg finite = v;
+    if constexpr (std::is_signed_v<T> || !KFUSE_X86)
+      finite = xsimd::select(xsimd::isnan(v), reg(0.f), v);
     const ireg q = xsimd::nearbyint_as_int(xsimd::min(xsimd::max(finite, reg(lo)), reg(hi)));
 #if KFUSE_TIER >= KFUSE_TIER_AVX512 && KFUSE_X86
     if constexpr (lanes == 16) {
