@@ -57,7 +57,7 @@ KFUSE_INLINE void pool_nhwc_px(const T* img, const pool_geom& g, index_t r0, ind
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
         const V x = pool_load<V, Partial>(px + v * L, cn, g);
-        acc[v] = IsMax ? pool_max(acc[v], x) : acc[v] + x;
+        acc[v] = IsMax ? simd::max_keep_nan(acc[v], x) : acc[v] + x;
       }
     }
   }
@@ -137,7 +137,7 @@ KFUSE_INLINE void pool_global(const T* in, const pool_geom& g, index_t n, index_
         index_t i = b;
         for (; i + Lanes <= e; i += Lanes) {
           const V x = simd::load<V>(p + i);
-          acc = g.is_max ? pool_max(acc, x) : acc + x;
+          acc = g.is_max ? simd::max_keep_nan(acc, x) : acc + x;
         }
         if (i < e) {  // the tail: only its first e - i lanes are values
           const V x = simd::load_partial<V>(p + i, int(e - i));
@@ -180,7 +180,7 @@ KFUSE_INLINE void pool_global(const T* in, const pool_geom& g, index_t n, index_
             x = simd::load<V>(p + i * g.c);
           else if constexpr (Lanes > 1)
             x = simd::load_partial<V>(p + i * g.c, nc);
-          acc = g.is_max ? pool_max(acc, x) : acc + x;
+          acc = g.is_max ? simd::max_keep_nan(acc, x) : acc + x;
         }
         simd::store(lanes, acc);
         for (int k = 0; k < Lanes; ++k) {
@@ -244,8 +244,8 @@ struct pool2d : image_kernel_types<Layout, Ep> {
                                " elements (exact rounding); use global pooling for whole planes");
     });
   }
-  /// NCHW windowed pooling copies the rows a block reads into padded f32 rows: one slot per
-  /// thread. NHWC and global pooling need none.
+  /// NCHW windowed pooling off the rows path copies the rows a block reads into padded f32 rows:
+  /// one slot per thread. The rows path, NHWC and global pooling need none.
   static std::size_t workspace_size(const pool_shape& s, int threads) {
     detail::require(name, can_implement(s));
     return std::size_t(std::max(threads, 1)) * slot_bytes(s);
@@ -400,19 +400,19 @@ struct pool2d : image_kernel_types<Layout, Ep> {
                 return;
               }
             }
-            float* sc = ws.slot<float>(worker, slot);
+            float* sc = ws.slot<float>(worker, slot);  // the phases path only
             // With one block per plane every unit reads the same rows (the same padding cells).
             bool fill_pads = true;
             for (index_t u = rg.begin; u < rg.end; ++u) {
-              const index_t plane = u / blocks, b = u % blocks;
-              const index_t oh_a = b * rows_per, oh_b = std::min(ohn, oh_a + rows_per);
-              if (oh_a >= oh_b) continue;
+              const detail::pool_unit un(g, u, blocks, rows_per);
+              if (!un) continue;
+              const index_t n = un.plane / s.c, c = un.plane % s.c;
               if (is_max)
-                detail::pool_nchw_block<vec, true>(x, g, plane / s.c, plane % s.c, oh_a, oh_b, sc,
-                                                   fill_pads, y, ep);
+                detail::pool_nchw_block<vec, true>(x, g, n, c, un.oh_a, un.oh_b, sc, fill_pads, y,
+                                                   ep);
               else
-                detail::pool_nchw_block<vec, false>(x, g, plane / s.c, plane % s.c, oh_a, oh_b, sc,
-                                                    fill_pads, y, ep);
+                detail::pool_nchw_block<vec, false>(x, g, n, c, un.oh_a, un.oh_b, sc, fill_pads, y,
+                                                    ep);
               fill_pads = blocks > 1;
             }
           },
@@ -425,7 +425,7 @@ struct pool2d : image_kernel_types<Layout, Ep> {
   /// One thread's scratch: NCHW windowed pooling only.
   static std::size_t slot_bytes(const pool_shape& s) {
     if (!std::is_same_v<Layout, nchw> || s.global || s.n <= 0 || s.c <= 0 || s.out_h() <= 0 ||
-        s.out_w() <= 0)
+        s.out_w() <= 0 || detail::pool_takes_rows<vec, storage>(s.out_w(), s.s, s.stride_w))
       return 0;
     return workspace_round(sizeof(float) * detail::pool_nchw_scratch_floats<vec::lanes>(s));
   }

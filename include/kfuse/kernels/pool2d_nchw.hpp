@@ -1,13 +1,13 @@
 #pragma once
 // NCHW windowed pooling (kernels/pool2d.hpp's NCHW half): lanes are output pixels of a row, the
 // last vector of a row ends at the row's end. Two ways to a window's taps:
-// - rows (f32 input, strides 1 and 2, x86 masked loads): each input row the block reads is
+// - rows (f32 input, strides 1 and 2, x86 masked loads): each input row a window reads is
 //   reduced along W in registers - tap s of an output vector is a masked load of its columns
 //   (lanes outside the row get the padding value), at stride 2 the even / odd lanes of a pair of
-//   loads (taps 2j and 2j + 1) - into an L1 row of whole vectors, and each output row reduces its
-//   R such rows. Nothing outside the input is read, and no store is read back at another
-//   offset (the phase scratch's unaligned reloads of rows just written stall on store
-//   forwarding: 5-6x the rows' time, measured).
+//   loads (taps 2j and 2j + 1) - and each output row reduces its R such rows, the last R kept in
+//   registers. No scratch: nothing outside the input is read and nothing is stored but the
+//   output (the phase scratch's unaligned reloads of rows just written stall on store
+//   forwarding: 3x the rows path's time, measured).
 // - phases (integer / bf16 inputs, other strides, other arches): the rows a block reads are
 //   copied once into a padded f32 scratch split into stride phases, so every tap is a
 //   contiguous load.
@@ -26,8 +26,8 @@ KFUSE_BEGIN_NAMESPACE
 namespace detail {
 
 // ------------------------------------------------------------------------------ phase scratch
-/// Floats of one thread's NCHW scratch: the padded phase rows of a block of output rows (a whole
-/// plane's rows: the most a block reads); the rows path's W-reduced rows need less.
+/// Floats of one thread's NCHW phase scratch: the padded phase rows of a block of output rows (a
+/// whole plane's rows: the most a block reads).
 template <int L>
 inline std::size_t pool_nchw_scratch_floats(const pool_shape& s) {
   const index_t ow = s.out_w(), oh = s.out_h();
@@ -132,36 +132,52 @@ KFUSE_INLINE void pool_fill_rows(const T* plane, const pool_geom& g, float* dst,
   }
 }
 
-/// One finished output vector of plane (n, c) at (oh, col): the average's divisor, the epilogue
-/// and the store. A row shorter than a vector is stored whole when that stays inside this
-/// block's output [.., oh_b): the extra lanes land on the next row, stored after it by this
-/// thread.
-template <class V, bool IsMax, class Out, class Ep>
-KFUSE_INLINE void pool_nchw_store(V acc, const pool_geom& g, index_t n, index_t c, index_t oh,
-                                  index_t col, index_t oh_b, Out* out, const Ep& ep) {
-  constexpr int L = V::lanes;
-  if constexpr (!IsMax) {
-    const int nc = int(std::min<index_t>(L, g.ow - col));
-    const V wc = nc == L ? simd::load<V>(g.wcnt + col) : simd::load_partial<V>(g.wcnt + col, nc);
-    // Lanes past the row (only when the row is shorter than a vector) divide by 0 harmlessly
-    // and are never stored.
-    acc = acc / (wc * V(g.hcnt[oh])) + V(g.zp);
-  }
-  const index_t plane_flat = (n * g.c + c) * g.oh * g.ow, flat = plane_flat + oh * g.ow + col;
-  if (g.ow >= L || flat + L <= plane_flat + oh_b * g.ow) {
-    const lane_ctx<V, false> ctx{flat, c, L};
-    simd::store(out + flat, apply(ep, acc, ctx));
-  } else {
-    const int nc = int(g.ow);
-    const lane_ctx<V, false> ctx{flat, c, nc};
-    simd::store_partial(out + flat, apply(ep, acc, ctx), nc);
-  }
-}
-
+// ---------------------------------------------------------------------- units and stores (both)
 /// First output column of vector q of a row (the last one ends at the row's end).
 template <int L>
 KFUSE_INLINE index_t pool_nchw_col(const pool_geom& g, index_t q) {
   return g.ow >= L ? std::min<index_t>(q * L, g.ow - L) : 0;
+}
+
+/// Plane and output rows [oh_a, oh_b) of work unit u (rows block u % blocks, of rows_per rows,
+/// of plane u / blocks); false when the block is empty.
+struct pool_unit {
+  index_t plane, oh_a, oh_b;
+  pool_unit(const pool_geom& g, index_t u, index_t blocks, index_t rows_per)
+      : plane(u / blocks), oh_a(u % blocks * rows_per), oh_b(std::min(g.oh, oh_a + rows_per)) {}
+  explicit operator bool() const { return oh_a < oh_b; }
+};
+
+/// Average: the divisor factor of the columns of the output vector at col (a vector past the
+/// row's end: 0 there, which divides harmlessly lanes never stored). Max: unused.
+template <class V, bool IsMax>
+KFUSE_INLINE V pool_col_factors(const pool_geom& g, index_t col) {
+  constexpr int L = V::lanes;
+  if constexpr (IsMax) {
+    return V(0.f);
+  } else {
+    const int nc = int(std::min<index_t>(L, g.ow - col));
+    return nc == L ? simd::load<V>(g.wcnt + col) : simd::load_partial<V>(g.wcnt + col, nc);
+  }
+}
+
+/// Stores the output vector acc of channel c at (oh, col) (flat: its index): the average's
+/// divisor (wc: the columns' factors), the epilogue. A vector past the row's end is stored whole
+/// while that stays inside [.., flat_end) (the extra lanes land on the next row, stored after
+/// it), else its first ow - col lanes.
+template <class V, bool IsMax, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_put(V acc, const pool_geom& g, index_t c, index_t oh, index_t col,
+                                index_t flat, index_t flat_end, V wc, Out* out, const Ep& ep) {
+  constexpr int L = V::lanes;
+  if constexpr (!IsMax) acc = acc / (wc * V(g.hcnt[oh])) + V(g.zp);
+  if (col + L <= g.ow || flat + L <= flat_end) {
+    const lane_ctx<V, false> ctx{flat, c, L};
+    simd::store(out + flat, apply(ep, acc, ctx));
+  } else {
+    const int nc = int(g.ow - col);
+    const lane_ctx<V, false> ctx{flat, c, nc};
+    simd::store_partial(out + flat, apply(ep, acc, ctx), nc);
+  }
 }
 
 // ------------------------------------------------------------------------------------ phases
@@ -205,12 +221,14 @@ KFUSE_INLINE void pool_nchw_phase_rows(const pool_geom& g, index_t n, index_t c,
                                        const Ep& ep) {
   constexpr int L = V::lanes;
   const index_t nvec = (g.ow + L - 1) / L, row_stride = g.sw * pitch;
+  const index_t plane = n * g.c + c, flat_end = (plane * g.oh + oh_b) * g.ow;
   for (index_t oh = oh_a; oh < oh_b; ++oh) {
     const float* base = sc + (oh - oh_a) * g.sh * row_stride;
     for (index_t q = 0; q < nvec; ++q) {
       const index_t col = pool_nchw_col<L>(g, q);
       const V acc = pool_nchw_taps<V, IsMax, R, S, SW>(base + col, row_stride, pitch, g);
-      pool_nchw_store<V, IsMax>(acc, g, n, c, oh, col, oh_b, out, ep);
+      pool_nchw_put<V, IsMax>(acc, g, c, oh, col, (plane * g.oh + oh) * g.ow + col, flat_end,
+                              pool_col_factors<V, IsMax>(g, col), out, ep);
     }
   }
 }
@@ -233,6 +251,21 @@ template <class V, class T>
 inline constexpr bool pool_has_rows =
     std::is_same_v<T, float>&& simd::has_partial_f32<typename V::impl>;
 
+/// Masked loads of an output vector's W taps: one per tap at stride 1, a pair per two taps at 2.
+inline index_t pool_row_loads_of(index_t s, index_t sw) { return sw == 1 ? s : 2 * ((s + 1) / 2); }
+
+/// Whether the rows path takes an NCHW pooling of output width ow, window width s and column
+/// stride sw, for vector V and input T (then it needs no scratch).
+template <class V, class T>
+inline bool pool_takes_rows(index_t ow, index_t s, index_t sw) {
+  if constexpr (!pool_has_rows<V, T>) {
+    return false;
+  } else {
+    return (sw == 1 || sw == 2) && (ow + V::lanes - 1) / V::lanes <= pool_row_plan::max_vecs &&
+           pool_row_loads_of(s, sw) <= pool_row_plan::max_loads;
+  }
+}
+
 /// Whether the rows path takes this call (then `p` is its plan).
 template <class V, class T>
 inline bool pool_row_plan_of(const pool_geom& g, pool_row_plan& p) {
@@ -240,8 +273,8 @@ inline bool pool_row_plan_of(const pool_geom& g, pool_row_plan& p) {
   if constexpr (!pool_has_rows<V, T>) {
     return false;
   } else {
-    const index_t nvec = (g.ow + L - 1) / L, loads = g.sw == 1 ? g.s : 2 * ((g.s + 1) / 2);
-    if ((g.sw != 1 && g.sw != 2) || nvec > p.max_vecs || loads > p.max_loads) return false;
+    if (!pool_takes_rows<V, T>(g.ow, g.s, g.sw)) return false;
+    const index_t nvec = (g.ow + L - 1) / L, loads = pool_row_loads_of(g.s, g.sw);
     p.nvec = int(nvec);
     for (index_t q = 0; q < nvec; ++q) {
       const index_t col = pool_nchw_col<int(L)>(g, q);
@@ -271,7 +304,7 @@ struct pool_row_loads {
 
   KFUSE_INLINE pool_row_loads(const pool_row_plan& p, index_t q, const pool_geom& g, V pad_)
       : s(g.s), sw(g.sw), pad(pad_) {
-    const int k_end = S > 0 ? (SW == 1 ? S : 2 * ((S + 1) / 2)) : K;
+    const int k_end = S > 0 ? int(pool_row_loads_of(S, SW)) : K;
 #pragma GCC unroll 8
     for (int k = 0; k < k_end; ++k) off[k] = p.off[q][k], bits[k] = p.bits[q][k];
   }
@@ -308,34 +341,6 @@ struct pool_row_loads {
   }
 };
 
-/// Plane and output rows [oh_a, oh_b) of work unit u (rows block u % blocks, of rows_per rows,
-/// of plane u / blocks); false when the block is empty.
-struct pool_unit {
-  index_t plane, oh_a, oh_b;
-  pool_unit(const pool_geom& g, index_t u, index_t blocks, index_t rows_per)
-      : plane(u / blocks), oh_a(u % blocks * rows_per), oh_b(std::min(g.oh, oh_a + rows_per)) {}
-  explicit operator bool() const { return oh_a < oh_b; }
-};
-
-/// Stores output vector acc of plane `plane` at (oh, col) (flat: its index): the average's
-/// divisor (wc: the columns' factors), the epilogue. A vector past the row's end is stored whole
-/// while that stays inside [.., flat_end) (the extra lanes land on the next row, stored after
-/// it), else its first ow - col lanes.
-template <class V, bool IsMax, class Out, class Ep>
-KFUSE_INLINE void pool_nchw_put(V acc, const pool_geom& g, index_t c, index_t oh, index_t col,
-                                index_t flat, index_t flat_end, V wc, Out* out, const Ep& ep) {
-  constexpr int L = V::lanes;
-  if constexpr (!IsMax) acc = acc / (wc * V(g.hcnt[oh])) + V(g.zp);
-  if (col + L <= g.ow || flat + L <= flat_end) {
-    const lane_ctx<V, false> ctx{flat, c, L};
-    simd::store(out + flat, apply(ep, acc, ctx));
-  } else {
-    const int nc = int(g.ow - col);
-    const lane_ctx<V, false> ctx{flat, c, nc};
-    simd::store_partial(out + flat, apply(ep, acc, ctx), nc);
-  }
-}
-
 /// The rows path over work units [u_begin, u_end), one output vector column at a time: its loads
 /// are held in registers over all the units. Each input row is reduced along W, then each output
 /// row's R rows. R, SH > 0: the last R rows are kept in registers and each output row computes
@@ -350,10 +355,7 @@ KFUSE_INLINE void pool_nchw_hrows(const float* in, const pool_geom& g, const poo
   for (index_t q = 0; q < p.nvec; ++q) {
     const pool_row_loads<V, IsMax, S, SW> lds(p, q, g, pad);
     const index_t col = p.col[q];
-    const int nc = int(std::min<index_t>(L, g.ow - col));
-    V wc = pad;  // average: the divisor factor of each lane's column
-    if constexpr (!IsMax)
-      wc = nc == L ? simd::load<V>(g.wcnt + col) : simd::load_partial<V>(g.wcnt + col, nc);
+    const V wc = pool_col_factors<V, IsMax>(g, col);
     for (index_t u = u_begin; u < u_end; ++u) {
       const pool_unit un(g, u, blocks, rows_per);
       if (!un) continue;

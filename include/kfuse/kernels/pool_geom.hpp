@@ -1,6 +1,6 @@
 #pragma once
 // The pooling kernel's shared pieces (kernels/pool2d.hpp, kernels/pool2d_nchw.hpp): one call's
-// geometry, the NaN-keeping max, the input load and the valid window taps.
+// geometry, the window's reduction, the input load and the valid window taps.
 #include <algorithm>
 #include <type_traits>
 
@@ -19,17 +19,11 @@ struct pool_geom {
   const float* wcnt;  // ... and of each output column (the divisor is their product)
 };
 
-/// Max that keeps a NaN once seen (PyTorch's max pooling propagates NaN).
-template <class V>
-KFUSE_INLINE V pool_max(V acc, V x) {
-  return simd::max_keep_nan(acc, x);
-}
-
-/// The window's reduction of two values: max (NaN kept) or sum.
+/// The window's reduction of two values: max (NaN kept, as PyTorch's max pooling) or sum.
 template <bool IsMax, class V>
 KFUSE_INLINE V pool_join(V a, V b) {
   if constexpr (IsMax)
-    return pool_max(a, b);
+    return simd::max_keep_nan(a, b);
   else
     return a + b;
 }

@@ -272,8 +272,8 @@ class thread_pool {
           const std::lock_guard<std::mutex> lock(error_mutex_);
           if (!error_) error_ = std::current_exception();
         }
-        claims_.store(std::uint64_t(j.chunks),
-                      std::memory_order_relaxed);  // front = chunks, back 0: none left
+        // Hand out no more chunks: front = chunks, back = 0.
+        claims_.store(std::uint64_t(j.chunks), std::memory_order_relaxed);
         return ran + 1;
       }
     }
