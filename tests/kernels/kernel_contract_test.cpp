@@ -154,8 +154,8 @@ TEST_CASE("kernel contract: depthwise and pool2d NCHW scratch comes from the wor
                   .kind = kind,
                   .r = 3,
                   .s = 3,
-                  .stride_h = 2,
-                  .stride_w = 2,
+                  .stride_h = 3,  // stride 3: the phases path, whose scratch is poisoned
+                  .stride_w = 3,
                   .pad_top = 1,
                   .pad_left = 1,
                   .pad_bottom = 1,
@@ -166,6 +166,7 @@ TEST_CASE("kernel contract: depthwise and pool2d NCHW scratch comes from the wor
                        kfuse::view<kfuse::nchw>(ref.data(), ps.out_dims()));
     const auto packed = pool_f32_nchw::initialize(ps);
     kfuse::workspace_buffer ws(pool_f32_nchw::workspace_size(ps, 2));
+    REQUIRE(ws.bytes() > 0);
     std::memset(ws.view().data, 0xFF, ws.bytes());
     std::vector<float> y(ref.size());
     pool_f32_nchw::run(kfuse::view<kfuse::nchw>(x.data(), ps.in_dims()), packed,
