@@ -102,7 +102,7 @@ void BM_kfuse(benchmark::State& st) {
 // included) vs conv2d NHWC (its input already NHWC, the conversion not counted).
 const layer stems[] = {{3, 224, 16, 3, 1}, {3, 224, 32, 3, 1}, {3, 224, 64, 7, 3}};
 
-template <bool Few>
+template <bool Few, class Act = kfuse::relu>
 void BM_stem(benchmark::State& st) {
   const layer& l = stems[st.range(0)];
   conv_shape s;
@@ -110,7 +110,7 @@ void BM_stem(benchmark::State& st) {
   s.stride_h = s.stride_w = 2;
   s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = l.pad;
   const int threads = int(st.range(2));
-  using Ep = kfuse::epilogue<kfuse::bias, kfuse::relu>;
+  using Ep = kfuse::epilogue<kfuse::bias, Act>;
   const auto w_oihw = random_vector(std::size_t(s.weight_count()), 2);
   const auto x = random_vector(std::size_t(kfuse::numel(s.in_dims())), 1);
   const auto bias = random_vector(std::size_t(s.k), 3);
@@ -256,6 +256,11 @@ const bool registered = [] {
     for (index_t batch : {1, 8})
       for (index_t li = 0; li < index_t(std::size(stems)); ++li) {
         benchmark::RegisterBenchmark("stem/kfuse_few_channel", BM_stem<true>)
+            ->Args({li, batch, t})
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        // EfficientNet's stem ends in SiLU: the epilogue's cost on a 16- or 32-channel tile.
+        benchmark::RegisterBenchmark("stem/kfuse_few_channel_silu", BM_stem<true, kfuse::silu>)
             ->Args({li, batch, t})
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);

@@ -36,6 +36,7 @@ const layer layers[] = {
     {512, 7, 512, 3, 1, 1},    // ResNet stage 4 (7-wide rows: tiles span output rows)
     {256, 56, 64, 1, 0, 1},    // ResNet-50 1x1 reduce
     {96, 28, 576, 1, 0, 1},    // MobileNetV3-large 1x1 expand
+    {16, 112, 64, 1, 0, 1},    // MobileNetV3-large's first expand: few channels, big map
     {144, 56, 144, 3, 1, 144}  // depthwise 3x3 (memory-bound: shown, not a target row)
 };
 
