@@ -248,8 +248,8 @@ struct pool_row_plan {
 
 /// Whether the rows path exists for this input type and vector (f32, masked loads).
 template <class V, class T>
-inline constexpr bool pool_has_rows =
-    std::is_same_v<T, float>&& simd::has_partial_f32<typename V::impl>;
+inline constexpr bool pool_has_rows = std::is_same_v<T, float> &&
+                                      (simd::has_partial_f32<typename V::impl>);
 
 /// Masked loads of an output vector's W taps: one per tap at stride 1, a pair per two taps at 2.
 inline index_t pool_row_loads_of(index_t s, index_t sw) { return sw == 1 ? s : 2 * ((s + 1) / 2); }
@@ -394,12 +394,12 @@ KFUSE_INLINE void pool_nchw_hrows(const float* in, const pool_geom& g, const poo
 }
 
 /// Calls go.template operator()<R, S, SW>() for the common windows, unrolled (3x3 / 2x2 at
-/// stride 2, 3x3 at stride 1; with `rows_too` only where the row stride is the same), else
-/// <0, 0, 0> (the window of `g`, looped).
+/// stride 2, 3x3 at stride 1; with `same_row_stride` only where the row stride equals the
+/// column stride), else <0, 0, 0> (the window of `g`, looped).
 template <class F>
-KFUSE_INLINE void pool_nchw_windows(const pool_geom& g, bool rows_too, F&& go) {
+KFUSE_INLINE void pool_nchw_windows(const pool_geom& g, bool same_row_stride, F&& go) {
   const auto is = [&](index_t r, index_t s, index_t st) {
-    return g.r == r && g.s == s && g.sw == st && (!rows_too || g.sh == st);
+    return g.r == r && g.s == s && g.sw == st && (!same_row_stride || g.sh == st);
   };
   if (is(3, 3, 2))
     go.template operator()<3, 3, 2>();
