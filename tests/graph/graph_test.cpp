@@ -1876,3 +1876,43 @@ TEST_CASE("graph: bf16 convs pass bf16 activations, bitwise as converting", "[gr
     CHECK(err <= 0.03 * scale);  // three bf16 roundings of sums of ~10-50 terms
   }
 }
+
+// An nchw MobileNet entry in a bf16 plan: the 3-channel stem runs as few_channel_conv2d (f32
+// arithmetic, reading the nchw input) and writes bf16 for the depthwise after it, which then
+// converts nothing (the layout choice's entry conversion is absorbed first); within bf16's
+// error of the f32 plan.
+TEST_CASE("graph: a bf16 plan's few-channel stem writes bf16 for its depthwise reader", "[graph]") {
+  const index_t N = 2, C = 3, H = 17, W = 15, K = 16, O = 24;
+  const auto w1 = gt::random_vec(std::size_t(K * C * 9), 71, -0.5f, 0.5f);
+  const auto wd = gt::random_vec(std::size_t(K * 9), 72, -0.4f, 0.4f);
+  const auto w2 = gt::random_vec(std::size_t(O * K), 73, -0.3f, 0.3f);
+  graph g;
+  auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nchw);
+  conv2d_params cp;
+  cp.stride_h = cp.stride_w = 2;
+  cp.pad_top = cp.pad_left = cp.pad_bottom = cp.pad_right = 1;
+  auto h = g.hardswish("act", g.conv2d("c1", x, g.constant("w1", {K, C, 3, 3}, w1.data()), {}, cp));
+  conv2d_params dp;
+  dp.groups = K;
+  dp.pad_top = dp.pad_left = dp.pad_bottom = dp.pad_right = 1;
+  auto d = g.relu("r", g.conv2d("dw", h, g.constant("wd", {K, 1, 3, 3}, wd.data()), {}, dp));
+  g.output(g.conv2d("proj", d, g.constant("w2", {O, K, 1, 1}, w2.data())));
+  const auto xs = gt::random_vec(std::size_t(N * C * H * W), 74, -1, 1);
+  const std::size_t n_out = std::size_t(N * O * 9 * 8);
+  const plan low = compile(g, {.threads = 2, .prec = precision::bf16, .emulated_bf16 = true});
+  const std::string rep = low.report().text();
+  INFO(rep);
+  CHECK(rep.find("bf16 output of c1 (read as bf16 by dw)") != std::string::npos);
+  int stems = 0;
+  for (const auto& st : low.steps())
+    stems += st.kernel == "few_channel_conv2d f32 nchw->nhwc bf16 out [hardswish]";
+  CHECK(stems == 1);
+  const auto yb = replay_once(low, xs, n_out);
+  const auto y32 = replay_once(compile(g, {.threads = 1}), xs, n_out);
+  double scale = 0, err = 0;
+  for (std::size_t i = 0; i < n_out; ++i) {
+    scale = std::max(scale, std::fabs(double(y32[i])));
+    err = std::max(err, std::fabs(double(yb[i]) - y32[i]));
+  }
+  CHECK(err <= 0.03 * scale);  // the stem's and the depthwise's bf16 roundings, sums of 16 terms
+}

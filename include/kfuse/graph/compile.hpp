@@ -80,9 +80,9 @@ inline void analyze(compile_context& cx) {
     merge_qkv(cx);
     absorb_quantize(cx);
     fuse_channel_gates(cx);
+    absorb_entry_layout(cx);  // before absorb_bf16: a stem read in NCHW can still write bf16
     absorb_bf16(cx);
     absorb_views(cx);
-    absorb_entry_layout(cx);
   }
 }
 

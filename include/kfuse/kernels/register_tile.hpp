@@ -39,6 +39,9 @@ KFUSE_INLINE void save_tile(const V (&acc)[Rows][NV], float* part) {
 /// flat0 + r * flat_ld + col and channel ch0 + col (PerLane) or ch0 + r * ch_step (rows of
 /// channels: 1; rows of one channel's plane, an NCHW tile's: 0). `value` must not capture acc:
 /// a closure holding a reference to the tile made GCC keep every accumulator in memory.
+/// Whole bf16 vectors are stored as simd::store_dot converts (hardware rounding where the arch
+/// has it: bf16 activations feed the next layer's dot products, which flush denormals anyway;
+/// the bit-exact rounding's ~6 instructions a vector were 15% of a 16 -> 64 1x1 conv on AMX).
 template <bool PerLane, class V, int Rows, int NV, class Out, class F>
 KFUSE_INLINE void store_each(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
                              index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
@@ -55,7 +58,7 @@ KFUSE_INLINE void store_each(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, 
                                      PerLane ? ch0 + col : ch0 + r * ch_step, n};
       const V y = value(acc[r][j], r, j, ctx);
       if (n == L)
-        simd::store(out + r * ld + col, y);
+        simd::store_dot(out + r * ld + col, y);
       else
         simd::store_partial(out + r * ld + col, y, n);
     }

@@ -206,10 +206,11 @@ KFUSE_INLINE void store_partial(T* p, V v, int n) {
 }
 
 /// Stores all lanes to p as T for a dot-product operand (a bf16 GEMM panel, attention's bf16
-/// probabilities): like store, except that where the arch converts f32 -> bf16 in hardware
-/// (AVX512-BF16: vcvtneps2bf16) that instruction is used, and it flushes denormals to zero,
-/// as vdpbf16ps does with its inputs anyway. One instruction instead of the ~6 of the bit-exact
-/// rounding; for values no dot product will see, use store.
+/// probabilities) or a kernel's activation output (register_tile.hpp's store_each): like store,
+/// except that where the arch converts f32 -> bf16 in hardware (AVX512-BF16: vcvtneps2bf16)
+/// that instruction is used, and it flushes denormals to zero, as vdpbf16ps does with its inputs
+/// anyway. One instruction instead of the ~6 of the bit-exact rounding; where a denormal must
+/// survive (a conversion the user asked for), use store.
 template <class T, class V>
 KFUSE_INLINE void store_dot(T* p, V v) {
   if constexpr (requires { V::impl::store_dot(p, v.r); })

@@ -109,6 +109,38 @@ TEST_CASE("few_channel_conv2d: 1 and 2 threads are bitwise identical", "[conv2d]
   CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0);
 }
 
+// A bf16 plan's stem writes bf16 for its bf16 reader: the f32 result, each value rounded to
+// nearest even once (the hardware conversion flushes denormals, which these values are not),
+// every tile width and both strides; the output poisoned.
+TEST_CASE("few_channel_conv2d: bf16 output is the f32 output rounded", "[conv2d]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(33);
+  for_each_backend([&](auto b) {
+    using B = decltype(b);
+    using Ep = kfuse::epilogue<kfuse::bias, kfuse::hardswish>;
+    using C = kfuse::few_channel_conv2d<test_arch, Ep, B>;
+    for (conv_shape s : shapes()) {
+      const problem p(s, rng);
+      const Ep ep{{std::span<const float>(p.bias)}, {}};
+      const auto w = C::pack(p.w.data(), s);
+      const index_t n_out = kfuse::numel(s.out_dims());
+      const kfuse::workspace_buffer ws(C::workspace_size(s, 2));
+      const auto x = kfuse::view<kfuse::nchw>(static_cast<const float*>(p.x.data()), s.in_dims());
+      std::vector<float> y32(static_cast<std::size_t>(n_out));
+      guarded<kfuse::bf16_t> y16(n_out, 0xFF);
+      C::run(x, w, kfuse::view<kfuse::nhwc>(y32.data(), s.out_dims()), ep, ws.view(), {1});
+      C::run(x, w, kfuse::view<kfuse::nhwc>(y16.data, s.out_dims()), ep, ws.view(), {2});
+      REQUIRE(y16.guards_intact());
+      int failures = 0;
+      for (index_t i = 0; i < n_out; ++i)
+        if (y16.data[i].bits != kfuse::to_bf16(y32[std::size_t(i)]).bits && failures++ < 5)
+          UNSCOPED_INFO("K" << s.k << " " << s.r << "x" << s.s << " at " << i << ": got bits "
+                            << y16.data[i].bits << " for " << y32[std::size_t(i)]);
+      CHECK(failures == 0);
+    }
+  });
+}
+
 TEST_CASE("few_channel_conv2d: errors", "[conv2d]") {
   using C = kfuse::few_channel_conv2d<test_arch>;
   const std::vector<float> w(5 * 16 * 9, 0.5f);

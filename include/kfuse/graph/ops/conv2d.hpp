@@ -68,12 +68,12 @@ void gated_conv_cmd(const command& c) {
 }
 
 /// The replay command of a stem conv reading NCHW and writing NHWC (passes/entry_layout.hpp):
-/// kernel_cmd's, with a view of each layout.
-template <class K>
+/// kernel_cmd's, with a view of each layout; Out is f32, or bf16 for a bf16 plan's reader.
+template <class K, class Out>
 void few_channel_cmd(const command& c) {
   const auto& p = *static_cast<const kernel_params<K>*>(c.params);
   K::run(view<nchw>(static_cast<const float*>(c.in[0]), p.in), p.packed,
-         view<nhwc>(static_cast<float*>(c.out), p.out), epilogue<chain>{command_chain(c, p.stages)},
+         view<nhwc>(static_cast<Out*>(c.out), p.out), epilogue<chain>{command_chain(c, p.stages)},
          command_workspace(c), run_options{c.threads});
 }
 
@@ -137,8 +137,18 @@ struct conv2d_rule : op_rule {
   /// add seconds to every TU that compiles plans (depthwise: ~8 s per layout, f32 dense conv
   /// ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
   static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
-    return to == dtype::bf16 ? bf16_nhwc_kernel(cx, p) && p.gate < 0
+    return to == dtype::bf16 ? (bf16_nhwc_kernel(cx, p) || bf16_plan_stem(cx, p)) && p.gate < 0
                              : to == dtype::u8 && reads_quantized(cx, p);
+  }
+  /// A bf16 plan's stem that runs as few_channel_conv2d (f32 arithmetic, NCHW in, NHWC out):
+  /// it writes bf16 for a bf16 reader, which then needs no conversion pass of its own
+  /// (MobileNetV3's first depthwise converted the stem's 0.8 MB f32 output at batch 1).
+  static bool bf16_plan_stem(const detail::compile_context& cx, const detail::step& c) {
+    return cx.precision_of(cx.node_of(c)) == precision::bf16 && few_channel_step(cx, c);
+  }
+  static bool few_channel_step(const detail::compile_context& cx, const detail::step& c) {
+    return cx.T(c.x).layout == tensor_layout::nchw && cx.T(c.x).type == dtype::f32 &&
+           cx.T(c.out).layout == tensor_layout::nhwc && detail::few_channel_shape(shape_of(cx, c));
   }
   /// A bf16 plan's dense or depthwise NHWC conv: its kernel reads bf16 (an f32 input is
   /// converted first) and can write bf16 (a gated one writes f32). Not a conv that runs as f32
@@ -182,7 +192,9 @@ struct conv2d_rule : op_rule {
                                    : lower_gated<f32, A, B>(cx, s, n, info, cmds, cs, "f32");
     }
     if (!cl && cx.T(s.out).layout == tensor_layout::nhwc)
-      return lower_few_channel<A, B>(cx, s, n, info, cmds, cs);
+      return cx.T(s.out).type == dtype::bf16
+                 ? lower_few_channel<A, B, bf16_t>(cx, s, n, info, cmds, cs)
+                 : lower_few_channel<A, B, float>(cx, s, n, info, cmds, cs);
     const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
     switch (pr) {
       case precision::bf16:
@@ -304,7 +316,7 @@ struct conv2d_rule : op_rule {
     }
   }
 
-  template <class A, class B>
+  template <class A, class B, class Out>
   static void lower_few_channel(detail::compile_context& cx, const detail::step& s,
                                 const node_desc& n, step_info& info,
                                 std::vector<detail::plan_command>& cmds, const conv_shape& cs) {
@@ -322,8 +334,9 @@ struct conv2d_rule : op_rule {
     p->stages = cx.make_chain(chain, c, 1);
     info.flops = cs.flops();
     info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) + 4.0 * double(w.size());
-    info.kernel = "few_channel_conv2d f32 nchw->nhwc" + cx.chain_suffix(s, chain);
-    c.fn = &few_channel_cmd<K>;
+    info.kernel = std::string("few_channel_conv2d f32 nchw->nhwc") +
+                  (std::is_same_v<Out, bf16_t> ? " bf16 out" : "") + cx.chain_suffix(s, chain);
+    c.fn = &few_channel_cmd<K, Out>;
     c.threads = cx.threads_for(info.bytes, info.flops);
     c.workspace_bytes = K::workspace_size(cs, c.threads);
     c.params = cx.own(p);
