@@ -525,7 +525,10 @@ struct gemm {
           0, panels, (panels + threads - 1) / threads,
           [&](range r, int) {
             for (index_t p = r.begin; p < r.end; ++p)
-              for (index_t rt = 0; rt < row_tiles; ++rt) tile(rt, p);
+              for (index_t rt = 0; rt < row_tiles; ++rt) {
+                if (row_tiles > 1 && p + 1 < r.end) w.prefetch_part(p + 1, rt, row_tiles);
+                tile(rt, p);
+              }
           },
           threads);
     } else {
