@@ -31,6 +31,7 @@ std::vector<conv_shape> winograd_shapes() {
       make(1, 64, 28, 28, 64, 3, 3, 1, {1, 1, 1, 1}),   // 49 tiles: blocks of whole tiles
       make(5, 32, 14, 14, 48, 3, 3, 1, {1, 1, 1, 1}),   // blocks spanning images
       make(1, 200, 10, 10, 40, 3, 3, 1, {1, 1, 1, 1}),  // C past one vector many times
+      make(1, 192, 6, 6, 200, 3, 3, 1, {1, 1, 1, 1}),   // 5.5 MB of transformed weights: prefetched
   };
 }
 
