@@ -28,6 +28,15 @@ KFUSE_INLINE void prefetch_lines(const void* p, std::size_t bytes) {
 #endif
 }
 
+/// Part `part` of `parts` of [p, p + bytes) asked into L2 (locality 2): a block of weights the
+/// next pass reads, spread over the tiles of the current one so that its stream from memory
+/// overlaps their arithmetic (gemm.hpp, winograd.hpp).
+KFUSE_INLINE void prefetch_part(const void* p, std::size_t bytes, std::size_t part,
+                                std::size_t parts) {
+  const std::size_t from = bytes * part / parts, to = bytes * (part + 1) / parts;
+  prefetch_lines<2>(static_cast<const unsigned char*>(p) + from, to - from);
+}
+
 }  // namespace detail
 
 KFUSE_END_NAMESPACE

@@ -41,7 +41,8 @@ KFUSE_INLINE void save_tile(const V (&acc)[Rows][NV], float* part) {
 /// a closure holding a reference to the tile made GCC keep every accumulator in memory.
 /// Whole bf16 vectors are stored as simd::store_dot converts (hardware rounding where the arch
 /// has it: bf16 activations feed the next layer's dot products, which flush denormals anyway;
-/// the bit-exact rounding's ~6 instructions a vector were 15% of a 16 -> 64 1x1 conv on AMX).
+/// the bit-exact rounding's ~6 instructions a vector were 15% of a 16 -> 64 1x1 conv on AMX);
+/// partial vectors (channel tails) keep store's rounding, which differs only for denormals.
 template <bool PerLane, class V, int Rows, int NV, class Out, class F>
 KFUSE_INLINE void store_each(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
                              index_t flat0, index_t flat_ld, index_t ch0, index_t valid,

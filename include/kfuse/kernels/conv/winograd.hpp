@@ -231,10 +231,7 @@ struct winograd_f43 {
             const std::size_t panel_bytes = std::size_t(C * P) * sizeof(float),
                               parts = std::size_t((nt + MR - 1) / MR);
             for (index_t r0 = 0; r0 < nt; r0 += MR) {
-              if (next && parts > 1)
-                prefetch_lines<2>(reinterpret_cast<const std::byte*>(next) +
-                                      panel_bytes * std::size_t(r0 / MR) / parts,
-                                  panel_bytes / parts);
+              if (next && parts > 1) prefetch_part(next, panel_bytes, std::size_t(r0 / MR), parts);
               V acc[MR][PV];
               start_tile(acc, nullptr, true);
               MK::template accumulate<V, MR, PV, P>(
