@@ -144,10 +144,8 @@ struct conv2d_rule : op_rule {
   /// it writes bf16 for a bf16 reader, which then needs no conversion pass of its own
   /// (MobileNetV3's first depthwise converted the stem's 0.8 MB f32 output at batch 1).
   static bool bf16_plan_stem(const detail::compile_context& cx, const detail::step& c) {
-    return cx.precision_of(cx.node_of(c)) == precision::bf16 && few_channel_step(cx, c);
-  }
-  static bool few_channel_step(const detail::compile_context& cx, const detail::step& c) {
-    return cx.T(c.x).layout == tensor_layout::nchw && cx.T(c.x).type == dtype::f32 &&
+    return cx.precision_of(cx.node_of(c)) == precision::bf16 &&
+           cx.T(c.x).layout == tensor_layout::nchw && cx.T(c.x).type == dtype::f32 &&
            cx.T(c.out).layout == tensor_layout::nhwc && detail::few_channel_shape(shape_of(cx, c));
   }
   /// A bf16 plan's dense or depthwise NHWC conv: its kernel reads bf16 (an f32 input is
