@@ -262,3 +262,61 @@ TEST_CASE("uses_channel detects per-channel parameters at run time", "[epilogue]
   CHECK_FALSE(kfuse::uses_channel(epilogue<kfuse::requantize<kfuse::u8>>{{2.f, 3}}));
   CHECK(kfuse::uses_channel(epilogue<kfuse::requantize<kfuse::u8>>{{1.f, 0, s4}}));
 }
+
+namespace {
+/// x values whose quotient by s is a near-tie (k + 1/2, a few ulps either side), an integer, or
+/// anywhere in 2^-24 .. 2^24, with both signs: where a quotient one ulp off changes the result.
+std::vector<float> quotient_probes(float s, std::mt19937& rng) {
+  std::vector<float> x;
+  std::uniform_int_distribution<int> k(-300, 300);
+  std::uniform_real_distribution<float> e(-24.f, 24.f);
+  for (int i = 0; i < 4000; ++i) {
+    const float tie = (float(k(rng)) + 0.5f) * s;
+    for (int u = -3; u <= 3; ++u) {
+      float v = tie;
+      for (int j = 0; j < std::abs(u); ++j) v = std::nextafter(v, u < 0 ? -INFINITY : INFINITY);
+      x.push_back(v);
+    }
+    x.push_back(float(k(rng)) * s);
+    x.push_back((i % 2 ? -1.f : 1.f) * std::exp2(e(rng)) * s);
+  }
+  return x;
+}
+
+template <class A, class B, class E>
+void check_quantize_rounding(float s, std::int32_t zp, const std::vector<float>& x) {
+  using Q = kfuse::storage_t<E>;
+  std::vector<Q> got(x.size());
+  kfuse::eltwise<A, B>(x.data(), got.data(), index_t(x.size()),
+                       epilogue<kfuse::quantize<E>>{{{s, zp}}});
+  const double lo = double(kfuse::elem_traits<E>::min), hi = double(kfuse::elem_traits<E>::max);
+  int failures = 0;
+  for (std::size_t i = 0; i < x.size() && failures < 5; ++i) {
+    const float quot = x[i] / s;  // the division the stage must round as
+    const double want = std::clamp(double(std::nearbyint(quot)) + zp, lo, hi);
+    if (double(got[i]) != want) {
+      ++failures;
+      UNSCOPED_INFO(A::name << " scale " << s << " x " << x[i] << " got " << double(got[i])
+                            << " want " << want);
+    }
+  }
+  CHECK(failures == 0);
+}
+}  // namespace
+
+TEST_CASE("quantize rounds x / scale exactly as the division, near ties too",
+          "[epilogue][quantize]") {
+  if (!cpu_can_run()) return;
+  std::mt19937 rng(5);
+  // An all-ones mantissa, a power of two, typical activation scales and a tiny one.
+  for (float s : {0x1.fffffep-4f, 0.0625f, 0.0236f, 0.1f, 3.7e-3f, 1.f / 3.f, 1e-6f}) {
+    INFO("scale " << s);
+    const std::vector<float> x = quotient_probes(s, rng);
+    for_each_backend([&](auto b) {
+      using B = decltype(b);
+      check_quantize_rounding<test_arch, B, kfuse::u8>(s, 128, x);
+      check_quantize_rounding<test_arch, B, kfuse::i8>(s, 0, x);
+      check_quantize_rounding<kfuse::arch::generic, B, kfuse::u8>(s, 128, x);
+    });
+  }
+}
