@@ -466,3 +466,78 @@ TEST_CASE("graph quant fusion: the conv consumer keeps its convert when the inpu
     CHECK(tensor(p, "relu1").type == dtype::f32);
   }
 }
+
+namespace {
+// ---- inverted residual body: x -> pw1 1x1 int8 -> relu_e -> dw 3x3 -> relu_d -> pw2 1x1 int8
+//      (+ bias) -> y, nhwc (MobileNetV3's and EfficientNet's expand / depthwise / project) -----
+struct expand8 {
+  index_t N = 2, C = 12, E = 40, K = 24, H = 9, W = 11;  // E, K > 16: int8 (narrow_int8)
+  std::vector<float> w1, wd, bd, w2, b2, x;
+  tensor_quant qx{2.f / 255, 128}, qd;
+  expand8() {
+    w1 = gt::kaiming(E, C, 61);
+    wd = gt::random_vec(std::size_t(E * 9), 62, -0.5f, 0.5f);
+    bd = gt::random_vec(std::size_t(E), 63, -0.1f, 0.1f);
+    w2 = gt::kaiming(K, E, 64);
+    b2 = gt::random_vec(std::size_t(K), 65, -0.1f, 0.1f);
+    x = gt::random_vec(std::size_t(N * C * H * W), 66);  // U(-1, 1): qx covers it
+    qd = {ranges(build(), {"relu_d"}, {x})[0] / 255, 0};
+  }
+  graph build() const {
+    graph g;
+    auto xi = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nhwc);
+    conv2d_params dw, one;
+    dw.pad_top = dw.pad_left = dw.pad_bottom = dw.pad_right = 1;
+    dw.groups = int(E);
+    auto e =
+        g.relu("relu_e", g.conv2d("pw1", xi, g.constant("w1", {E, C, 1, 1}, w1.data()), {}, one));
+    auto d = g.relu("relu_d", g.conv2d("dw", e, g.constant("wd", {E, 1, 3, 3}, wd.data()),
+                                       g.constant("bd", {E}, bd.data()), dw));
+    g.output(g.conv2d("pw2", d, g.constant("w2", {K, E, 1, 1}, w2.data()),
+                      g.constant("b2", {K}, b2.data()), one));
+    return g;
+  }
+};
+}  // namespace
+
+TEST_CASE("graph quant fusion: an int8 plan's depthwise between int8 convs runs in bf16",
+          "[graph][quant]") {
+  if constexpr (have_int8) {
+    // Where int8 convs can write bf16 (graph_ops::int8_bf16_outputs: vcvtneps2bf16), pw1 writes
+    // its output as bf16 for the depthwise, which runs as the bf16 depthwise; elsewhere the
+    // depthwise runs in f32 as before.
+    constexpr bool bf16_dw = graph_ops::int8_bf16_outputs<arch::native, backend::xsimd>();
+    const expand8 c;
+    graph g = c.build();
+    g.set_quant(g.find("x"), c.qx);
+    g.set_quant(g.find("relu_d"), c.qd);
+    const plan p = compile(g, {.threads = 1, .prec = precision::int8});
+    INFO(p.report().text());
+    REQUIRE(p.steps().size() == 3);  // pw1 + relu_e, dw + relu_d, pw2
+    CHECK(p.steps()[0].kernel.find("conv2d int8 nhwc") != std::string::npos);
+    CHECK(p.steps()[2].kernel.find("conv2d int8 nhwc") != std::string::npos);
+    const std::size_t ne = std::size_t(c.N * c.E * c.H * c.W);
+    CHECK(reported(p, "bf16 output of pw1 (read as bf16 by dw)") == bf16_dw);
+    CHECK(tensor(p, "relu_e").type == (bf16_dw ? dtype::bf16 : dtype::f32));
+    CHECK(tensor(p, "relu_e").bytes == ne * (bf16_dw ? 2 : 4));
+    CHECK(p.steps()[1].kernel.find(bf16_dw ? "depthwise_conv2d bf16" : "depthwise_conv2d f32") !=
+          std::string::npos);
+    // pw1's own convert of x, pw1, dw, pw2's convert of relu_d, pw2: no bf16 conversion pass.
+    CHECK(command_count(p) == 5);
+    const std::size_t n_out = std::size_t(c.N * c.K * c.H * c.W);
+    const auto yp = run_poisoned<float>(p, {c.x}, n_out);
+    const plan p2 = compile(g, {.threads = 2, .prec = precision::int8, .fork_join_ns = 0});
+    CHECK(run_poisoned<float>(p2, {c.x}, n_out) == yp);
+    // Against the f32 plan: x and relu_d quantized to u8 (steps of 1/128 and 1/255 of their
+    // ranges) and, in bf16, relu_e and the depthwise weights rounded to 8 bits: within 3% of the
+    // output's range (measured ~1%).
+    const auto yf = run_poisoned<float>(compile(c.build(), {.threads = 1}), {c.x}, n_out);
+    double worst = 0, range = 0;
+    for (std::size_t i = 0; i < n_out; ++i) {
+      worst = std::max(worst, std::fabs(double(yp[i]) - yf[i]));
+      range = std::max(range, std::fabs(double(yf[i])));
+    }
+    INFO("int8 vs f32: " << worst / range << " of the output range " << range);
+    CHECK(worst <= 0.03 * range);
+  }
+}

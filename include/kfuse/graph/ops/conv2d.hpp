@@ -137,14 +137,17 @@ struct conv2d_rule : op_rule {
   /// add seconds to every TU that compiles plans (depthwise: ~8 s per layout, f32 dense conv
   /// ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
   static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
-    return to == dtype::bf16 ? (bf16_nhwc_kernel(cx, p) || bf16_plan_stem(cx, p)) && p.gate < 0
-                             : to == dtype::u8 && reads_quantized(cx, p);
+    return to == dtype::bf16
+               ? (bf16_nhwc_kernel(cx, p) || bf16_plan_stem(cx, p) || int8_bf16_producer(cx, p)) &&
+                     p.gate < 0
+               : to == dtype::u8 && reads_quantized(cx, p);
   }
   /// A bf16 plan's stem that runs as few_channel_conv2d (f32 arithmetic, NCHW in, NHWC out):
   /// it writes bf16 for a bf16 reader, which then needs no conversion pass of its own
   /// (MobileNetV3's first depthwise converted the stem's 0.8 MB f32 output at batch 1).
   static bool bf16_plan_stem(const detail::compile_context& cx, const detail::step& c) {
-    return cx.precision_of(cx.node_of(c)) == precision::bf16 &&
+    const precision pr = cx.precision_of(cx.node_of(c));
+    return (pr == precision::bf16 || (pr == precision::int8 && cx.int8_bf16_depthwise)) &&
            cx.T(c.x).layout == tensor_layout::nchw && cx.T(c.x).type == dtype::f32 &&
            cx.T(c.out).layout == tensor_layout::nhwc && detail::few_channel_shape(shape_of(cx, c));
   }
@@ -160,7 +163,24 @@ struct conv2d_rule : op_rule {
     return cs.is_depthwise() || !(cx.opt.winograd && detail::winograd_pays(cs));
   }
   static bool reads_bf16(const detail::compile_context& cx, const detail::step& c) {
-    return bf16_nhwc_kernel(cx, c);
+    return bf16_nhwc_kernel(cx, c) || int8_bf16_depthwise(cx, c);
+  }
+  /// An int8 plan's NHWC depthwise, on an arch whose int8 convs can write bf16: it runs as the
+  /// bf16 depthwise when its producer (an int8 conv, the stem) writes bf16, else in f32. The
+  /// f32 tensor between them was the largest of the plan (MobileNetV3's and EfficientNet's
+  /// expanded maps): bf16 halves its writes and reads, and int8 arithmetic would not pay in a
+  /// memory-bound depthwise.
+  static bool int8_bf16_depthwise(const detail::compile_context& cx, const detail::step& c) {
+    return cx.int8_bf16_depthwise && cx.precision_of(cx.node_of(c)) == precision::int8 &&
+           cx.T(c.x).layout == tensor_layout::nhwc && cx.T(c.out).layout == tensor_layout::nhwc &&
+           shape_of(cx, c).is_depthwise();
+  }
+  /// An int8 plan's dense NHWC conv that can write bf16 (for an int8_bf16_depthwise reader).
+  static bool int8_bf16_producer(const detail::compile_context& cx, const detail::step& p) {
+    return cx.int8_bf16_depthwise && cx.int8_gemm &&
+           cx.precision_of(cx.node_of(p)) == precision::int8 &&
+           cx.T(p.x).layout == tensor_layout::nhwc && cx.T(p.out).layout == tensor_layout::nhwc &&
+           !shape_of(cx, p).is_depthwise();
   }
   static bool reads_quantized(const detail::compile_context& cx, const detail::step& c) {
     return cx.int8_gemm && cx.precision_of(cx.node_of(c)) == precision::int8 &&
@@ -174,8 +194,9 @@ struct conv2d_rule : op_rule {
     const precision pr = cx.precision_of(n);
     const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
     if (cs.is_depthwise()) {
-      // int8 depthwise runs in f32 here (its cost is memory, not arithmetic).
-      if (pr == precision::bf16)
+      // An int8 depthwise runs in bf16 when its producer writes bf16 (int8_bf16_depthwise), else
+      // in f32: its cost is memory, not arithmetic.
+      if (pr == precision::bf16 || (pr == precision::int8 && cx.T(s.x).type == dtype::bf16))
         return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
                   : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
       return cl ? lower_depthwise<f32, nhwc, A, B>(cx, s, n, info, cmds, cs)
@@ -211,6 +232,9 @@ struct conv2d_rule : op_rule {
         return cl ? lower_dense<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs, "bf16")
                   : lower_dense<bf16, nchw, A, B>(cx, s, n, info, cmds, cs, "bf16");
       case precision::int8:
+        if constexpr (int8_bf16_outputs<A, B>())
+          if (cl && cx.T(s.out).type == dtype::bf16)  // read as bf16 by a depthwise
+            return lower_dense<i8, nhwc, A, B, bf16_t>(cx, s, n, info, cmds, cs, "int8");
         if (q8)
           return cl ? lower_dense<i8, nhwc, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8")
                     : lower_dense<i8, nchw, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8");

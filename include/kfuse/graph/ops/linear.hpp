@@ -24,6 +24,15 @@ constexpr bool gemm_available() {
     return true;
 }
 
+/// Whether an int8 plan on arch A runs its NHWC depthwise convs in bf16, their int8 producers
+/// writing bf16 (conv2d_rule::int8_bf16_depthwise): where bf16 conversions are instructions
+/// (vcvtneps2bf16), so that only those archs' plan compilers instantiate the int8 convs' bf16
+/// output.
+template <class A, class B>
+constexpr bool int8_bf16_outputs() {
+  return gemm_available<i8, A, B>() && A::native_bf16_dot;
+}
+
 /// int8 activations are u8 with a tensor's quant params: scale > 0, zero point in [0, 255].
 inline bool valid_u8_quant(const tensor_quant& q) {
   return q.scale > 0.f && std::isfinite(q.scale) && q.zero_point >= 0 && q.zero_point <= 255;
