@@ -92,7 +92,7 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
   compile_context cx(g, options);
   if (!layout_note.empty()) cx.d->report.notes.push_back(std::move(layout_note));
   cx.int8_gemm = graph_ops::gemm_available<i8, A, B>();
-  cx.int8_bf16_depthwise = graph_ops::int8_bf16_outputs<A, B>();
+  cx.int8_bf16_outputs = graph_ops::int8_bf16_outputs<A, B>();
   if (cx.opt.prec == precision::int8 && !cx.int8_gemm) {
     // An int8 plan asked of an arch without an int8 dot product: the nodes that inherit the
     // plan's precision run in f32 and the report says so (a node that asks for int8 itself

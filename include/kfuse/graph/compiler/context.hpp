@@ -34,9 +34,9 @@ struct compile_context {
   std::vector<int> order;     // nodes in topological order
   std::vector<step> steps;
   std::vector<std::int32_t> views;  // plan steps that are views (reshape)
-  bool int8_gemm = false;  // the target arch has an int8 GEMM kernel (set by compile<A, B>)
-  bool int8_bf16_depthwise = false;  // int8 plans run NHWC depthwise in bf16 (graph/ops/conv2d)
-  std::vector<char> kept_f32;        // per node: of an int8 plan, runs in f32 (passes/narrow_int8)
+  bool int8_gemm = false;          // the target arch has an int8 GEMM kernel (set by compile<A, B>)
+  bool int8_bf16_outputs = false;  // graph_ops::int8_bf16_outputs<A, B> (set by compile<A, B>)
+  std::vector<char> kept_f32;      // per node: of an int8 plan, runs in f32 (passes/narrow_int8)
 
   // ---- errors --------------------------------------------------------------------------------
   [[noreturn]] void fail_node(const node_desc& n, const std::string& what) const {

@@ -147,7 +147,7 @@ struct conv2d_rule : op_rule {
   /// (MobileNetV3's first depthwise converted the stem's 0.8 MB f32 output at batch 1).
   static bool bf16_plan_stem(const detail::compile_context& cx, const detail::step& c) {
     const precision pr = cx.precision_of(cx.node_of(c));
-    return (pr == precision::bf16 || (pr == precision::int8 && cx.int8_bf16_depthwise)) &&
+    return (pr == precision::bf16 || (pr == precision::int8 && cx.int8_bf16_outputs)) &&
            cx.T(c.x).layout == tensor_layout::nchw && cx.T(c.x).type == dtype::f32 &&
            cx.T(c.out).layout == tensor_layout::nhwc && detail::few_channel_shape(shape_of(cx, c));
   }
@@ -171,14 +171,13 @@ struct conv2d_rule : op_rule {
   /// expanded maps): bf16 halves its writes and reads, and int8 arithmetic would not pay in a
   /// memory-bound depthwise.
   static bool int8_bf16_depthwise(const detail::compile_context& cx, const detail::step& c) {
-    return cx.int8_bf16_depthwise && cx.precision_of(cx.node_of(c)) == precision::int8 &&
+    return cx.int8_bf16_outputs && cx.precision_of(cx.node_of(c)) == precision::int8 &&
            cx.T(c.x).layout == tensor_layout::nhwc && cx.T(c.out).layout == tensor_layout::nhwc &&
            shape_of(cx, c).is_depthwise();
   }
   /// An int8 plan's dense NHWC conv that can write bf16 (for an int8_bf16_depthwise reader).
   static bool int8_bf16_producer(const detail::compile_context& cx, const detail::step& p) {
-    return cx.int8_bf16_depthwise && cx.int8_gemm &&
-           cx.precision_of(cx.node_of(p)) == precision::int8 &&
+    return cx.int8_bf16_outputs && cx.precision_of(cx.node_of(p)) == precision::int8 &&
            cx.T(p.x).layout == tensor_layout::nhwc && cx.T(p.out).layout == tensor_layout::nhwc &&
            !shape_of(cx, p).is_depthwise();
   }
