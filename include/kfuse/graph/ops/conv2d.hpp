@@ -133,14 +133,16 @@ struct conv2d_rule : op_rule {
     linear_rule::build_step(cx, n, s);
   }
 
-  /// u8 output from a dense / grouped conv of the int8 recipe. Each further instantiation would
-  /// add seconds to every TU that compiles plans (depthwise: ~8 s per layout, f32 dense conv
-  /// ~3 s per layout; docs/executor.md): those keep the separate quantize pass.
+  /// u8 output from a dense / grouped conv of the int8 recipe; bf16 output from a bf16 NHWC conv,
+  /// a low-precision plan's stem and an int8 dense NHWC conv (for an int8_bf16_nhwc depthwise).
+  /// Each further instantiation would add seconds to every TU that compiles plans (depthwise:
+  /// ~8 s per layout, f32 dense conv ~3 s per layout; docs/executor.md): those keep the
+  /// separate quantize pass.
   static bool writes_quantized(const detail::compile_context& cx, const detail::step& p, dtype to) {
-    return to == dtype::bf16
-               ? (bf16_nhwc_kernel(cx, p) || bf16_plan_stem(cx, p) || int8_bf16_producer(cx, p)) &&
-                     p.gate < 0
-               : to == dtype::u8 && reads_quantized(cx, p);
+    return to == dtype::bf16 ? (bf16_nhwc_kernel(cx, p) || bf16_plan_stem(cx, p) ||
+                                (int8_bf16_nhwc(cx, p) && !shape_of(cx, p).is_depthwise())) &&
+                                   p.gate < 0
+                             : to == dtype::u8 && reads_quantized(cx, p);
   }
   /// A bf16 plan's stem that runs as few_channel_conv2d (f32 arithmetic, NCHW in, NHWC out):
   /// it writes bf16 for a bf16 reader, which then needs no conversion pass of its own
@@ -156,30 +158,25 @@ struct conv2d_rule : op_rule {
   /// Winograd there (it reads f32: a bf16 input would push it onto the slower bf16 direct
   /// path).
   static bool bf16_nhwc_kernel(const detail::compile_context& cx, const detail::step& c) {
-    if (cx.precision_of(cx.node_of(c)) != precision::bf16) return false;
-    if (cx.T(c.x).layout != tensor_layout::nhwc || cx.T(c.out).layout != tensor_layout::nhwc)
-      return false;
+    if (cx.precision_of(cx.node_of(c)) != precision::bf16 || !nhwc_in_out(cx, c)) return false;
     const conv_shape cs = shape_of(cx, c);
     return cs.is_depthwise() || !(cx.opt.winograd && detail::winograd_pays(cs));
   }
   static bool reads_bf16(const detail::compile_context& cx, const detail::step& c) {
-    return bf16_nhwc_kernel(cx, c) || int8_bf16_depthwise(cx, c);
+    return bf16_nhwc_kernel(cx, c) || (int8_bf16_nhwc(cx, c) && shape_of(cx, c).is_depthwise());
   }
-  /// An int8 plan's NHWC depthwise, on an arch whose int8 convs can write bf16: it runs as the
-  /// bf16 depthwise when its producer (an int8 conv, the stem) writes bf16, else in f32. The
-  /// f32 tensor between them was the largest of the plan (MobileNetV3's and EfficientNet's
-  /// expanded maps): bf16 halves its writes and reads, and int8 arithmetic would not pay in a
-  /// memory-bound depthwise.
-  static bool int8_bf16_depthwise(const detail::compile_context& cx, const detail::step& c) {
+  static bool nhwc_in_out(const detail::compile_context& cx, const detail::step& c) {
+    return cx.T(c.x).layout == tensor_layout::nhwc && cx.T(c.out).layout == tensor_layout::nhwc;
+  }
+  /// An int8 plan's NHWC conv on an arch whose int8 convs can write bf16 (int8_bf16_outputs): a
+  /// depthwise one reads bf16 and runs as the bf16 depthwise when its producer (an int8 dense
+  /// conv, the stem) writes bf16, else in f32; a dense one can write bf16 for it. The f32 tensor
+  /// between them was the largest of the plan (MobileNetV3's and EfficientNet's expanded maps):
+  /// bf16 halves its writes and reads, and int8 arithmetic would not pay in a memory-bound
+  /// depthwise.
+  static bool int8_bf16_nhwc(const detail::compile_context& cx, const detail::step& c) {
     return cx.int8_bf16_outputs && cx.precision_of(cx.node_of(c)) == precision::int8 &&
-           cx.T(c.x).layout == tensor_layout::nhwc && cx.T(c.out).layout == tensor_layout::nhwc &&
-           shape_of(cx, c).is_depthwise();
-  }
-  /// An int8 plan's dense NHWC conv that can write bf16 (for an int8_bf16_depthwise reader).
-  static bool int8_bf16_producer(const detail::compile_context& cx, const detail::step& p) {
-    return cx.int8_bf16_outputs && cx.precision_of(cx.node_of(p)) == precision::int8 &&
-           cx.T(p.x).layout == tensor_layout::nhwc && cx.T(p.out).layout == tensor_layout::nhwc &&
-           !shape_of(cx, p).is_depthwise();
+           nhwc_in_out(cx, c);
   }
   static bool reads_quantized(const detail::compile_context& cx, const detail::step& c) {
     return cx.int8_gemm && cx.precision_of(cx.node_of(c)) == precision::int8 &&
@@ -193,8 +190,8 @@ struct conv2d_rule : op_rule {
     const precision pr = cx.precision_of(n);
     const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
     if (cs.is_depthwise()) {
-      // An int8 depthwise runs in bf16 when its producer writes bf16 (int8_bf16_depthwise), else
-      // in f32: its cost is memory, not arithmetic.
+      // An int8 depthwise runs in bf16 when its producer writes bf16 (int8_bf16_nhwc), else in
+      // f32: its cost is memory, not arithmetic.
       if (pr == precision::bf16 || (pr == precision::int8 && cx.T(s.x).type == dtype::bf16))
         return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
                   : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);

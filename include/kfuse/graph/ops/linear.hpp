@@ -25,7 +25,7 @@ constexpr bool gemm_available() {
 }
 
 /// Whether an int8 plan on arch A runs its NHWC depthwise convs in bf16, their int8 producers
-/// writing bf16 (conv2d_rule::int8_bf16_depthwise): where bf16 conversions are instructions
+/// writing bf16 (conv2d_rule::int8_bf16_nhwc): where bf16 conversions are instructions
 /// (vcvtneps2bf16), so that only those archs' plan compilers instantiate the int8 convs' bf16
 /// output.
 template <class A, class B>
