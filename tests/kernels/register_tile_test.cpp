@@ -1,11 +1,12 @@
 // The store of a finished register tile (kernels/register_tile.hpp): a run-time chain of the
 // common form (per-channel mul, bias, add, relu / clamp / hardswish / gelu / silu), alone or
 // followed by an int8 output's quantize, runs in one pass over the registers and must give
-// bitwise what the same chain gives stage by stage on a saved tile, for every value (NaN, -0,
-// infinities), tail and channel walk. Also which chains graph_ops::with_shape finds
+// what the same chain gives stage by stage on a saved tile (bitwise, except the roundings of
+// rounds_differently), for every value (NaN, -0, infinities), tail and channel walk. Also which chains graph_ops::with_shape finds
 // common, and that a chain without stages counts as the identity (is_identity).
 #include "kfuse/kernels/register_tile.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -44,7 +45,18 @@ void fill_special(float* p, std::size_t n, std::mt19937& rng) {
   for (std::size_t i = 0; i < n; i += 5) p[i] = specials[(i / 5) % std::size(specials)];
 }
 
-/// The same tile stored through the common form and stage by stage: bitwise equal. Out = uint8_t
+/// Where the common form may round differently from the stages: a scale and a bias are one FMA
+/// (one rounding instead of two: within 2e-6 relative, or absolute below 1), and SiLU before a
+/// quantize uses the coarse exp2 (8e-5 relative: at most one quantization step).
+template <class Out>
+bool rounds_differently(const go::chain_list& l) {
+  const go::chain_shape& f = l.shape;
+  const bool fma = f.scale >= 0 && f.bias >= 0;
+  return fma || (!std::is_same_v<Out, float> && f.kind == common_form::act::silu);
+}
+
+/// The same tile stored through the common form and stage by stage: bitwise equal, or as close
+/// as rounds_differently says. Out = uint8_t
 /// or int8_t adds the plan's quantize<E> of an int8 output after the chain.
 template <class V, bool PerLane, int Rows, int NV, class Out = float>
 void check_tile(const go::chain_list& common, index_t valid, index_t ch_step, std::mt19937& rng) {
@@ -83,7 +95,21 @@ void check_tile(const go::chain_list& common, index_t valid, index_t ch_step, st
   };
   run(common, fast);
   run(general, slow);
-  CHECK(std::memcmp(fast.data(), slow.data(), span * sizeof(Out)) == 0);
+  if (!rounds_differently<Out>(common)) {
+    CHECK(std::memcmp(fast.data(), slow.data(), span * sizeof(Out)) == 0);
+  } else {
+    for (std::size_t i = 0; i < span; ++i) {
+      INFO("at " << i << ": common form " << double(fast[i]) << ", stage by stage "
+                 << double(slow[i]));
+      if constexpr (quantized) {
+        CHECK(std::abs(int(fast[i]) - int(slow[i])) <= 1);
+      } else if (std::isnan(slow[i]) || std::isinf(slow[i])) {
+        CHECK(std::memcmp(&fast[i], &slow[i], sizeof(Out)) == 0);
+      } else {
+        CHECK(std::abs(fast[i] - slow[i]) <= 2e-6f * std::max(1.f, std::abs(slow[i])));
+      }
+    }
+  }
   for (int r = 0; r < Rows; ++r)  // past `valid`: untouched
     for (index_t col = valid; col < ld; ++col)
       CHECK(fast[std::size_t(flat0 + r * ld + col)] == poison);
@@ -112,6 +138,7 @@ void check_all(std::mt19937& rng) {
           {st(stage_kind::mul, 2, 0, 0, true), st(stage_kind::bias, 0), st(stage_kind::gelu_erf)}),
       list_of({st(stage_kind::add, 1), st(stage_kind::gelu_tanh)}),
       list_of({st(stage_kind::bias, 0), st(stage_kind::add, 1), st(stage_kind::silu)}),
+      list_of({st(stage_kind::mul, 2, 0, 0, true), st(stage_kind::bias, 0), st(stage_kind::silu)}),
   };
   for (const go::chain_list& l : chains) {
     REQUIRE(l.shape.kind != common_form::act::other);
