@@ -115,8 +115,9 @@ struct common_value {
   }
 };
 
-/// SiLU for outputs rounded to bf16 or int8: its exp's 8e-5 relative error is far below their
-/// rounding (2^-9 relative; a quantization step).
+/// SiLU for outputs rounded to bf16 or int8, or computed from such inputs (LowpInput: bf16 or
+/// int8 activations or weights): its exp's 8e-5 relative error is far below their rounding
+/// (2^-9 relative; a quantization step).
 struct silu_coarse {
   template <class V, class Ctx>
   KFUSE_INLINE V operator()(V x, const Ctx&) const {
@@ -125,7 +126,7 @@ struct silu_coarse {
 };
 
 /// A saved tile stored through a common_form whose activation is not a clamp (see store_tile).
-template <bool PerLane, class V, int Rows, int NV, class Out, class Tail>
+template <bool PerLane, bool Coarse, class V, int Rows, int NV, class Out, class Tail>
 KFUSE_NOINLINE void store_saved_common(const float* saved, Out* KFUSE_RESTRICT out, index_t ld,
                                        index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
                                        index_t ch_step, const common_form& f, const Tail& tail) {
@@ -160,10 +161,10 @@ KFUSE_NOINLINE void store_saved_common(const float* saved, Out* KFUSE_RESTRICT o
     case act::gelu_tanh:
       return store(kfuse::gelu_tanh{});
     case act::silu:
-      if constexpr (std::is_same_v<Out, float>)
-        return store(kfuse::silu{});
-      else
+      if constexpr (Coarse || !std::is_same_v<Out, float>)
         return store(silu_coarse{});
+      else
+        return store(kfuse::silu{});
     default:
       return;
   }
@@ -180,7 +181,7 @@ KFUSE_NOINLINE void store_saved_common(const float* saved, Out* KFUSE_RESTRICT o
 /// of the K loop instead). One pass instead of one per stage: MiniLM's int8 FFN linear with
 /// [dequantize, bias, gelu_erf, quantize] spent ~47 cycles per output vector in five passes and
 /// ~36 in this one (perf, Zen 4), of which GELU's erf is ~20.
-template <bool PerLane, class V, int Rows, int NV, class Out, class Ep>
+template <bool PerLane, bool LowpInput = false, class V, int Rows, int NV, class Out, class Ep>
 KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, index_t ld,
                              index_t flat0, index_t flat_ld, index_t ch0, index_t valid,
                              const Ep& ep, index_t ch_step = 1) {
@@ -194,8 +195,8 @@ KFUSE_INLINE void store_tile(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, 
     if (f.kind != common_form::act::other) {
       alignas(64) float saved[Rows * NV * L];
       save_tile(acc, saved);
-      return store_saved_common<PerLane, V, Rows, NV>(saved, out, ld, flat0, flat_ld, ch0, valid,
-                                                      ch_step, f, tail);
+      return store_saved_common<PerLane, LowpInput, V, Rows, NV>(saved, out, ld, flat0, flat_ld,
+                                                                 ch0, valid, ch_step, f, tail);
     }
   }
   if constexpr (epilogue_traits<Ep>::out_of_line) {

@@ -4,6 +4,7 @@
 // (every channel) at a time. 3x3 and 5x5 at stride 1 and 2 take the row tiles, which load each
 // input pixel once per tap row.
 #include <algorithm>
+#include <type_traits>
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/kernels/conv/depthwise_geom.hpp"
@@ -66,7 +67,8 @@ KFUSE_INLINE void dw_nhwc_tile(const T* KFUSE_RESTRICT img, const float* KFUSE_R
     }
   }
   // Pixel p's channels go to out_flat + p * C: a tile row per pixel.
-  store_tile<true>(acc, out + out_flat, C, out_flat, C, c0, Partial ? cn : CV * L, ep);
+  store_tile<true, !std::is_same_v<T, float>>(acc, out + out_flat, C, out_flat, C, c0,
+                                              Partial ? cn : CV * L, ep);
 }
 
 /// The KxK (3 or 5), stride SW (1 or 2), dilation 1 tile: for each tap row, the SW * (PW - 1) +
@@ -108,7 +110,8 @@ KFUSE_INLINE void dw_nhwc_tile_rows(const T* KFUSE_RESTRICT img, const float* KF
     }
   }
   // Pixel p's channels go to out_flat + p * C: a tile row per pixel.
-  store_tile<true>(acc, out + out_flat, C, out_flat, C, c0, Partial ? cn : CV * L, ep);
+  store_tile<true, !std::is_same_v<T, float>>(acc, out + out_flat, C, out_flat, C, c0,
+                                              Partial ? cn : CV * L, ep);
 }
 
 /// One output row (n, oh), every channel. For each pixel tile, every channel block (CV vectors,

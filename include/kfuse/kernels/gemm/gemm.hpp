@@ -11,6 +11,7 @@
 // for any thread count.
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/gemm/amx.hpp"
@@ -88,8 +89,8 @@ KFUSE_INLINE void finish_tile(V (&acc)[Rows][NV], Out* KFUSE_RESTRICT c, index_t
     }
   }
   if constexpr (!(MK::integer && std::is_same_v<Out, std::int32_t>))
-    store_tile<true>(acc, c + row0 * ldc + col0, ldc, flat_base + row0 * N + col0, N, col0,
-                     N - col0, ep);
+    store_tile<true, !std::is_same_v<typename MK::storage, float>>(
+        acc, c + row0 * ldc + col0, ldc, flat_base + row0 * N + col0, N, col0, N - col0, ep);
 }
 
 // One register tile: Rows x NV vectors of C, accumulated by micro-kernel MK over rows k0..k1 of K.
