@@ -2,8 +2,9 @@
 // common form (per-channel mul, bias, add, relu / clamp / hardswish / gelu / silu), alone or
 // followed by an int8 output's quantize, runs in one pass over the registers and must give
 // what the same chain gives stage by stage on a saved tile (bitwise, except the roundings of
-// rounds_differently), for every value (NaN, -0, infinities), tail and channel walk. Also which chains graph_ops::with_shape finds
-// common, and that a chain without stages counts as the identity (is_identity).
+// rounds_differently), for every value (NaN, -0, infinities), tail and channel walk. Also which
+// chains graph_ops::with_shape finds common, and that a chain without stages counts as the identity
+// (is_identity).
 #include "kfuse/kernels/register_tile.hpp"
 
 #include <cmath>
