@@ -35,6 +35,23 @@ KFUSE_INLINE void save_tile(const V (&acc)[Rows][NV], float* part) {
     for (int j = 0; j < NV; ++j) simd::store(part + (r * NV + j) * V::lanes, acc[r][j]);
 }
 
+/// Vector (r, j) of a tile, x, stored as store_each describes (column j * lanes < valid).
+template <bool PerLane, class V, class Out, class F>
+KFUSE_INLINE void store_vector(V x, Out* KFUSE_RESTRICT out, index_t ld, index_t flat0,
+                               index_t flat_ld, index_t ch0, index_t valid, index_t ch_step, int r,
+                               int j, const F& value) {
+  constexpr int L = V::lanes;
+  const index_t col = j * L;
+  const int n = int(std::min<index_t>(L, valid - col));
+  const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col, PerLane ? ch0 + col : ch0 + r * ch_step,
+                                 n};
+  const V y = value(x, r, j, ctx);
+  if (n == L)
+    simd::store_dot(out + r * ld + col, y);
+  else
+    simd::store_partial(out + r * ld + col, y, n);
+}
+
 /// Stores a finished Rows x NV tile once: row r goes to out + r * ld (its first `valid`
 /// columns), vector (r, j) being value(acc[r][j], r, j, ctx); ctx gets flat index
 /// flat0 + r * flat_ld + col and channel ch0 + col (PerLane) or ch0 + r * ch_step (rows of
@@ -53,16 +70,8 @@ KFUSE_INLINE void store_each(const V (&acc)[Rows][NV], Out* KFUSE_RESTRICT out, 
   for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) {
-      const index_t col = j * L;
-      if (col >= valid) break;
-      const int n = int(std::min<index_t>(L, valid - col));
-      const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col,
-                                     PerLane ? ch0 + col : ch0 + r * ch_step, n};
-      const V y = value(acc[r][j], r, j, ctx);
-      if (n == L)
-        simd::store_dot(out + r * ld + col, y);
-      else
-        simd::store_partial(out + r * ld + col, y, n);
+      if (j * L >= valid) break;
+      store_vector<PerLane>(acc[r][j], out, ld, flat0, flat_ld, ch0, valid, ch_step, r, j, value);
     }
   }
 }
@@ -140,16 +149,9 @@ KFUSE_NOINLINE void store_saved_common(const float* saved, Out* KFUSE_RESTRICT o
     for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 1
       for (int j = 0; j < NV; ++j) {
-        const index_t col = j * L;
-        if (col >= valid) break;
-        const int n = int(std::min<index_t>(L, valid - col));
-        const lane_ctx<V, PerLane> ctx{flat0 + r * flat_ld + col,
-                                       PerLane ? ch0 + col : ch0 + r * ch_step, n};
-        const V y = value(simd::load<V>(saved + (r * NV + j) * L), r, j, ctx);
-        if (n == L)
-          simd::store_dot(out + r * ld + col, y);
-        else
-          simd::store_partial(out + r * ld + col, y, n);
+        if (j * L >= valid) break;
+        store_vector<PerLane>(simd::load<V>(saved + (r * NV + j) * L), out, ld, flat0, flat_ld, ch0,
+                              valid, ch_step, r, j, value);
       }
     }
   };
