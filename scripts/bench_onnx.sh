@@ -8,7 +8,9 @@
 # bench/ort/ort_run.js, intraOpNumThreads = the same count) runs f32 on the same shape. Prints
 # the CPU, kfuse's probed limits, ONNX Runtime's per-call overhead from node, and a markdown
 # table of medians with the ratios next to issue 16's targets (fp32 <= 0.8x ONNX Runtime's time,
-# bf16 <= 0.5x, int8 <= 0.35x).
+# bf16 <= 0.5x, int8 <= 0.35x). kfuse-run's default --split auto runs batch 8 on 2 threads as two
+# one-thread parts of batch 4 where that is faster ("(split)" in the cell; the parts' compile
+# time is added to the last column).
 #   scripts/bench_onnx.sh [model ...]
 # Needs the peers (scripts/setup.sh --peers). Serialized with flock on /tmp/kfuse_bench.lock.
 set -euo pipefail
@@ -48,6 +50,7 @@ rm -f "$out"/*.txt
   done
 ) 9>/tmp/kfuse_bench.lock
 /usr/bin/python3 - "$out" "${models[@]}" <<'PY'
+import os
 import re
 import sys
 sys.path.insert(0, "scripts")
@@ -59,7 +62,12 @@ print(f"kfuse probed limits: {lim.group(1) if lim else '?'}\n")
 print("| model | batch | threads | kfuse f32 NCHW | kfuse f32 NHWC | ONNX Runtime f32 | f32 / ORT (target <= 0.8) | kfuse bf16 | bf16 / ORT (<= 0.5) | kfuse int8 | int8 / ORT (<= 0.35) | int8 top-1 vs f32 | load + compile |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 notes = []
-cell = lambda v: f"{v:.3f} ms" if v is not None else "fails"
+def cell(v, log=None):
+    # "(split)": kfuse-run ran the batch as one-thread parts at once (--split auto took it).
+    if v is None:
+        return "fails"
+    split = log is not None and os.path.exists(log) and "split: on" in open(log).read()
+    return f"{v:.3f} ms" + (" (split)" if split else "")
 def ratio(k, o, target):
     if k is None or o is None:
         return "-"
@@ -77,12 +85,14 @@ for m in models:
             t8 = open(f"{base}_int8.txt").read() if k8 is not None else ""
             top1 = re.search(r"top-1 (\d+/\d+)", t8)
             f32_int8 = "int8:" in t8 and "no int8 dot product" in t8
-            int8_cell = "f32 (no int8 dot)" if f32_int8 else cell(k8)
+            int8_cell = "f32 (no int8 dot)" if f32_int8 else cell(k8, f"{base}_int8.txt")
             int8_ratio = "n/a" if f32_int8 else ratio(k8, o, 0.35)
             f = f"{base}_nhwc.txt"
             lc = f"{field(f, 'load'):.0f} + {field(f, 'compile'):.0f} ms" if field(f, "load") is not None else "-"
-            print(f"| {m} | {b} | {t} | {cell(kn)} | {cell(kh)} | {cell(o)} | {ratio(best, o, 0.8)} | "
-                  f"{cell(kb)} | {ratio(kb, o, 0.5)} | {int8_cell} | {int8_ratio} | "
+            sc = field(f, "split compile") if os.path.exists(f) and "split: on" in open(f).read() else None
+            lc += f" (+ {sc:.0f} split)" if sc is not None else ""
+            print(f"| {m} | {b} | {t} | {cell(kn, f'{base}_nchw.txt')} | {cell(kh, f)} | {cell(o)} | {ratio(best, o, 0.8)} | "
+                  f"{cell(kb, f'{base}_bf16.txt')} | {ratio(kb, o, 0.5)} | {int8_cell} | {int8_ratio} | "
                   f"{top1.group(1) if top1 else '-'} | {lc} |")
             for e in (en, eh, eb, e8, eo):
                 if e and e not in notes: notes.append(e)

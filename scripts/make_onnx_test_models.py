@@ -160,6 +160,20 @@ def export_bert(name):
     print(name, os.path.getsize(path), "bytes")
 
 
+class BatchCentered(nn.Module):
+    """Subtracts the batch mean (mixes samples along axis 0), then a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(x - x.mean(dim=0, keepdim=True))
+
+
+# Models whose axis 0 is the symbolic dimension "batch" (kfuse-run's --split tests).
+DYNAMIC_BATCH = {"small_cnn_dyn_b4", "batch_centered_dyn_b4"}
+
 MODELS = {
     "small_cnn_b1": (SmallCnn, (1, 3, 24, 24)),
     "mlp_b3": (Mlp, (3, 16)),
@@ -168,6 +182,8 @@ MODELS = {
     "upsampling_b2": (Upsampling, (2, 4, 5, 7)),
     "layernorm_op12_b2": (LayerNormOpset12, (2, 3, 12)),
     "encoder_b2": (Encoder, (2, 9, 32)),
+    "small_cnn_dyn_b4": (SmallCnn, (4, 3, 24, 24)),
+    "batch_centered_dyn_b4": (BatchCentered, (4, 8)),
 }
 
 for name, (cls, shape) in MODELS.items():
@@ -184,8 +200,9 @@ for name, (cls, shape) in MODELS.items():
         y = m(x)
     path = os.path.join(out_dir, name + ".onnx")
     opset = 12 if name.endswith("_op12_b2") else 17
+    dynamic = {"x": {0: "batch"}, "y": {0: "batch"}} if name in DYNAMIC_BATCH else None
     torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"], opset_version=opset,
-                      do_constant_folding=True)
+                      do_constant_folding=True, dynamic_axes=dynamic)
     np.save(os.path.join(out_dir, name + ".input.npy"), x.numpy().astype(np.float32))
     np.save(os.path.join(out_dir, name + ".output.npy"), y.numpy().astype(np.float32))
     print(name, os.path.getsize(path), "bytes")

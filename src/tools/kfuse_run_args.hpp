@@ -32,6 +32,7 @@ struct run_args {
   bool auto_layout = true;  // --layout auto (the default): the faster of nchw and nhwc, timed
   int threads = 0;          // 0: the default pool's size
   bool winograd = true;     // --conv auto (default) | direct
+  bool split = true;        // --split auto (default) | off
   int reps = 100;
   int warmup = 10;
   bool profile = false;
@@ -80,6 +81,11 @@ Plan:
                          Winograd F(4x4, 3x3) where kfuse's cost model says it pays (3-4x fewer
                          multiply-adds, outputs within ~1e-6 of the direct conv's scale);
                          direct: never
+  --split auto|off       with 2+ threads and a batch of 2+: auto (default) also compiles the
+                         model for a share of the batch on one thread and runs the shares at
+                         once (kfuse::split_replay: threads meet once per run, not per node),
+                         when that gives the whole batch's outputs on the run's inputs and
+                         replays faster; the line "split: ..." shows both medians or why not
 
 Timing and reports:
   --warmup N             untimed replays first (default 10)
@@ -243,6 +249,11 @@ inline run_args parse_args(std::span<const std::string_view> args) {
       if (v != "auto" && v != "direct")
         bad("--conv: '" + std::string(v) + "' is not one of auto, direct");
       a.winograd = v == "auto";
+    } else if (opt == "--split") {
+      const std::string_view v = value();
+      if (v != "auto" && v != "off")
+        bad("--split: '" + std::string(v) + "' is not one of auto, off");
+      a.split = v == "auto";
     } else if (opt == "--threads") {
       a.threads = int(detail::parse_int(value(), opt, 0, 4096));
     } else if (opt == "--reps") {

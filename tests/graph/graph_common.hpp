@@ -105,6 +105,39 @@ struct mlp {
   }
 };
 
+/// A small CNN on NHWC 12x12 images (batch N unless build() is given another): conv3x3-BN-ReLU,
+/// depthwise 3x3, hardswish, global average pool, linear to 10 classes.
+struct cnn {
+  static constexpr index_t N = 2, C = 16, H = 12, W = 12, K = 10;
+  std::vector<float> w1 = kaiming(C, C * 9, 11), dw = kaiming(C, 9, 12),
+                     mean = random_vec(C, 13, -0.1f, 0.1f), var = random_vec(C, 14, 0.5f, 1.5f),
+                     gamma = random_vec(C, 15, 0.9f, 1.1f), beta = random_vec(C, 16, -0.1f, 0.1f),
+                     fw = kaiming(K, C, 17), fb = random_vec(K, 18, -0.1f, 0.1f);
+  /// The same network for a batch of `n` images.
+  kfuse::graph build(index_t n = N) const {
+    using namespace kfuse;
+    graph g;
+    auto x = g.input("x", {n, C, H, W}, dtype::f32, tensor_layout::nhwc);
+    conv2d_params same;
+    same.pad_top = same.pad_left = same.pad_bottom = same.pad_right = 1;
+    auto c1 = g.conv2d("conv1", x, g.constant("w1", {C, C, 3, 3}, w1.data()), {}, same);
+    auto bn = g.batch_norm(
+        "bn1", c1, g.constant("mean", {C}, mean.data()), g.constant("var", {C}, var.data()),
+        g.constant("gamma", {C}, gamma.data()), g.constant("beta", {C}, beta.data()), 1e-5f);
+    auto r = g.relu("relu1", bn);
+    conv2d_params dwp = same;
+    dwp.groups = int(C);
+    auto d = g.hardswish("hswish",
+                         g.conv2d("dw", r, g.constant("dw.w", {C, 1, 3, 3}, dw.data()), {}, dwp));
+    pool2d_params gap;
+    gap.kind = pool_mode::global_average;
+    auto pooled = g.flatten("flatten", g.pool2d("gap", d, gap));
+    g.output(g.linear("fc", pooled, g.constant("fc.w", {K, C}, fw.data()),
+                      g.constant("fc.b", {K}, fb.data())));
+    return g;
+  }
+};
+
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

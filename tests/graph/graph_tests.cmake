@@ -28,10 +28,12 @@ if(KFUSE_FULL_TESTS)
                       ARCHS ${graph_reference})
 endif()
 # Threading where inference runs: the process pinned to one core with pools of 1..8 threads,
-# application threads against a busy loop, one replay buffer on two threads (docs/executor.md).
+# application threads against a busy loop, one replay buffer on two threads (docs/executor.md);
+# split_replay (a batch as one-thread parts at once).
 # Its own executable: the pinning must come before the default pool exists, which
 # KFUSE_NUM_THREADS=4 then makes oversubscribe the core.
-kfuse_add_arch_test(graph_threading SOURCES graph/graph_threading_test.cpp LABELS "ci;threads"
+kfuse_add_arch_test(graph_threading SOURCES graph/graph_threading_test.cpp graph/split_replay_test.cpp
+                    LABELS "ci;threads"
                     ARCHS ${graph_host})
 foreach(arch IN LISTS graph_host)
   if(TARGET graph_threading_${arch})

@@ -32,39 +32,6 @@ void pin_to_one_cpu() {
 #endif
 }
 
-/// A small CNN on NHWC 12x12 images: conv3x3-BN-ReLU, depthwise 3x3, hardswish, global average
-/// pool, linear to 10 classes.
-struct cnn {
-  static constexpr index_t N = 2, C = 16, H = 12, W = 12, K = 10;
-  std::vector<float> w1 = gt::kaiming(C, C * 9, 11), dw = gt::kaiming(C, 9, 12),
-                     mean = gt::random_vec(C, 13, -0.1f, 0.1f),
-                     var = gt::random_vec(C, 14, 0.5f, 1.5f),
-                     gamma = gt::random_vec(C, 15, 0.9f, 1.1f),
-                     beta = gt::random_vec(C, 16, -0.1f, 0.1f), fw = gt::kaiming(K, C, 17),
-                     fb = gt::random_vec(K, 18, -0.1f, 0.1f);
-  graph build() const {
-    graph g;
-    auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nhwc);
-    conv2d_params same;
-    same.pad_top = same.pad_left = same.pad_bottom = same.pad_right = 1;
-    auto c1 = g.conv2d("conv1", x, g.constant("w1", {C, C, 3, 3}, w1.data()), {}, same);
-    auto bn = g.batch_norm(
-        "bn1", c1, g.constant("mean", {C}, mean.data()), g.constant("var", {C}, var.data()),
-        g.constant("gamma", {C}, gamma.data()), g.constant("beta", {C}, beta.data()), 1e-5f);
-    auto r = g.relu("relu1", bn);
-    conv2d_params dwp = same;
-    dwp.groups = int(C);
-    auto d = g.hardswish("hswish",
-                         g.conv2d("dw", r, g.constant("dw.w", {C, 1, 3, 3}, dw.data()), {}, dwp));
-    pool2d_params gap;
-    gap.kind = pool_mode::global_average;
-    auto pooled = g.flatten("flatten", g.pool2d("gap", d, gap));
-    g.output(g.linear("fc", pooled, g.constant("fc.w", {K, C}, fw.data()),
-                      g.constant("fc.b", {K}, fb.data())));
-    return g;
-  }
-};
-
 template <class T>
 std::vector<T> run(const plan& p, const std::vector<float>& x, std::size_t n_out) {
   std::vector<T> y(n_out);
@@ -93,10 +60,11 @@ struct pool_executor {
 
 struct models {
   gt::mlp net{64};
-  cnn conv;
+  gt::cnn conv;
   graph mlp_f32 = net.build(), mlp_i8 = net.build(), cnn_f32 = conv.build();
   std::vector<float> x_mlp = gt::random_vec(std::size_t(64 * net.K), 21);
-  std::vector<float> x_cnn = gt::random_vec(std::size_t(cnn::N * cnn::C * cnn::H * cnn::W), 22);
+  std::vector<float> x_cnn =
+      gt::random_vec(std::size_t(gt::cnn::N * gt::cnn::C * gt::cnn::H * gt::cnn::W), 22);
   models() {
     // int8: calibrate the linear layers' inputs on the sample itself.
     const std::vector<tensor_id> t = {mlp_i8.find("x"), mlp_i8.find("gelu1"), mlp_i8.find("relu")};
@@ -104,7 +72,7 @@ struct models {
     apply_calibration(mlp_i8, calibrate_graph(mlp_i8, t, samples));
   }
   std::size_t mlp_out() const { return std::size_t(64 * net.N); }
-  static std::size_t cnn_out() { return std::size_t(cnn::N * cnn::K); }
+  static std::size_t cnn_out() { return std::size_t(gt::cnn::N * gt::cnn::K); }
 };
 
 const models& the_models() {

@@ -34,8 +34,7 @@ std::vector<float> load_f32(const std::string& file) {
 // Runs model `name` on its saved input and returns the largest error relative to tolerance
 // (<= 1 passes).
 double run_model(const std::string& name, kfuse::tensor_layout layout, int threads,
-                 kfuse::onnx::model* out = nullptr) {
-  kfuse::onnx::import_options opt;
+                 kfuse::onnx::model* out = nullptr, kfuse::onnx::import_options opt = {}) {
   opt.layout = layout;
   kfuse::onnx::model m = kfuse::onnx::load(models + "/" + name + ".onnx", opt);
   kfuse::plan p = kfuse::compile(m.graph, {.threads = threads, .fork_join_ns = 0});
@@ -64,6 +63,18 @@ TEST_CASE("onnx: PyTorch exports match PyTorch in both layouts, on 1 and 2 threa
         INFO(name << " layout " << kfuse::layout_name(layout) << " threads " << threads);
         CHECK(run_model(name, layout, threads) <= 1.0);
       }
+}
+
+// Axis 0 symbolic ("batch", bound by --dim): the models of kfuse-run's --split tests, one of
+// them mixing samples (it subtracts the batch mean).
+TEST_CASE("onnx: exports with a symbolic batch match PyTorch at the batch they were run at") {
+  kfuse::onnx::import_options at4;
+  at4.dims = {{"batch", 4}};
+  for (const char* name : {"small_cnn_dyn_b4", "batch_centered_dyn_b4"})
+    for (int threads : {1, 2}) {
+      INFO(name << " threads " << threads);
+      CHECK(run_model(name, kfuse::tensor_layout::nhwc, threads, nullptr, at4) <= 1.0);
+    }
 }
 
 // BERT as Hugging Face writes it (tests/onnx/models/bert_tiny_b2): int64 token ids and mask

@@ -58,6 +58,28 @@ if(TARGET kfuse_run)
                    --threads 1)
   set_tests_properties(onnx:kfuse_run_calib_inputs PROPERTIES LABELS "ci;cli"
                        PASS_REGULAR_EXPRESSION "calibration: [0-9]+ tensors over 1 batch .*latency: median")
+  # --split auto on 2 threads (KFUSE_NUM_THREADS=2: the pool has them on any runner): a model
+  # whose batch is symbolic runs as one-thread parts when they give the whole batch's outputs
+  # (timing alone then picks on or off, so both pass); one that mixes samples along axis 0 (it
+  # subtracts the batch mean) is never split; a static batch cannot be split and says so.
+  set(d ${CMAKE_CURRENT_SOURCE_DIR}/onnx/models)
+  add_test(NAME onnx:kfuse_run_split
+           COMMAND kfuse_run ${d}/small_cnn_dyn_b4.onnx --dim batch=5 --prec int8 --threads 2
+                   --reps 3 --warmup 1 --compare-fp32)
+  set_tests_properties(onnx:kfuse_run_split PROPERTIES LABELS "ci;cli"
+                       ENVIRONMENT KFUSE_NUM_THREADS=2 PASS_REGULAR_EXPRESSION
+                       "split: (on, |off \\()2 parts of batch 3 \\(1 of 2\\) on one thread each \\(trial medians: whole .*latency: median .*top-1 5/5")
+  add_test(NAME onnx:kfuse_run_split_mixing
+           COMMAND kfuse_run ${d}/batch_centered_dyn_b4.onnx --dim batch=4 --threads 2 --reps 3
+                   --warmup 1)
+  set_tests_properties(onnx:kfuse_run_split_mixing PROPERTIES LABELS "ci;cli"
+                       ENVIRONMENT KFUSE_NUM_THREADS=2 PASS_REGULAR_EXPRESSION
+                       "split: off \\(the parts' outputs differ from the whole batch's by .* the model mixes samples along axis 0\\).*latency: median")
+  add_test(NAME onnx:kfuse_run_split_static
+           COMMAND kfuse_run ${d}/mlp_b3.onnx --threads 2 --reps 3 --warmup 1)
+  set_tests_properties(onnx:kfuse_run_split_static PROPERTIES LABELS "ci;cli"
+                       ENVIRONMENT KFUSE_NUM_THREADS=2 PASS_REGULAR_EXPRESSION
+                       "split: off \\(importing or compiling the model at a share of the batch: .*dimension 0 is 3.*latency: median")
   add_test(NAME onnx:kfuse_run_bad_argument COMMAND kfuse_run ${m}.onnx --reps nope)
   set_tests_properties(onnx:kfuse_run_bad_argument PROPERTIES LABELS "ci;cli" WILL_FAIL TRUE)
   add_test(NAME onnx:kfuse_run_bad_argument_text COMMAND kfuse_run ${m}.onnx --reps nope)

@@ -43,6 +43,7 @@ TEST_CASE("kfuse-run args: defaults", "[tools][kfuse_run]") {
   CHECK(a.auto_layout);  // --layout auto: both layouts timed, the faster runs
   CHECK(a.threads == 0);
   CHECK(a.winograd);  // --conv auto
+  CHECK(a.split);     // --split auto
   CHECK(a.reps == 100);
   CHECK(a.warmup == 10);
   CHECK_FALSE(a.profile);
@@ -74,6 +75,7 @@ TEST_CASE("kfuse-run args: every option", "[tools][kfuse_run]") {
                             "2",
                             "--conv",
                             "direct",
+                            "--split=off",
                             "--reps=300",
                             "--warmup",
                             "0",
@@ -96,6 +98,7 @@ TEST_CASE("kfuse-run args: every option", "[tools][kfuse_run]") {
   CHECK_FALSE(a.auto_layout);
   CHECK(a.threads == 2);
   CHECK_FALSE(a.winograd);
+  CHECK_FALSE(a.split);
   CHECK(a.reps == 300);
   CHECK(a.warmup == 0);
   CHECK(a.profile);
@@ -117,8 +120,8 @@ TEST_CASE("kfuse-run args: --help wins", "[tools][kfuse_run]") {
   CHECK(parse({"--bogus", "--reps", "x", "-h"}).help);  // no model, bad options: still help
   const std::string u = kfuse_run::usage();
   for (const char* opt : {"--dim", "--shape", "--input", "--output-dir", "--prec", "--calib",
-                          "--layout", "--threads", "--conv", "--reps", "--warmup", "--profile",
-                          "--trace", "--compare-fp32", "--batch-sweep", "--help"})
+                          "--layout", "--threads", "--conv", "--split", "--reps", "--warmup",
+                          "--profile", "--trace", "--compare-fp32", "--batch-sweep", "--help"})
     CHECK(u.find(opt) != std::string::npos);
 }
 
@@ -150,6 +153,7 @@ TEST_CASE("kfuse-run args: errors name the option", "[tools][kfuse_run]") {
         "--layout: 'NCHW' is not one of auto, nchw, nhwc");
   CHECK(error_of({"m.onnx", "--conv", "winograd"}) ==
         "--conv: 'winograd' is not one of auto, direct");
+  CHECK(error_of({"m.onnx", "--split", "on"}) == "--split: 'on' is not one of auto, off");
   CHECK(error_of({"m.onnx", "--dim", "batch"}) == "--dim: 'batch' is not of the form NAME=VALUE");
   CHECK(error_of({"m.onnx", "--dim", "=3"}) == "--dim: '=3' is not of the form NAME=VALUE");
   CHECK(error_of({"m.onnx", "--dim", "batch="}) == "--dim: 'batch=' is not of the form NAME=VALUE");

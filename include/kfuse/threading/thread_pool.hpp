@@ -398,6 +398,7 @@ class thread_pool {
   double fork_join_ns_ = 0;
   static inline thread_local const thread_pool* current_pool_ = nullptr;
   static inline thread_local int current_worker_ = 0;
+  friend class as_worker_zero;
 };
 
 /// The process-wide pool of this ISA's copy of kfuse, created on first use.
@@ -484,6 +485,27 @@ void parallel_for_on(const executor& ex, index_t begin, index_t end, index_t gra
   if (st.error) std::rethrow_exception(st.error);
 }
 }  // namespace detail
+
+/// For its lifetime, a parallel_for nested in a pool job or an executor task on this thread runs
+/// inline as worker 0: for a body that replays a one-thread plan of its own (split_replay), whose
+/// kernels have scratch for one worker only.
+class as_worker_zero {
+ public:
+  as_worker_zero() noexcept
+      : pool_worker_(thread_pool::current_worker_), task_worker_(detail::executor_worker) {
+    thread_pool::current_worker_ = 0;
+    detail::executor_worker = 0;
+  }
+  ~as_worker_zero() {
+    thread_pool::current_worker_ = pool_worker_;
+    detail::executor_worker = task_worker_;
+  }
+  as_worker_zero(const as_worker_zero&) = delete;
+  as_worker_zero& operator=(const as_worker_zero&) = delete;
+
+ private:
+  int pool_worker_, task_worker_;
+};
 
 /// Runs kfuse's parallel work on `ex` (process-wide; nullptr: back to the pool). `ex` must
 /// outlive its use.
