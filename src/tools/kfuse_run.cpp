@@ -583,6 +583,22 @@ void sweep_batches(const run_args& a, const kfuse::onnx::model& m, const quant_b
   std::printf("%s", kfuse::to_string(res).c_str());
 }
 
+/// Medians of 5 alternating replays of two candidates (ms): how --layout auto and --split auto
+/// choose, each candidate warmed up by the caller.
+template <class A, class B>
+std::pair<double, double> trial_medians(A& a, B& b) {
+  std::vector<double> a_ms, b_ms;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = steady::now();
+    a.replay();
+    a_ms.push_back(ms_since(t0));
+    t0 = steady::now();
+    b.replay();
+    b_ms.push_back(ms_since(t0));
+  }
+  return {kfuse::median_of(a_ms), kfuse::median_of(b_ms)};
+}
+
 // ---- batch split -------------------------------------------------------------------------------
 
 /// The model at a share of the batch, as one-thread plans, and the split replay over the run's
@@ -683,16 +699,7 @@ std::optional<batch_split> try_split(const run_args& a, const kfuse::onnx::model
                   d, tol);
     return off(why);
   }
-  std::vector<double> whole_ms, split_ms;
-  for (int i = 0; i < 5; ++i) {
-    auto t1 = steady::now();
-    whole.replay();
-    whole_ms.push_back(ms_since(t1));
-    t1 = steady::now();
-    s.replay->replay();
-    split_ms.push_back(ms_since(t1));
-  }
-  const double w = kfuse::median_of(whole_ms), sp = kfuse::median_of(split_ms);
+  const auto [w, sp] = trial_medians(whole, *s.replay);
   char line[300];
   std::snprintf(
       line, sizeof line,
@@ -733,16 +740,7 @@ kfuse::tensor_layout choose_layout(const run_args& a) {
   kfuse::replay_buffer rc = record(pc, in, oc), rh = record(ph, in, oh);
   rc.replay();
   rh.replay();
-  std::vector<double> mc_ms, mh_ms;
-  for (int i = 0; i < 5; ++i) {
-    auto t0 = steady::now();
-    rc.replay();
-    mc_ms.push_back(ms_since(t0));
-    t0 = steady::now();
-    rh.replay();
-    mh_ms.push_back(ms_since(t0));
-  }
-  const double c = kfuse::median_of(mc_ms), h = kfuse::median_of(mh_ms);
+  const auto [c, h] = trial_medians(rc, rh);
   const auto pick = h <= c ? kfuse::tensor_layout::nhwc : kfuse::tensor_layout::nchw;
   std::printf("layout: auto -> %s (f32 trial medians: nchw %.3f ms, nhwc %.3f ms)\n",
               pick == kfuse::tensor_layout::nhwc ? "nhwc" : "nchw", c, h);

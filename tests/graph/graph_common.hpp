@@ -138,6 +138,23 @@ struct cnn {
   }
 };
 
+/// An executor over a pool of its own (so one process tries pools of 1..8 threads).
+struct pool_executor {
+  kfuse::thread_pool pool;
+  explicit pool_executor(int n) : pool(n) {}
+  kfuse::executor get() {
+    kfuse::executor e;
+    e.context = this;
+    e.concurrency = pool.size();
+    e.run = [](void* ctx, int n, void (*task)(void*, int), void* arg) {
+      static_cast<pool_executor*>(ctx)->pool.parallel_for(0, n, 1, [&](kfuse::range r, int) {
+        for (index_t i = r.begin; i < r.end; ++i) task(arg, int(i));
+      });
+    };
+    return e;
+  }
+};
+
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

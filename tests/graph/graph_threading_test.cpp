@@ -41,23 +41,6 @@ std::vector<T> run(const plan& p, const std::vector<float>& x, std::size_t n_out
   return y;
 }
 
-/// An executor over a pool of its own (so one process tries pools of 1..8 threads).
-struct pool_executor {
-  thread_pool pool;
-  explicit pool_executor(int n) : pool(n) {}
-  executor get() {
-    executor e;
-    e.context = this;
-    e.concurrency = pool.size();
-    e.run = [](void* ctx, int n, void (*task)(void*, int), void* arg) {
-      static_cast<pool_executor*>(ctx)->pool.parallel_for(0, n, 1, [&](range r, int) {
-        for (index_t i = r.begin; i < r.end; ++i) task(arg, int(i));
-      });
-    };
-    return e;
-  }
-};
-
 struct models {
   gt::mlp net{64};
   gt::cnn conv;
@@ -93,7 +76,7 @@ TEST_CASE("threading: pinned to one core, pools of 1..8 threads give one thread'
   REQUIRE(gt::bitwise_equal(f1, m.net.direct(m.x_mlp)));
   for (int n = 1; n <= 8; ++n) {
     INFO("pool of " << n << " threads on one core");
-    pool_executor pe(n);
+    gt::pool_executor pe(n);
     const executor ex = pe.get();
     const compile_options split{.threads = n, .fork_join_ns = 0, .exec = &ex};
     for (int rep = 0; rep < 3; ++rep) {

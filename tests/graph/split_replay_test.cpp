@@ -25,23 +25,6 @@ std::vector<float> whole(const graph& g, const std::vector<float>& x, compile_op
   return y;
 }
 
-/// Per-thread executor over a pool of its own (as graph_threading_test's).
-struct own_pool {
-  thread_pool pool;
-  explicit own_pool(int n) : pool(n) {}
-  executor get() {
-    executor e;
-    e.context = this;
-    e.concurrency = pool.size();
-    e.run = [](void* ctx, int n, void (*task)(void*, int), void* arg) {
-      static_cast<own_pool*>(ctx)->pool.parallel_for(0, n, 1, [&](range r, int) {
-        for (index_t i = r.begin; i < r.end; ++i) task(arg, int(i));
-      });
-    };
-    return e;
-  }
-};
-
 std::string error_of(const auto& f) {
   try {
     f();
@@ -104,7 +87,7 @@ TEST_CASE("split_replay: on a user executor and with int8 parts", "[graph][threa
     const std::vector<float> want = whole(g4, x, {.prec = prec});
     for (int n = 1; n <= 4; ++n) {
       INFO("executor over a pool of " << n);
-      own_pool pool(n);
+      gt::pool_executor pool(n);
       const executor ex = pool.get();
       const plan p2 = compile(g2, {.threads = 1, .prec = prec, .exec = &ex});
       std::vector<float> y(want.size());

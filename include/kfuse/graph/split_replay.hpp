@@ -87,18 +87,13 @@ class split_replay {
                                        " outputs, part 0 " + std::to_string(first.input_count()) +
                                        " and " + std::to_string(first.output_count()) +
                                        ": every part must be the same model");
-    for (std::size_t i = 0; i < p.input_count(); ++i)
-      if (p.input(i).type != first.input(i).type)
-        detail::fail("split_replay", which + "'s input " + std::to_string(i) + " ('" +
-                                         p.input(i).name +
-                                         "') holds another element type than "
-                                         "part 0's");
-    for (std::size_t i = 0; i < p.output_count(); ++i)
-      if (p.output(i).type != first.output(i).type)
-        detail::fail("split_replay", which + "'s output " + std::to_string(i) + " ('" +
-                                         p.output(i).name +
-                                         "') holds another element type than "
-                                         "part 0's");
+    for (const bool output : {false, true})
+      for (std::size_t i = 0; i < (output ? p.output_count() : p.input_count()); ++i)
+        if (tensor_of(p, i, output).type != tensor_of(first, i, output).type)
+          detail::fail("split_replay", which + "'s " + (output ? "output " : "input ") +
+                                           std::to_string(i) + " ('" +
+                                           tensor_of(p, i, output).name +
+                                           "') holds another element type than part 0's");
   }
 
   static const plan_tensor& tensor_of(const plan& p, std::size_t i, bool output) {
