@@ -74,6 +74,39 @@ TEST_CASE("depthwise f32: 1 and 2 threads, batch 3, are bitwise identical", "[de
   both.operator()<kfuse::nchw>();
 }
 
+TEST_CASE("depthwise nhwc: channel groups on one thread match the reference and two threads",
+          "[depthwise][nhwc]") {
+  if (!cpu_can_run()) return;
+  // One thread, 5+ tap rows whose input rows pass 24 KiB: the rows run a channel group at a
+  // time (depthwise.hpp). Groups with a channel tail, stride 1 and 2, the generic 7x7 path,
+  // 7-row maps, batch 2; two threads run ungrouped, bitwise the same.
+  std::mt19937 rng(11);
+  for (const auto& s :
+       {dw_shape(200, 14, 14, 5, 5, 1, 1, 2, 2, 2, 2, 1, 2),
+        dw_shape(72, 28, 28, 5, 5, 2, 2, 2, 2, 2, 2), dw_shape(240, 7, 7, 5, 5, 1, 1, 2, 2, 2, 2),
+        dw_shape(67, 16, 16, 7, 7, 1, 1, 3, 3, 3, 3)}) {
+    INFO("C " << s.c << " " << s.h << "x" << s.w << " " << s.r << "x" << s.s << " stride "
+              << s.stride_h);
+    const auto x = random_activations<float>(kfuse::numel(s.in_dims()), rng);
+    const auto w = random_weights_oihw<float>(s, rng);
+    const auto bias = random_activations<float>(s.k, rng);
+    const std::span<const float> bs(bias);
+    for_each_backend([&](auto b) {
+      dw_check<kfuse::f32, kfuse::nhwc, decltype(b), float, float>(
+          s, x, w, kfuse::epilogue<kfuse::bias, kfuse::relu>{{bs}, {}}, "bias+relu, 1 thread", 0,
+          1);
+    });
+    using DW = kfuse::depthwise_conv2d<kfuse::f32, kfuse::nhwc, test_arch>;
+    const auto p = DW::pack(w.data(), s);
+    std::vector<float> y1(std::size_t(kfuse::numel(s.out_dims())), std::nanf("")), y2 = y1;
+    DW::run(kfuse::view<kfuse::nhwc>(x.data(), s.in_dims()), p,
+            kfuse::view<kfuse::nhwc>(y1.data(), s.out_dims()), {}, {1});
+    DW::run(kfuse::view<kfuse::nhwc>(x.data(), s.in_dims()), p,
+            kfuse::view<kfuse::nhwc>(y2.data(), s.out_dims()), {}, {2});
+    CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("depthwise: bad inputs throw kfuse::error naming the problem", "[depthwise][errors]") {
   using Catch::Matchers::Contains;
   using DW =

@@ -122,7 +122,9 @@ KFUSE_INLINE void dw_nhwc_tile_rows(const T* KFUSE_RESTRICT img, const float* KF
 /// only a few L1 sets). The last pixel tile likewise ends at the row's end.
 template <class V, int FastK, int FastS, class T, class Out, class Ep>
 KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const dw_geom& g,
-                              index_t n, index_t oh, float zp, Out* out, const Ep& ep) {
+                              index_t n, index_t oh, float zp, Out* out, const Ep& ep,
+                              index_t c_begin = 0, index_t c_end = -1) {
+  if (c_end < 0) c_end = g.c;
   using cfg = dw_nhwc_config<V::lanes>;
   constexpr int L = V::lanes, CV = cfg::cv;
   constexpr int PW = FastK ? cfg::pw_rows : cfg::pw;
@@ -135,13 +137,14 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
   // Wide blocks first (single-pixel tiles: CVW vectors, so enough FMA chains are in flight
   // without the pixels), then CV vectors, then single ones.
   auto channels_from = [&]<int CVW>(auto&& kernel) {
-    index_t c0 = 0;
+    index_t c0 = c_begin;
+    const index_t ce = c_end;
     if constexpr (CVW > CV)
-      for (; c0 + CVW * L <= C; c0 += CVW * L) kernel.template operator()<CVW, false>(c0, CVW * L);
-    for (; c0 + CV * L <= C; c0 += CV * L) kernel.template operator()<CV, false>(c0, CV * L);
+      for (; c0 + CVW * L <= ce; c0 += CVW * L) kernel.template operator()<CVW, false>(c0, CVW * L);
+    for (; c0 + CV * L <= ce; c0 += CV * L) kernel.template operator()<CV, false>(c0, CV * L);
     if constexpr (CV > 1)
-      for (; c0 + L <= C; c0 += L) kernel.template operator()<1, false>(c0, L);
-    if (c0 < C) {
+      for (; c0 + L <= ce; c0 += L) kernel.template operator()<1, false>(c0, L);
+    if (c0 < ce) {  // only in the last channel group (the others end on a block boundary)
       if (C >= L)
         kernel.template operator()<1, false>(C - L, L);
       else if constexpr (FastK == 0)  // the row tiles take C >= L (fewer instantiations)
