@@ -323,12 +323,15 @@ std::vector<host_tensor> make_outputs(const kfuse::onnx::model& m, const kfuse::
   return out;
 }
 
+std::vector<kfuse::binding> bindings_of(std::vector<host_tensor>& buffers) {
+  std::vector<kfuse::binding> b;
+  for (host_tensor& h : buffers) b.push_back(h.binding());
+  return b;
+}
+
 kfuse::replay_buffer record(const kfuse::plan& p, std::vector<host_tensor>& in,
                             std::vector<host_tensor>& out) {
-  std::vector<kfuse::binding> bi, bo;
-  for (host_tensor& h : in) bi.push_back(h.binding());
-  for (host_tensor& h : out) bo.push_back(h.binding());
-  return p.record(bi, bo);
+  return p.record(bindings_of(in), bindings_of(out));
 }
 
 // ---- int8 calibration --------------------------------------------------------------------------
@@ -637,8 +640,8 @@ double outputs_differ(const std::vector<host_tensor>& a, const std::vector<host_
 /// the run's inputs (a model that mixes samples differs at once), and the split replays faster
 /// (medians of alternating trial replays). Prints one line "split: ..." either way.
 std::optional<batch_split> try_split(const run_args& a, const kfuse::onnx::model& m,
-                                     const quant_by_name& quant, const kfuse::plan& whole_plan,
-                                     kfuse::replay_buffer& whole, std::vector<host_tensor>& in,
+                                     const quant_by_name& quant, kfuse::replay_buffer& whole,
+                                     std::vector<host_tensor>& in,
                                      const std::vector<host_tensor>& out) {
   const int threads = kfuse::pool_threads(a.threads);
   if (!a.split || threads < 2 || m.inputs.empty() || m.inputs[0].shape.empty()) return {};
@@ -682,11 +685,9 @@ std::optional<batch_split> try_split(const run_args& a, const kfuse::onnx::model
   }
   std::vector<const kfuse::plan*> part_plans(std::size_t(parts), &s.plans.back());
   std::fill_n(part_plans.begin(), extra, &s.plans.front());
-  s.out = make_outputs(m, whole_plan);
-  std::vector<kfuse::binding> bi, bo;
-  for (host_tensor& h : in) bi.push_back(h.binding());
-  for (host_tensor& h : s.out) bo.push_back(h.binding());
-  s.replay = std::make_unique<kfuse::split_replay>(part_plans, bi, bo, threads);
+  s.out = out;  // buffers of the whole plan's shapes and types, which the parts overwrite
+  s.replay = std::make_unique<kfuse::split_replay>(part_plans, bindings_of(in), bindings_of(s.out),
+                                                   threads);
   const double compile_ms = ms_since(t0);
   whole.replay();
   s.replay->replay();
@@ -768,7 +769,7 @@ int run(run_args a) {
 
   std::vector<host_tensor> out = make_outputs(m, p);
   kfuse::replay_buffer r = record(p, in, out);
-  std::optional<batch_split> split = try_split(a, m, quant, p, r, in, out);
+  std::optional<batch_split> split = try_split(a, m, quant, r, in, out);
   if (split) {
     time_replays(*split->replay, a);
     if (a.profile || !a.trace.empty()) {

@@ -36,8 +36,8 @@ class split_replay {
       : threads_(threads) {
     if (parts.empty()) detail::fail("split_replay", "no parts to run");
     for (std::size_t k = 0; k < parts.size(); ++k) checked(parts, k);
-    check_sizes(parts, *parts[0], inputs, false);
-    check_sizes(parts, *parts[0], outputs, true);
+    check_sizes(parts, inputs, false);
+    check_sizes(parts, outputs, true);
     std::vector<std::size_t> in_at(inputs.size()), out_at(outputs.size());
     for (std::size_t k = 0; k < parts.size(); ++k) {
       const plan& p = *parts[k];
@@ -102,8 +102,9 @@ class split_replay {
 
   /// Each bound buffer is the parts' buffers end to end: anything else would leave samples unread
   /// or read past the buffer.
-  static void check_sizes(std::span<const plan* const> parts, const plan& first,
-                          std::span<const binding> b, bool output) {
+  static void check_sizes(std::span<const plan* const> parts, std::span<const binding> b,
+                          bool output) {
+    const plan& first = *parts[0];
     const std::size_t want = output ? first.output_count() : first.input_count();
     const char* kind = output ? "output" : "input";
     if (b.size() != want)

@@ -114,7 +114,8 @@ KFUSE_INLINE void dw_nhwc_tile_rows(const T* KFUSE_RESTRICT img, const float* KF
                                               Partial ? cn : CV * L, ep);
 }
 
-/// One output row (n, oh), every channel. For each pixel tile, every channel block (CV vectors,
+/// One output row (n, oh), channels [c_begin, c_end) (a channel group: every channel, or a
+/// multiple of CV vectors but the last). For each pixel tile, every channel block (CV vectors,
 /// then single vectors, then the last vector placed to end at C, overlapping the one before
 /// with identical recomputed values, or a partial one when C is less than a vector): the tile's
 /// input pixels are contiguous runs of C values, so the channel loop streams through them (a
@@ -123,8 +124,7 @@ KFUSE_INLINE void dw_nhwc_tile_rows(const T* KFUSE_RESTRICT img, const float* KF
 template <class V, int FastK, int FastS, class T, class Out, class Ep>
 KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const dw_geom& g,
                               index_t n, index_t oh, float zp, Out* out, const Ep& ep,
-                              index_t c_begin = 0, index_t c_end = -1) {
-  if (c_end < 0) c_end = g.c;
+                              index_t c_begin, index_t c_end) {
   using cfg = dw_nhwc_config<V::lanes>;
   constexpr int L = V::lanes, CV = cfg::cv;
   constexpr int PW = FastK ? cfg::pw_rows : cfg::pw;
@@ -138,13 +138,13 @@ KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const 
   // without the pixels), then CV vectors, then single ones.
   auto channels_from = [&]<int CVW>(auto&& kernel) {
     index_t c0 = c_begin;
-    const index_t ce = c_end;
     if constexpr (CVW > CV)
-      for (; c0 + CVW * L <= ce; c0 += CVW * L) kernel.template operator()<CVW, false>(c0, CVW * L);
-    for (; c0 + CV * L <= ce; c0 += CV * L) kernel.template operator()<CV, false>(c0, CV * L);
+      for (; c0 + CVW * L <= c_end; c0 += CVW * L)
+        kernel.template operator()<CVW, false>(c0, CVW * L);
+    for (; c0 + CV * L <= c_end; c0 += CV * L) kernel.template operator()<CV, false>(c0, CV * L);
     if constexpr (CV > 1)
-      for (; c0 + L <= ce; c0 += L) kernel.template operator()<1, false>(c0, L);
-    if (c0 < ce) {  // only in the last channel group (the others end on a block boundary)
+      for (; c0 + L <= c_end; c0 += L) kernel.template operator()<1, false>(c0, L);
+    if (c0 < c_end) {  // only in the last channel group (the others end on a block boundary)
       if (C >= L)
         kernel.template operator()<1, false>(C - L, L);
       else if constexpr (FastK == 0)  // the row tiles take C >= L (fewer instantiations)
