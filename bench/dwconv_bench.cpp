@@ -2,7 +2,8 @@
 // - dw3x3 (C = 256, 28x28, pad 1, stride 1; batch 1 and 8; bare and with bias + ReLU; 1 and 2
 //   threads): kfuse NHWC and NCHW vs XNNPACK (NHWC, grouped weights, pthreadpool) vs oneDNN (NHWC
 //   and `any` formats, depthwise = grouped conv with groups = C, bias + ReLU post-op), plus
-//   pooling rows (kfuse max / average 3x3 s2 on the same tensor vs oneDNN).
+//   pooling rows (kfuse max / average 3x3 s2 on the same tensor and max on ResNet-18's 64 x 112 x
+//   112 stem output, vs oneDNN).
 // - layers: the depthwise layers of MobileNetV3-small / -large and EfficientNet-B0 at 224x224
 //   (channels, map, kernel, stride as torchvision builds them), batch 1, bias + ReLU, 1 and 2
 //   threads: kfuse NHWC vs XNNPACK (issue 16: kfuse >= 1.2x XNNPACK on every shape).
@@ -266,17 +267,21 @@ void BM_onednn(benchmark::State& st) {
 
 // ------------------------------------------------------------------------------------ pooling
 #if KFUSE_BENCH_POOL
-/// kfuse max / average pooling 3x3 stride 2 pad 1 on the benchmark tensor; GB/s counter (one
+/// The pooled tensors (C, H = W), range(2) of a pooling row: the benchmark tensor and ResNet-18's
+/// max pool after its stem (batch 1 only: registered as a layer).
+constexpr struct { index_t c, hw; } pool_tensors[] = {{C, H}, {64, 112}};
+
+/// kfuse max / average pooling 3x3 stride 2 pad 1 on pool_tensors[range(2)]; GB/s counter (one
 /// read of the input, one write of the output).
 template <class L, kfuse::pool_kind Kind>
 void BM_kfuse_pool(benchmark::State& st) {
   const index_t n = st.range(0);
   const int threads = int(st.range(1));
+  const auto t = pool_tensors[st.range(2)];
   kfuse::pool_shape ps;
   ps.n = n;
-  ps.c = C;
-  ps.h = H;
-  ps.w = W;
+  ps.c = t.c;
+  ps.h = ps.w = t.hw;
   ps.kind = Kind;
   ps.r = ps.s = 3;
   ps.stride_h = ps.stride_w = 2;
@@ -305,14 +310,15 @@ void BM_onednn_pool(benchmark::State& st) {
   using tag = memory::format_tag;
   const index_t n = st.range(0);
   kfuse_bench::dnnl_cpu cpu(int(st.range(1)));
-  const index_t oh = (H + 2 - 3) / 2 + 1;
-  memory::desc src_md({n, C, H, W}, dt::f32, tag::nhwc), dst_md({n, C, oh, oh}, dt::f32, tag::nhwc);
+  const auto t = pool_tensors[st.range(2)];
+  const index_t c = t.c, h = t.hw, oh = (h + 2 - 3) / 2 + 1;
+  memory::desc src_md({n, c, h, h}, dt::f32, tag::nhwc), dst_md({n, c, oh, oh}, dt::f32, tag::nhwc);
   pooling_forward::desc d(prop_kind::forward_inference,
                           Max ? algorithm::pooling_max : algorithm::pooling_avg_include_padding,
                           src_md, dst_md, {2, 2}, {3, 3}, {1, 1}, {1, 1});
   pooling_forward::primitive_desc pd(d, cpu.eng);
-  auto x = random_vector(std::size_t(n * C * H * W), 4);
-  fvec y(std::size_t(n * C * oh * oh));
+  auto x = random_vector(std::size_t(n * c * h * h), 4);
+  fvec y(std::size_t(n * c * oh * oh));
   memory xm(src_md, cpu.eng, x.data()), ym(dst_md, cpu.eng, y.data());
   pooling_forward pool(pd);
   for (auto _ : st) {
@@ -376,6 +382,11 @@ int register_all() {
 #if KFUSE_BENCH_HAVE_DNNL
   reg("pool3x3s2/onednn_nhwc/max", BM_onednn_pool<true>);
   reg("pool3x3s2/onednn_nhwc/avg", BM_onednn_pool<false>);
+#endif
+  reg("pool3x3s2_resnet18/kfuse_nhwc/max", BM_kfuse_pool<kfuse::nhwc, kfuse::pool_kind::max>, 1);
+  reg("pool3x3s2_resnet18/kfuse_nchw/max", BM_kfuse_pool<kfuse::nchw, kfuse::pool_kind::max>, 1);
+#if KFUSE_BENCH_HAVE_DNNL
+  reg("pool3x3s2_resnet18/onednn_nhwc/max", BM_onednn_pool<true>, 1);
 #endif
 #endif
   return 0;

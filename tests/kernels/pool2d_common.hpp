@@ -77,6 +77,10 @@ inline std::vector<kfuse::pool_shape> pool_windows(kfuse::pool_kind kind, bool i
   // ending at the row's end (even or odd load), rows shorter than a vector.
   for (index_t w : {9, 16, 17, 31, 34, 65})
     v.push_back(pool_case(kind, 3, 5, w, 3, 3, 2, 2, 1, w % 2, 1, 0, false, include_pad));
+  // Wide planes (ResNet's 112 x 112 stem output; 2x2 on 100-wide rows): the stride-2 rows path
+  // runs blocks of output rows a column at a time (several blocks per plane).
+  v.push_back(pool_case(kind, 2, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, false, include_pad));
+  v.push_back(pool_case(kind, 2, 70, 100, 2, 2, 2, 2, 0, 0, 0, 0, false, include_pad));
   // Stride 1 and the other windows of NCHW's rows path (f32 masked loads: 3x3, 2x2, up to 8
   // taps a row looped) and past it (9 taps: the phase scratch).
   for (index_t w : {9, 16, 17, 34})

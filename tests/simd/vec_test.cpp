@@ -277,6 +277,28 @@ TEST_CASE("vec: load_even / load_odd deinterleave exactly 2 x lanes floats", "[s
   });
 }
 
+TEST_CASE("vec: even_lanes / odd_lanes / next_lane (stride-2 taps) pick the right lanes",
+          "[simd][ops]") {
+  if (!cpu_can_run()) return;
+  each_backend([&](auto b) {
+    using V = simd::vec_for<test_arch, decltype(b)>;
+    if constexpr (simd::has_partial_f32<typename V::impl>) {
+      constexpr int L = V::lanes;
+      std::vector<float> x(std::size_t(3 * L));
+      for (int i = 0; i < 3 * L; ++i) x[std::size_t(i)] = float(7 * i - 5);
+      const V a = simd::load<V>(x.data()), hi = simd::load<V>(x.data() + L),
+              c = simd::load<V>(x.data() + 2 * L);
+      const auto even = lanes_of(simd::even_lanes(a, hi)), odd = lanes_of(simd::odd_lanes(a, hi));
+      const auto next = lanes_of(simd::next_lane(a, c));
+      for (int i = 0; i < L; ++i) {
+        REQUIRE(even[std::size_t(i)] == x[std::size_t(2 * i)]);
+        REQUIRE(odd[std::size_t(i)] == x[std::size_t(2 * i + 1)]);
+        REQUIRE(next[std::size_t(i)] == x[std::size_t(i + 1 < L ? i + 1 : 2 * L)]);  // c's lane 0
+      }
+    }
+  });
+}
+
 // store_dot / store_dot_pairs (a dot product's bf16 operands): every normal value, infinity and
 // NaN as the bit-exact scalar rounding (ties both ways, values rounding into the next binade);
 // a denormal either rounded so or flushed to a zero of its sign (vcvtneps2bf16, AVX512-BF16);

@@ -1,21 +1,27 @@
 #pragma once
 // NCHW windowed pooling (kernels/pool2d.hpp's NCHW half): lanes are output pixels of a row, the
 // last vector of a row ends at the row's end. Two ways to a window's taps:
-// - rows (f32 input, strides 1 and 2, x86 masked loads): each input row a window reads is
-//   reduced along W in registers - tap s of an output vector is a masked load of its columns
-//   (lanes outside the row get the padding value), at stride 2 the even / odd lanes of a pair of
-//   loads (taps 2j and 2j + 1) - and each output row reduces its R such rows, the last R kept in
-//   registers. No scratch: nothing outside the input is read and nothing is stored but the
-//   output (the phase scratch's unaligned reloads of rows just written stall on store
-//   forwarding: 3x the rows path's time, measured).
+// - rows (f32 input, strides 1 and 2, x86 masked loads): no scratch, nothing outside the input
+//   is read and nothing is stored but the output (the phase scratch's unaligned reloads of rows
+//   just written stall on store forwarding: 3x the rows path's time, measured). Lanes outside
+//   the row get the padding value from the masked loads.
+//   - 2x2 / 3x3 at stride 2 (vrows): an output row's input rows are reduced first, at full
+//     resolution, then its taps are the even / odd lanes of that one row (and the even lanes
+//     slid by one): 3 permutes per output row, not 3 per input row.
+//   - the other windows (hrows): each input row is reduced along W first (tap s a masked load,
+//     at stride 2 the even / odd lanes of a pair of loads), then each output row's R rows, the
+//     last R kept in registers.
 // - phases (integer / bf16 inputs, other strides, other arches): the rows a block reads are
 //   copied once into a padded f32 scratch split into stride phases, so every tap is a
 //   contiguous load.
-// Both reduce a row's S taps and then the R rows as the same trees, so they round alike.
+// Each reduces its taps as fixed trees (pool_tree): a path rounds the same on every run and
+// thread count; an average's sum may round differently between paths (vrows adds the rows
+// first).
 #include <algorithm>
 #include <limits>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/detail/prefetch.hpp"
 #include "kfuse/kernels/pool_geom.hpp"
 #include "kfuse/kernels/pool_shape.hpp"
 #include "kfuse/simd/vec.hpp"
@@ -393,6 +399,134 @@ KFUSE_INLINE void pool_nchw_hrows(const float* in, const pool_geom& g, const poo
   }
 }
 
+/// Lanes [lo, hi) of a masked load of n lanes at `off` in a row of w floats, as bits.
+inline unsigned pool_lane_bits(index_t off, index_t n, index_t w) {
+  const index_t lo = std::clamp<index_t>(-off, 0, n), hi = std::clamp<index_t>(w - off, 0, n);
+  return hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u;
+}
+
+/// An output vector column of the stride-2 rows path: its first output column, its first input
+/// column (2 col - pl) and the lanes of its three loads (pool_nchw_vcol); c: whether c matters
+/// (lane L - 1 is an output and its last tap lies inside the row).
+struct pool_vcol {
+  index_t col = 0, oa = 0;
+  unsigned ba = 0, bb = 0, bc = 0;
+  bool c = false;
+};
+
+/// The rows path at stride 2 for R = 2 or 3 rows of S = 2 or 3 taps: output rows [oh_a, oh_b)
+/// of `plane`, output vector column k. Each output row's R input rows are reduced first, at full
+/// resolution (the L output lanes read the 2L + 1 floats a, b, and c's lane 0; with C false
+/// lane L - 1 is never stored or c lies in the padding), then the S taps of every lane come out
+/// of that one row: two deinterleaves and, at S = 3, a slide by one lane (hrows takes 3
+/// permutes per input row, 6 per output row at R = 3). R = 3: the top row is the previous output
+/// row's bottom one, kept in registers. Rows inside the input are loaded unchecked; with
+/// `prefetch` (the block's first column) the rows 10 ahead are asked for whole.
+template <class V, bool IsMax, int R, int S, bool C, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_vcol(const float* in, const pool_geom& g, const pool_vcol& k,
+                                 index_t plane, index_t oh_a, index_t oh_b, index_t flat_end,
+                                 bool prefetch, Out* out, const Ep& ep) {
+  static_assert((R == 2 || R == 3) && (S == 2 || S == 3) && (C ? S == 3 : true));
+  constexpr int L = V::lanes;
+  const V pad(IsMax ? -std::numeric_limits<float>::infinity() : 0.f);
+  const index_t col = k.col, oa = k.oa;
+  const unsigned ba = k.ba, bb = k.bb, bc = k.bc;
+  const V wc = pool_col_factors<V, IsMax>(g, col);
+  const float* src = in + plane * g.h * g.w + oa;
+  const index_t c = plane % g.c;
+  index_t flat = (plane * g.oh + oh_a) * g.ow + col;
+  // The 2L + 1 floats (a, b, c's lane 0) of the row at r; keep 0: a row outside the input, all
+  // padding (its loads read no lane).
+  const auto load_at = [&](const float* r, unsigned keep, V& a, V& b, V& cc) KFUSE_INLINE_LAMBDA {
+    a = simd::load_masked(r, ba & keep, pad);
+    b = simd::load_masked(r + L, bb & keep, pad);
+    if constexpr (C) cc = simd::load_masked(r + 2 * L, bc & keep, pad);
+  };
+  const auto load_row = [&](index_t ih, V& a, V& b, V& cc) KFUSE_INLINE_LAMBDA {
+    const bool in_rows = ih >= 0 && ih < g.h;
+    load_at(src + (in_rows ? ih : 0) * g.w, in_rows ? ~0u : 0u, a, b, cc);
+  };
+  index_t top = oh_a * 2 - g.pt;
+  V pa = pad, pb = pad, pc = pad;  // R = 3: the top row (the previous output row's bottom)
+  if constexpr (R == 3) load_row(top, pa, pb, pc);
+  // Output row oh from its rows after the top one: m at r, z at r + w; rows outside the input
+  // (checked) all padding. The rows between are loaded unchecked: the check's scalar work took
+  // as long as the vector work (measured).
+  const auto row = [&]<bool Checked>(index_t oh, const float* r) KFUSE_INLINE_LAMBDA {
+    V ma, mb, mc = pad, za, zb, zc = pad;
+    const index_t m_row = R == 3 ? top + 1 : top;
+    if constexpr (Checked) {
+      load_row(m_row, ma, mb, mc);
+      load_row(m_row + 1, za, zb, zc);
+    } else {
+      load_at(r, ~0u, ma, mb, mc);
+      load_at(r + g.w, ~0u, za, zb, zc);
+    }
+    if constexpr (R == 3) {  // (top (+) middle) (+) bottom: pool_tree's order
+      ma = pool_join<IsMax>(pa, ma), mb = pool_join<IsMax>(pb, mb);
+      if constexpr (C) mc = pool_join<IsMax>(pc, mc);
+      pa = za, pb = zb, pc = zc;
+    }
+    const V a = pool_join<IsMax>(ma, za), b = pool_join<IsMax>(mb, zb);
+    V x[S];
+    x[0] = simd::even_lanes(a, b);
+    x[1] = simd::odd_lanes(a, b);
+    if constexpr (S == 3) x[2] = simd::next_lane(x[0], C ? pool_join<IsMax>(mc, zc) : pad);
+    pool_nchw_put<V, IsMax>(pool_tree<IsMax, S>(x), g, c, oh, col, flat, flat_end, wc, out, ep);
+    flat += g.ow, top += 2;
+  };
+  // Output rows [i0, i1) read only rows inside the input: top + (R == 3) >= 0, top + R - 1 < h.
+  const index_t i0 = std::clamp<index_t>((g.pt - (R == 3) + 1) / 2, oh_a, oh_b);
+  const index_t last = g.h - R + g.pt;  // 2 oh <= last
+  const index_t i1 = std::clamp<index_t>(last < 0 ? 0 : last / 2 + 1, i0, oh_b);
+  const std::size_t ahead = prefetch ? std::size_t(2 * g.w) * sizeof(float) : 0;  // two rows
+  index_t oh = oh_a;
+  for (; oh < i0; ++oh) row.template operator()<true>(oh, nullptr);
+  if (oh < i1) {
+    const float* r = src + (R == 3 ? top + 1 : top) * g.w;
+    for (; oh < i1; ++oh, r += 2 * g.w) {
+      prefetch_lines<3>(r - oa + 9 * g.w, ahead);  // 10 rows past the top one
+      row.template operator()<false>(oh, r);
+    }
+  }
+  for (; oh < oh_b; ++oh) row.template operator()<true>(oh, nullptr);
+}
+
+/// The stride-2 rows path over work units [u_begin, u_end) (pool_nchw_vcol): blocks of output
+/// rows whose input rows fit ~16 KiB, each block a column at a time (the later columns read the
+/// block's rows from L1: a whole 112-wide plane at a time, 50 KB, went to L2 for every column).
+template <class V, bool IsMax, int R, int S, class Out, class Ep>
+KFUSE_INLINE void pool_nchw_vrows(const float* in, const pool_geom& g, const pool_row_plan& p,
+                                  index_t u_begin, index_t u_end, index_t blocks, index_t rows_per,
+                                  Out* out, const Ep& ep) {
+  constexpr int L = V::lanes;
+  const index_t block =
+      p.nvec == 1 ? g.oh : std::max<index_t>(1, 16384 / (2 * g.w * index_t(sizeof(float))));
+  pool_vcol ks[pool_row_plan::max_vecs];
+  for (index_t q = 0; q < p.nvec; ++q) {
+    pool_vcol& k = ks[q];
+    k.col = p.col[q], k.oa = 2 * k.col - g.pl;
+    k.ba = pool_lane_bits(k.oa, L, g.w), k.bb = pool_lane_bits(k.oa + L, L, g.w);
+    k.bc = pool_lane_bits(k.oa + 2 * L, 1, g.w);
+    k.c = S == 3 && k.col + L <= g.ow && k.bc;
+  }
+  for (index_t u = u_begin; u < u_end; ++u) {
+    const pool_unit un(g, u, blocks, rows_per);
+    if (!un) continue;
+    const index_t flat_end = (un.plane * g.oh + un.oh_b) * g.ow;
+    for (index_t a = un.oh_a; a < un.oh_b; a += block) {
+      const index_t b = std::min(un.oh_b, a + block);
+      for (index_t q = 0; q < p.nvec; ++q)
+        if (ks[q].c)
+          pool_nchw_vcol<V, IsMax, R, S, S == 3>(in, g, ks[q], un.plane, a, b, flat_end, q == 0,
+                                                 out, ep);
+        else
+          pool_nchw_vcol<V, IsMax, R, S, false>(in, g, ks[q], un.plane, a, b, flat_end, q == 0, out,
+                                                ep);
+    }
+  }
+}
+
 /// Calls go.template operator()<R, S, SW>() for the common windows, unrolled (3x3 / 2x2 at
 /// stride 2, 3x3 at stride 1; with `same_row_stride` only where the row stride equals the
 /// column stride), else <0, 0, 0> (the window of `g`, looped).
@@ -417,7 +551,10 @@ KFUSE_INLINE void pool_nchw_rows(const float* in, const pool_geom& g, const pool
                                  index_t u_begin, index_t u_end, index_t blocks, index_t rows_per,
                                  Out* out, const Ep& ep) {
   pool_nchw_windows(g, true, [&]<int R, int S, int ST>() {
-    pool_nchw_hrows<V, IsMax, R, S, ST, ST>(in, g, p, u_begin, u_end, blocks, rows_per, out, ep);
+    if constexpr (ST == 2)
+      pool_nchw_vrows<V, IsMax, R, S>(in, g, p, u_begin, u_end, blocks, rows_per, out, ep);
+    else
+      pool_nchw_hrows<V, IsMax, R, S, ST, ST>(in, g, p, u_begin, u_end, blocks, rows_per, out, ep);
   });
 }
 

@@ -173,6 +173,13 @@ requires(has_partial_f32<typename V::impl>) KFUSE_INLINE V odd_lanes(V a, V b) {
   return V::wrap(V::impl::odd_lanes(a.r, b.r));
 }
 
+/// Lane i = a[i + 1], the last lane = c[0]: (a, c) slid down by one lane (the third tap of a
+/// stride-2 window from its even lanes). The impls with masked loads (x86).
+template <class V>
+requires(has_partial_f32<typename V::impl>) KFUSE_INLINE V next_lane(V a, V c) {
+  return V::wrap(V::impl::next_lane(a.r, c.r));
+}
+
 /// max(a, b), NaN when either is NaN (max pooling keeps a NaN once seen, as PyTorch's does).
 template <class V>
 KFUSE_INLINE V max_keep_nan(V a, V b) {
