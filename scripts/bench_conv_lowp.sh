@@ -39,7 +39,8 @@ for b in d["benchmarks"]:
     rate[(t, n, li)][kind] = b["MFLOP"] * 1e-3 / secs
     label[(li, kind)] = b.get("label", "")
 layers = ["C=64 56x56 K=64 3x3", "C=128 28x28 K=128 3x3", "C=256 14x14 K=256 3x3",
-          "C=512 7x7 K=512 3x3", "C=256 56x56 K=64 1x1", "C=96 28x28 K=576 1x1", "C=144 56x56 depthwise 3x3"]
+          "C=512 7x7 K=512 3x3", "C=256 56x56 K=64 1x1", "C=96 28x28 K=576 1x1",
+          "C=16 112x112 K=64 1x1", "C=144 56x56 depthwise 3x3"]  # bench/conv_lowp_bench.cpp's order
 def verdict(r, target, li):
     if r is None:
         return "-"
