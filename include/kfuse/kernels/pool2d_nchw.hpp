@@ -252,6 +252,12 @@ struct pool_row_plan {
   unsigned bits[max_vecs][max_loads];
 };
 
+/// Lanes [lo, hi) of a masked load of n lanes at `off` in a row of w floats, as bits.
+inline unsigned pool_lane_bits(index_t off, index_t n, index_t w) {
+  const index_t lo = std::clamp<index_t>(-off, 0, n), hi = std::clamp<index_t>(w - off, 0, n);
+  return hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u;
+}
+
 /// Whether the rows path exists for this input type and vector (f32, masked loads).
 template <class V, class T>
 inline constexpr bool pool_has_rows = std::is_same_v<T, float> &&
@@ -287,10 +293,8 @@ inline bool pool_row_plan_of(const pool_geom& g, pool_row_plan& p) {
       p.col[q] = col;
       for (index_t k = 0; k < loads; ++k) {
         const index_t off = g.sw == 1 ? col + k - g.pl : 2 * col + k / 2 * 2 + k % 2 * L - g.pl;
-        const index_t lo = std::clamp<index_t>(-off, 0, L),
-                      hi = std::clamp<index_t>(g.w - off, 0, L);
         p.off[q][k] = off;
-        p.bits[q][k] = hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u;
+        p.bits[q][k] = pool_lane_bits(off, L, g.w);
       }
     }
     return true;
@@ -319,17 +323,10 @@ struct pool_row_loads {
   }
   KFUSE_INLINE V taps(const float* row) const {
     if constexpr (S > 0) {
+      static_assert(SW == 1, "unrolled windows at stride 2 take pool_nchw_vcol");
       V x[S];
 #pragma GCC unroll 8
-      for (int t = 0; t < S; t += SW) {
-        if constexpr (SW == 1) {
-          x[t] = ld(row, t);
-        } else {
-          const V a = ld(row, t), b = ld(row, t + 1);
-          x[t] = simd::even_lanes(a, b);
-          if (t + 1 < S) x[t + 1] = simd::odd_lanes(a, b);
-        }
-      }
+      for (int t = 0; t < S; ++t) x[t] = ld(row, t);
       return pool_tree<IsMax, S>(x);
     } else {
       V h = pad;
@@ -349,9 +346,9 @@ struct pool_row_loads {
 
 /// The rows path over work units [u_begin, u_end), one output vector column at a time: its loads
 /// are held in registers over all the units. Each input row is reduced along W, then each output
-/// row's R rows. R, SH > 0: the last R rows are kept in registers and each output row computes
-/// only its SH new ones (R = 3, SH = 2: every input row once); 0: the window of `g`, looped, rows
-/// recomputed.
+/// row's R rows. R, SH > 0 (3x3 at stride 1; stride 2 takes pool_nchw_vrows): the last R rows
+/// are kept in registers and each output row computes only its SH new ones; 0: the window of
+/// `g`, looped, rows recomputed.
 template <class V, bool IsMax, int R, int S, int SW, int SH, class Out, class Ep>
 KFUSE_INLINE void pool_nchw_hrows(const float* in, const pool_geom& g, const pool_row_plan& p,
                                   index_t u_begin, index_t u_end, index_t blocks, index_t rows_per,
@@ -397,12 +394,6 @@ KFUSE_INLINE void pool_nchw_hrows(const float* in, const pool_geom& g, const poo
       }
     }
   }
-}
-
-/// Lanes [lo, hi) of a masked load of n lanes at `off` in a row of w floats, as bits.
-inline unsigned pool_lane_bits(index_t off, index_t n, index_t w) {
-  const index_t lo = std::clamp<index_t>(-off, 0, n), hi = std::clamp<index_t>(w - off, 0, n);
-  return hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u;
 }
 
 /// An output vector column of the stride-2 rows path: its first output column, its first input

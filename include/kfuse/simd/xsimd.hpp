@@ -122,19 +122,16 @@ struct xsimd_impl {
   }
   static KFUSE_INLINE reg even_lanes(reg a, reg b) { return deinterleave<0>(a, b); }
   static KFUSE_INLINE reg odd_lanes(reg a, reg b) { return deinterleave<1>(a, b); }
-  // Lane i = a[i + 1], the last lane c[0].
+  // Lane i = a[i + 1], the last lane c[0] (the widths with masked loads: 16 and 8 lanes).
   static KFUSE_INLINE reg next_lane(reg a, reg c) {
     if constexpr (lanes == 16) {
       return _mm512_castsi512_ps(
           _mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(a), 1));
-    } else if constexpr (lanes == 8) {
+    } else {
       // (a's high half, c's low half), then each 128-bit half shifted in from it by one float.
       const __m256 hi = _mm256_permute2f128_ps(a, c, 0x21);
       return _mm256_castsi256_ps(
           _mm256_alignr_epi8(_mm256_castps_si256(hi), _mm256_castps_si256(a), 4));
-    } else {
-      const __m128 t = _mm_shuffle_ps(a, c, _MM_SHUFFLE(0, 0, 3, 3));  // a3 a3 c0 c0
-      return _mm_shuffle_ps(a, t, _MM_SHUFFLE(2, 0, 2, 1));
     }
   }
 

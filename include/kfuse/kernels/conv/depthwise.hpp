@@ -462,30 +462,30 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
       parallel_for(
           0, rows, grain,
           [&](range rg, int) {
-            for (index_t ca = 0; ca < g.c; ca += group) {
-              const index_t cb = std::min(g.c, ca + group);
-              for (index_t row = rg.begin; row < rg.end; ++row) {
-                const index_t n = row / g.oh, oh = row % g.oh;
-                switch (fast) {
-                  case 31:
-                    detail::dw_nhwc_row<vec, 3, 1>(x, wp, cpad, g, n, oh, zp, y, ep, ca, cb);
-                    break;
-                  case 32:
-                    if constexpr (vec::lanes >= 16)
-                      detail::dw_nhwc_row<vec, 3, 2>(x, wp, cpad, g, n, oh, zp, y, ep, ca, cb);
-                    break;
-                  case 51:
-                    if constexpr (vec::lanes >= 16)
-                      detail::dw_nhwc_row<vec, 5, 1>(x, wp, cpad, g, n, oh, zp, y, ep, ca, cb);
-                    break;
-                  case 52:
-                    if constexpr (vec::lanes >= 16)
-                      detail::dw_nhwc_row<vec, 5, 2>(x, wp, cpad, g, n, oh, zp, y, ep, ca, cb);
-                    break;
-                  default:
-                    detail::dw_nhwc_row<vec, 0, 1>(x, wp, cpad, g, n, oh, zp, y, ep, ca, cb);
-                }
+            // The range's rows with one row kernel (the switch once per range, not per row).
+            const auto rows_with = [&]<int K, int St>() {
+              for (index_t ca = 0; ca < g.c; ca += group) {
+                const index_t cb = std::min(g.c, ca + group);
+                for (index_t row = rg.begin; row < rg.end; ++row)
+                  detail::dw_nhwc_row<vec, K, St>(x, wp, cpad, g, row / g.oh, row % g.oh, zp, y, ep,
+                                                  ca, cb);
               }
+            };
+            switch (fast) {
+              case 31:
+                rows_with.template operator()<3, 1>();
+                break;
+              case 32:
+                if constexpr (vec::lanes >= 16) rows_with.template operator()<3, 2>();
+                break;
+              case 51:
+                if constexpr (vec::lanes >= 16) rows_with.template operator()<5, 1>();
+                break;
+              case 52:
+                if constexpr (vec::lanes >= 16) rows_with.template operator()<5, 2>();
+                break;
+              default:
+                rows_with.template operator()<0, 1>();
             }
           },
           threads);
