@@ -91,9 +91,10 @@ fi
 phase "build (Release, every x86 arch this machine runs)"
 # The benchmarks are not run by tests. The examples are built here (the -march matrix phase
 # runs them): the demo links kfuse::runtime, which this build has anyway, instead of compiling
-# the plan compiler in its own TU (~3.5 CPU-minutes). kfuse::runtime is built for the host arch
-# with the tests' flags and is the graph tests' plan compiler for that arch
-# (KFUSE_RUNTIME_TEST_FLAGS: one instance instead of two).
+# the plan compiler in its own TU (~3.5 CPU-minutes). kfuse::runtime holds the host's tier,
+# built with the tests' flags, whose objects are the graph tests' plan compiler for that arch
+# (KFUSE_RUNTIME_TEST_FLAGS: one instance instead of two), and the sse4 and avx2 tiers that
+# kfuse-run picks under qemu's Nehalem and Haswell CPUs (onnx:kfuse_run_qemu_*).
 # The per-arch tests are built for the archs this machine runs (an arch it lacks would only
 # report "skipped"; the -march matrix still compiles the examples for every arch, and --full
 # builds them all): on an AVX2-only runner that saves ~5 CPU-minutes of avx2_vnni / AVX-512 TUs.
@@ -102,7 +103,7 @@ test_archs=""
 echo "test: per-arch tests for ${test_archs:-every arch}"
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_EXAMPLES=ON \
   -DKFUSE_BUILD_BENCH=OFF -DKFUSE_FULL_TESTS=$([[ $full == 1 ]] && echo ON || echo OFF) \
-  -DKFUSE_ARCHS="$test_archs" -DKFUSE_RUNTIME_ARCHS="$host" -DKFUSE_RUNTIME_TEST_FLAGS=ON \
+  -DKFUSE_ARCHS="$test_archs" -DKFUSE_RUNTIME_ARCHS="sse4;avx2;$host" -DKFUSE_RUNTIME_TEST_FLAGS=ON \
   -DKFUSE_TESTS_RUN_ELSEWHERE="$([[ $full == 1 ]] || (IFS=';'; echo "${asan_targets[*]}"))" >/dev/null
 cmake --build build/ci -j "$jobs"
 

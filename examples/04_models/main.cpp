@@ -24,10 +24,11 @@
 #include <vector>
 
 #include "kfuse/arch/target.hpp"
-#if KFUSE_EXAMPLE_RUNTIME  // compile() prebuilt in kfuse::runtime (CMake links it when built)
+#if KFUSE_EXAMPLE_RUNTIME  // compile() from kfuse::runtime (CMake links it when built)
 #include "kfuse/runtime.hpp"
-#endif
+#else
 #include "kfuse/graph/compile.hpp"
+#endif
 #include "kfuse/tools/accuracy.hpp"
 #include "kfuse/tools/batch_sweep.hpp"
 #include "kfuse/tools/calibrate_graph.hpp"
@@ -37,6 +38,11 @@
 namespace {
 
 using kfuse::index_t;
+
+/// kfuse::compile as a callable (the f32 probe plans of the int8 calibration).
+kfuse::plan compile_plan(const kfuse::graph& g, const kfuse::compile_options& o) {
+  return kfuse::compile(g, o);
+}
 
 struct options {
   double budget_ms = 5;
@@ -209,8 +215,8 @@ void run_mlp(const options& o, checks& ck) {
   for (int i = 0; i < o.calib_batches; ++i)
     samples.push_back(data.normal(std::size_t(o.batch * W::in), 0, 1));
   const auto targets = mg.linear_inputs();
-  const kfuse::graph_calibration cal =
-      kfuse::calibrate_graph(mg.g, targets, samples, {kfuse::observer_method::percentile, 99.99});
+  const kfuse::graph_calibration cal = kfuse::calibrate_graph_with(
+      compile_plan, mg.g, targets, samples, {kfuse::observer_method::percentile, 99.99});
   std::printf("calibration: 99.99th percentile over %d batches of %lld samples, affine u8:\n",
               o.calib_batches, (long long)o.batch);
   for (std::size_t i = 0; i < cal.tensors.size(); ++i)
@@ -347,8 +353,8 @@ void run_block(const options& o, checks& ck) {
   for (int i = 0; i < std::max(2, o.calib_batches / 2); ++i)
     samples.push_back(data.normal(std::size_t(test_n * c * hw * hw), 0, 1));
   const auto targets = tg.calibrated();
-  const auto cal =
-      kfuse::calibrate_graph(tg.g, targets, samples, {kfuse::observer_method::percentile, 99.99});
+  const auto cal = kfuse::calibrate_graph_with(compile_plan, tg.g, targets, samples,
+                                               {kfuse::observer_method::percentile, 99.99});
   std::printf("calibration: 99.99th percentile over %zu batches of %lld images, affine u8:\n",
               samples.size(), (long long)test_n);
   for (std::size_t i = 0; i < cal.tensors.size(); ++i)

@@ -3,8 +3,9 @@
 // (src/tools/kfuse_run_args.hpp). Any bad argument, file or model: one line
 // "kfuse-run: error: ..." on stderr and exit code 2.
 //
-// Compiled for the first arch of KFUSE_RUNTIME_ARCHS: kfuse::compile comes prebuilt from
-// kfuse::runtime (kfuse/runtime.hpp), so this TU instantiates no kernel of the plan compiler.
+// Built for plain x86-64 (arch generic): kfuse::compile comes from kfuse::runtime
+// (kfuse/runtime.hpp), which picks the best tier the running CPU supports (KFUSE_ARCH picks
+// another), so one kfuse-run runs on any CPU and this TU instantiates no kernel.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -188,6 +189,7 @@ void print_plan(const kfuse::plan& p, kfuse::precision prec, double compile_ms) 
               p.threads(), p.threads() == 1 ? "" : "s",
               kfuse::default_pool().size_reason().c_str());
   std::printf("arch: %s\n", r.target.text().c_str());
+  if (!r.dispatch.empty()) std::printf("dispatch: %s\n", r.dispatch.c_str());
   std::printf("fusion: %d nodes -> %d steps, %zu fusion%s\n", r.nodes_before, r.nodes_after,
               r.fused.size(), r.fused.size() == 1 ? "" : "s");
   print_list(r.fused, 12);
@@ -417,7 +419,8 @@ quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
     samples.push_back(std::move(b));
   }
   const auto t0 = steady::now();
-  const kfuse::graph_calibration cal = kfuse::calibrate_graph(
+  const kfuse::graph_calibration cal = kfuse::calibrate_graph_with(
+      [](const kfuse::graph& g, const kfuse::compile_options& o) { return kfuse::compile(g, o); },
       m.graph, targets, std::span<const std::vector<kfuse::binding>>(samples),
       {kfuse::observer_method::percentile, 99.99}, kfuse::quant_scheme::affine, plan_options(a));
   std::printf(
@@ -447,7 +450,8 @@ void time_replays(Replay& r, const run_args& a) {
 }
 
 void profile_replays(kfuse::replay_buffer& r, const run_args& a) {
-  kfuse::profiler prof;
+  // The roofline of the tier the plan runs on (this TU's own kernels are scalar).
+  kfuse::profiler prof(kfuse::runtime_machine_limits());
   kfuse::replay_profiler rp(prof, r);
   for (int i = 0; i < a.reps; ++i) r.replay(rp.hook());
   if (a.profile) std::printf("profile (%d replays):\n%s", a.reps, prof.table().c_str());
@@ -455,6 +459,36 @@ void profile_replays(kfuse::replay_buffer& r, const run_args& a) {
     prof.write_chrome_trace(a.trace);
     std::printf("Chrome trace of %d replays written to %s\n", a.reps, a.trace.c_str());
   }
+}
+
+/// --expect: each named output against its golden file; false when one differs by more than the
+/// precision's tolerance (of the golden's largest |value|).
+bool check_expected(const run_args& a, const std::vector<host_tensor>& out) {
+  const double tol = a.prec == kfuse::precision::f32 ? 1e-4 : 3e-2;
+  bool ok = true;
+  for (const auto& [name, file] : a.expects) {
+    const auto it =
+        std::find_if(out.begin(), out.end(), [&](const host_tensor& h) { return h.name == name; });
+    if (it == out.end()) fail("--expect " + name + ": the model has no output '" + name + "'");
+    const std::vector<float> want = kfuse::npy_to_f32(kfuse::read_npy(file));
+    const std::vector<float> got = load_floats(*it);
+    if (want.size() != got.size())
+      fail("--expect " + name + ": " + file + " holds " + std::to_string(want.size()) +
+           " values, the output has " + std::to_string(got.size()));
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::fabs(double(want[i])));
+      const double d = std::fabs(double(got[i]) - double(want[i]));
+      diff = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(diff, d);
+    }
+    const double rel = diff / std::max(scale, 1e-30);
+    const bool pass = rel <= tol;
+    std::printf(
+        "expect: %s: max |diff| %.3g (%.3g of the largest |value| %.3g; tolerance %g): %s\n",
+        name.c_str(), diff, rel, scale, tol, pass ? "ok" : "MISMATCH");
+    ok = ok && pass;
+  }
+  return ok;
 }
 
 /// The --output-dir folder, made before anything runs (a typo fails at once).
@@ -782,9 +816,10 @@ int run(run_args a) {
   }
   const std::vector<host_tensor>& result = split ? split->out : out;
   if (!a.output_dir.empty()) write_outputs(result, a.output_dir);
+  const bool expected = check_expected(a, result);
   if (a.compare_fp32) compare_with_fp32(a, m, in, result);
   if (a.batch_sweep) sweep_batches(a, m, quant);
-  return 0;
+  return expected ? 0 : 1;
 }
 
 }  // namespace

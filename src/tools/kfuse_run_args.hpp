@@ -26,6 +26,7 @@ struct run_args {
   std::map<std::string, std::vector<index_t>> shapes;  // --shape INPUT=d0,d1,...
   std::map<std::string, std::string> inputs;           // --input INPUT=FILE.npy
   std::string output_dir;                              // --output-dir
+  std::map<std::string, std::string> expects;          // --expect OUTPUT=FILE.npy
   kfuse::precision prec = kfuse::precision::f32;       // --prec
   std::string calib_dir;                               // --calib
   kfuse::tensor_layout layout = kfuse::tensor_layout::nchw;
@@ -69,6 +70,11 @@ Data:
   --output-dir DIR       write each output as DIR/<output name>.npy after the timed runs (float
                          outputs as float32, integer ones in their own type; '/', '\' and
                          leading '.' of names become '_')
+  --expect OUTPUT=FILE.npy  check output OUTPUT of the timed runs against FILE.npy (golden
+                         outputs, e.g. ONNX Runtime's or PyTorch's): one line per output with
+                         its largest difference over the largest |value| of FILE; above 1e-4
+                         (f32; 3e-2 for bf16 / int8 plans) the run fails with exit code 1;
+                         repeatable
 
 Plan:
   --prec f32|bf16|int8   arithmetic of linear / conv nodes (default f32)
@@ -100,8 +106,11 @@ Timing and reports:
   --help, -h             this text
 
 Options take their value as the next argument or after '=' (--reps=300). Exit codes: 0 done,
-2 bad arguments, bad files or a model kfuse cannot run (one line "kfuse-run: error: ..." on
-stderr).
+1 an --expect mismatch, 2 bad arguments, bad files or a model kfuse cannot run (one line
+"kfuse-run: error: ..." on stderr).
+
+Environment: KFUSE_ARCH=<tier> runs another tier of kfuse::runtime than the best one this CPU
+supports (the "dispatch:" line says which ran and why); KFUSE_NUM_THREADS=N sizes the pool.
 )";
 }
 
@@ -223,6 +232,9 @@ inline run_args parse_args(std::span<const std::string_view> args) {
       if (!a.inputs.emplace(n, v).second) bad("--input " + n + " is given twice");
     } else if (opt == "--output-dir") {
       a.output_dir = std::string(value());
+    } else if (opt == "--expect") {
+      auto [n, v] = detail::split_assignment(value(), opt, "OUTPUT=FILE.npy", false);
+      if (!a.expects.emplace(n, v).second) bad("--expect " + n + " is given twice");
     } else if (opt == "--prec") {
       const std::string_view v = value();
       if (v == "f32" || v == "fp32")

@@ -4,6 +4,7 @@
 // for a broken include or flag.
 #include <cstdint>
 
+#include "kfuse/graph/compile.hpp"
 #include "kfuse/kernels/gemm/batched_gemm.hpp"
 #include "kfuse/kfuse.hpp"
 
@@ -41,6 +42,11 @@ void run() {
   eltwise(in_f, out_u8, 64, epilogue<quantize<u8>>{{{0.1f, 0}}});
   batched_gemm<i8, arch::generic>::run(in_u8, in_i8, out_i32,
                                        batched_gemm_problem::dense({}, 4, 4, 4));
+  (void)compile<ops<op_kind::reshape>>(graph{});
+#elif defined(KFUSE_CF_SELECTIVE_EMPTY_SET)
+  (void)compile<ops<>>(graph{});
+#elif defined(KFUSE_CF_COMPILE_NOT_ARCH_OR_OPS)
+  (void)compile<float>(graph{});
 #elif defined(KFUSE_CF_SCALAR_ONLY_STAGE)
   // A user stage without a vector operator() on a SIMD arch: never a silent scalar fallback.
   eltwise<arch::native>(in_f, out_f, 64, epilogue<scale, scalar_only_stage>{{2.f}, {}});

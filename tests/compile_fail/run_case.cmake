@@ -24,6 +24,10 @@ set(expect_batched_i8_7bit "${sa}kfuse::batched_gemm<i8>: this arch has no vpdpb
 set(expect_hwy_too_narrow
     "${sa}kfuse: Highway's static target in this TU is narrower than the arch[^\n]*docs/toolchain.md")
 
+set(expect_selective_empty_set "${sa}kfuse::ops<...> needs at least one op_kind")
+set(expect_compile_not_arch_or_ops
+    "${sa}kfuse::compile<T>: T must be an arch tag[^\n]*or an op set" "with T = float")
+
 foreach(v CXX SOURCE INCLUDE CASE FLAGS)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "run_case: -D${v}=... is required")

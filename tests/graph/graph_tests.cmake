@@ -44,5 +44,8 @@ foreach(arch IN LISTS graph_host)
     set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${f})
   endif()
 endforeach()
+# Selective builds (compile<ops<...>>): the TU instantiates the listed ops itself.
+kfuse_add_arch_test(graph_selective SOURCES graph/selective_build_test.cpp LABELS "ci"
+                    ARCHS ${graph_host})
 # The vocabulary helpers (names, bind) and their ADL behaviour: header-only, no kernel.
 kfuse_add_test(graph_names SOURCES graph/names_test.cpp LABELS "ci;smoke")

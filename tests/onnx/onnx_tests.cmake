@@ -85,4 +85,52 @@ if(TARGET kfuse_run)
   add_test(NAME onnx:kfuse_run_bad_argument_text COMMAND kfuse_run ${m}.onnx --reps nope)
   set_tests_properties(onnx:kfuse_run_bad_argument_text PROPERTIES LABELS "ci;cli"
                        PASS_REGULAR_EXPRESSION "kfuse-run: error: --reps")
+
+  # Run-time dispatch (kfuse-run is built for plain x86-64 on kfuse::runtime): natively the best
+  # tier, KFUSE_ARCH's tier, a KFUSE_ARCH that names no tier of the library; under qemu's
+  # Nehalem (SSE4.2) and Haswell (AVX2) CPUs the sse4 and avx2 tiers, a CNN and a transformer
+  # each checked against PyTorch's outputs (--expect), and a KFUSE_ARCH the CPU lacks.
+  set(cnn_args ${m}.onnx --input x=${m}.input.npy --expect KFUSE_CNN_OUT=${m}.output.npy --reps 1
+               --warmup 0 --threads 1 --layout nhwc)
+  set(bert_args ${b}.onnx --input input_ids=${b}.input_ids.npy
+                --input attention_mask=${b}.attention_mask.npy
+                --expect KFUSE_BERT_HIDDEN=${b}.hidden.npy --expect KFUSE_BERT_POOLED=${b}.pooled.npy
+                --reps 1 --warmup 0 --threads 1)
+  add_test(NAME onnx:kfuse_run_dispatch_best COMMAND kfuse_run ${cnn_args})
+  set_tests_properties(onnx:kfuse_run_dispatch_best PROPERTIES LABELS "ci;cli"
+                       PASS_REGULAR_EXPRESSION "dispatch: [a-z0-9_]+: the best of kfuse::runtime's tiers.*expect: [^\n]*: ok")
+  list(GET KFUSE_RUNTIME_TIERS 0 lowest)
+  add_test(NAME onnx:kfuse_run_dispatch_override COMMAND kfuse_run ${cnn_args})
+  set_tests_properties(onnx:kfuse_run_dispatch_override PROPERTIES LABELS "ci;cli"
+                       ENVIRONMENT KFUSE_ARCH=${lowest} PASS_REGULAR_EXPRESSION
+                       "arch: ${lowest} .*dispatch: ${lowest}: KFUSE_ARCH=${lowest} .*expect: [^\n]*: ok")
+  add_test(NAME onnx:kfuse_run_dispatch_unknown COMMAND kfuse_run ${cnn_args})
+  set_tests_properties(onnx:kfuse_run_dispatch_unknown PROPERTIES LABELS "ci;cli"
+                       ENVIRONMENT KFUSE_ARCH=nosuchtier PASS_REGULAR_EXPRESSION
+                       "kfuse-run: error: runtime: KFUSE_ARCH=nosuchtier: kfuse::runtime has no tier 'nosuchtier' \\(built: ")
+  find_program(KFUSE_QEMU_X86 qemu-x86_64-static)
+  if(KFUSE_QEMU_X86 AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+    foreach(cpu_tier Nehalem:sse4 Haswell:avx2)
+      string(REPLACE ":" ";" pair ${cpu_tier})
+      list(GET pair 0 cpu)
+      list(GET pair 1 tier)
+      if(NOT tier IN_LIST KFUSE_RUNTIME_TIERS)
+        continue()
+      endif()
+      foreach(model cnn bert)
+        add_test(NAME onnx:kfuse_run_qemu_${cpu}_${model}
+                 COMMAND ${KFUSE_QEMU_X86} -cpu ${cpu} $<TARGET_FILE:kfuse_run> ${${model}_args})
+        set_tests_properties(onnx:kfuse_run_qemu_${cpu}_${model} PROPERTIES LABELS "ci;cli"
+                             TIMEOUT 600 PASS_REGULAR_EXPRESSION
+                             "arch: ${tier} .*dispatch: ${tier}: the best of .*expect: [^\n]*: ok")
+      endforeach()
+    endforeach()
+    if("avx2" IN_LIST KFUSE_RUNTIME_TIERS AND "sse4" IN_LIST KFUSE_RUNTIME_TIERS)
+      add_test(NAME onnx:kfuse_run_qemu_Nehalem_lacks_avx2
+               COMMAND ${KFUSE_QEMU_X86} -cpu Nehalem $<TARGET_FILE:kfuse_run> ${cnn_args})
+      set_tests_properties(onnx:kfuse_run_qemu_Nehalem_lacks_avx2 PROPERTIES LABELS "ci;cli"
+                           ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
+                           "kfuse-run: error: runtime: KFUSE_ARCH=avx2: this CPU does not run tier 'avx2' \\(it runs: ")
+    endif()
+  endif()
 endif()

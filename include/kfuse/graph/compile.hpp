@@ -86,10 +86,14 @@ inline void analyze(compile_context& cx) {
   }
 }
 
-/// compile() of the graph as given (the layout choice is made by compile() below).
-template <class A, class B>
-plan compile_as_given(const graph& g, const compile_options& options, std::string layout_note) {
+/// compile() of the graph as given (the layout choice is made by compile_with() below), with
+/// the lowerings of op set Ops (graph/compiler/op_set.hpp).
+template <class A, class B, class Ops>
+plan compile_as_given(const graph& g, const compile_options& options, std::string layout_note,
+                      const std::string& dispatch) {
   compile_context cx(g, options);
+  cx.d->report.dispatch = dispatch;
+  cx.d->run = &run_commands;
   if (!layout_note.empty()) cx.d->report.notes.push_back(std::move(layout_note));
   cx.int8_gemm = graph_ops::gemm_available<i8, A, B>();
   cx.int8_bf16_outputs = graph_ops::int8_bf16_outputs<A, B>();
@@ -136,32 +140,48 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
         " has no vpdpbusd: its int8 linears and convs run on vpmaddubsw, with weights quantized "
         "to 7 bits (|q| <= 63, per output channel) so that its 16-bit pair sums cannot saturate");
   analyze(cx);
-  lower_steps<A, B>(cx);
+  lower_steps<A, B, Ops>(cx);
   set_target(*cx.d, make_target_info<A>(simd::impl_name<A, B>()));
   plan_memory(*cx.d, cx.views);
   return plan(std::shared_ptr<const plan_data>(cx.d));
 }
 
-}  // namespace detail
-
-/// Compiles a graph into a plan for arch A and backend B (declared in compile_fwd.hpp).
-template <class A, class B>
-plan compile(const graph& g, const compile_options& options) {
+/// compile(): the layout choice, then compile_as_given. `dispatch`: how kfuse::runtime chose A
+/// (fusion_report::dispatch).
+template <class A, class B, class Ops>
+plan compile_with(const graph& g, const compile_options& options,
+                  const std::string& dispatch = {}) {
   detail::layout_rewrite r;
   std::string kept;
   if (options.choose_layout && detail::choose_layout(g, r)) {
     try {
-      return detail::compile_as_given<A, B>(
+      return compile_as_given<A, B, Ops>(
           r.g, options,
           "layout: " + std::to_string(r.region_nodes) + " image nodes of the nchw graph run in " +
               "nhwc (" + std::to_string(r.conversions) + " layout conversions at the edges; " +
-              "compile_options::choose_layout = false keeps the declared layouts)");
+              "compile_options::choose_layout = false keeps the declared layouts)",
+          dispatch);
     } catch (const error& e) {
       // The graph as declared reports its own errors, naming the user's nodes.
       kept = std::string("layout: declared layouts kept (in nhwc: ") + e.what() + ")";
     }
   }
-  return detail::compile_as_given<A, B>(g, options, std::move(kept));
+  return compile_as_given<A, B, Ops>(g, options, std::move(kept), dispatch);
+}
+
+}  // namespace detail
+
+/// Compiles a graph into a plan for arch A and backend B, every op (declared in compile_fwd.hpp).
+template <class A, class B>
+requires arch::tag<A> plan compile(const graph& g, const compile_options& options) {
+  return detail::compile_with<A, B, detail::all_ops>(g, options);
+}
+
+/// Compiles a graph with only the ops of set Ops instantiated (compile<ops<...>>(g)): a graph
+/// holding another op fails with a kfuse::error naming the node and the op.
+template <class Ops, class A, class B>
+requires op_set<Ops> plan compile(const graph& g, const compile_options& options) {
+  return detail::compile_with<A, B, Ops>(g, options);
 }
 
 KFUSE_END_NAMESPACE

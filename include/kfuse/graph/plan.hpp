@@ -10,6 +10,10 @@
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/graph/names.hpp"
 
+namespace kfuse {
+struct executor;
+}  // namespace kfuse
+
 KFUSE_BEGIN_NAMESPACE
 
 class graph;
@@ -37,10 +41,14 @@ struct fusion_report {
   int nodes_before = 0;            // graph nodes
   int nodes_after = 0;             // plan steps
   target_info target;              // compile<A, B>: A and simd::impl_name<A, B>()
+  /// How kfuse::runtime chose the arch at run time ("the best tier of ... this CPU runs", or
+  /// "KFUSE_ARCH=avx2"); empty for a plan compiled for the TU's own arch.
+  std::string dispatch;
   /// "arch: avx512_bf16 (xsimd:avx512bw)\nfusion: 8 nodes -> 4 steps\n  fused ...\n"; a plan
   /// compiled for the scalar fallback says "scalar fallback" on its arch line.
   std::string text() const {
     std::string s = "arch: " + target.text() + "\n";
+    if (!dispatch.empty()) s += "dispatch: " + dispatch + "\n";
     s += "fusion: " + std::to_string(nodes_before) + " nodes -> " + std::to_string(nodes_after) +
          " steps\n";
     for (const std::string& f : fused) s += "  " + f + "\n";
@@ -93,6 +101,11 @@ struct plan_data {
   int threads = 1;
   double fork_join_ns = 0;  // the split cost the per-node thread counts were chosen with
   std::vector<std::shared_ptr<const void>> owned;  // parameter blocks, packed weights, constants
+  /// Runs commands under an executor (replay.hpp's run_commands of the TU that lowered the plan):
+  /// a plan from kfuse::runtime runs its kernels' parallel work in the runtime's own copy of
+  /// kfuse, which then sees the executor the replaying code has in effect.
+  void (*run)(const command* cmds, std::size_t n, const executor* exec,
+              const profiler_hook* hook) = nullptr;
 };
 
 /// Records the target compile<A, B> built the plan for, in its report and in every step.

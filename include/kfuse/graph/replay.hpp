@@ -17,6 +17,38 @@
 
 KFUSE_BEGIN_NAMESPACE
 
+namespace detail {
+
+/// The executor parallel work of a replay runs on: the plan's, else this thread's or the
+/// process's (scoped_executor, set_default_executor), else none (the pool).
+inline const executor* executor_in_effect(const executor* plan_exec) {
+  if (plan_exec) return plan_exec;
+  return thread_executor ? thread_executor : process_executor();
+}
+
+/// plan_data::run of the plans this TU lowers: the commands in order, under `exec`, timed for
+/// `hook` when given.
+inline void run_commands(const command* cmds, std::size_t n, const executor* exec,
+                         const profiler_hook* hook) {
+  const scoped_executor use(exec);
+  if (!hook) {
+    for (std::size_t i = 0; i < n; ++i) cmds[i].fn(cmds[i]);
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto t0 = clock::now();
+    cmds[i].fn(cmds[i]);
+    const auto t1 = clock::now();
+    hook->on_command(
+        hook->user, std::int32_t(i), cmds[i].step,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count(),
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count());
+  }
+}
+
+}  // namespace detail
+
 class replay_buffer {
  public:
   replay_buffer() = default;
@@ -32,26 +64,13 @@ class replay_buffer {
   /// one's results are not affected (threading rules: docs/executor.md).
   void replay() {
     const claim mine(*this);
-    const scoped_executor use(exec_);
-    for (const command& c : cmds_) c.fn(c);
+    if (d_) d_->run(cmds_.data(), cmds_.size(), detail::executor_in_effect(exec_), nullptr);
   }
 
   /// The same, timing each command for a profiler (steady clock, nanoseconds).
   void replay(const profiler_hook& hook) {
     const claim mine(*this);
-    const scoped_executor use(exec_);
-    using clock = std::chrono::steady_clock;
-    const std::int32_t n = std::int32_t(cmds_.size());
-    for (std::int32_t i = 0; i < n; ++i) {
-      const command& c = cmds_[std::size_t(i)];
-      const auto t0 = clock::now();
-      c.fn(c);
-      const auto t1 = clock::now();
-      hook.on_command(
-          hook.user, i, c.step,
-          std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count(),
-          std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count());
-    }
+    if (d_) d_->run(cmds_.data(), cmds_.size(), detail::executor_in_effect(exec_), &hook);
   }
 
   /// Points graph input i at another buffer (same size) without recording again.
@@ -309,7 +328,7 @@ inline void plan::run(std::span<const binding> inputs, std::span<const binding> 
   for (std::size_t i = 0; i < outputs.size(); ++i)
     replay_buffer::check_binding(d.tensors[std::size_t(d.outputs[i])], true, i, outputs[i]);
   replay_buffer::check_apart(d, inputs, outputs);
-  const scoped_executor use(d.options.exec);
+  const executor* exec = detail::executor_in_effect(d.options.exec);
   // Eager: one allocation per intermediate tensor, pointers found through a map per use.
   std::unordered_map<std::int32_t, std::unique_ptr<void, void (*)(void*)>> buffers;
   std::unordered_map<std::int32_t, const void*> where;
@@ -361,7 +380,7 @@ inline void plan::run(std::span<const binding> inputs, std::span<const binding> 
                                                      std::free);
       c.workspace = scratch.get();
       c.workspace_bytes = pc.workspace_bytes;
-      c.fn(c);
+      d.run(&c, 1, exec, nullptr);
     }
 }
 

@@ -28,16 +28,23 @@ struct graph_calibration {
 
 KFUSE_BEGIN_NAMESPACE
 
-/// Observes `tensors` of `g` (f32 graph inputs or node outputs) over the samples: each sample
-/// binds every graph input, in order (any input types: token ids, masks), a batch of the size
-/// the graph declares. The parameters are for u8 activations (what kfuse's int8 kernels take):
-/// `scheme` affine maps the observed range onto [0, 255]; symmetric puts zero at 128.
-template <class A = arch::native, class B = backend::xsimd>
-graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> tensors,
-                                  std::span<const std::vector<binding>> samples,
-                                  observer_options observer = {},
-                                  quant_scheme scheme = quant_scheme::affine,
-                                  compile_options options = {}) {
+namespace detail {
+/// compile<A, B> as a callable: calibrate_graph's probe plans.
+template <class A, class B>
+struct compile_for {
+  plan operator()(const graph& g, const compile_options& o) const { return compile<A, B>(g, o); }
+};
+}  // namespace detail
+
+/// calibrate_graph (below) with the f32 probe plan compiled by `compile_fn(graph, options)`:
+/// e.g. kfuse::runtime's compile (kfuse/runtime.hpp), in a TU that instantiates no plan compiler.
+template <class Compile>
+graph_calibration calibrate_graph_with(Compile&& compile_fn, const graph& g,
+                                       std::span<const tensor_id> tensors,
+                                       std::span<const std::vector<binding>> samples,
+                                       observer_options observer = {},
+                                       quant_scheme scheme = quant_scheme::affine,
+                                       compile_options options = {}) {
   if (samples.empty()) detail::fail("calibrate", "no sample inputs");
   // A copy of the graph whose extra outputs are the observed node outputs, run in fp32.
   graph probe = g;
@@ -58,7 +65,7 @@ graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> ten
     slot[i] = int(outputs++);
   }
   options.prec = precision::f32;
-  const plan p = compile<A, B>(probe, options);
+  const plan p = compile_fn(probe, options);
   std::vector<std::vector<float>> out(p.output_count());
   std::vector<binding> out_b(p.output_count());
   for (std::size_t o = 0; o < out.size(); ++o) {  // floats hold any output type's bytes
@@ -93,13 +100,28 @@ graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> ten
   return c;
 }
 
-/// The same for a graph with one f32 input: each sample is that input's data.
+/// Observes `tensors` of `g` (f32 graph inputs or node outputs) over the samples: each sample
+/// binds every graph input, in order (any input types: token ids, masks), a batch of the size
+/// the graph declares. The parameters are for u8 activations (what kfuse's int8 kernels take):
+/// `scheme` affine maps the observed range onto [0, 255]; symmetric puts zero at 128.
 template <class A = arch::native, class B = backend::xsimd>
 graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> tensors,
-                                  std::span<const std::vector<float>> samples,
+                                  std::span<const std::vector<binding>> samples,
                                   observer_options observer = {},
                                   quant_scheme scheme = quant_scheme::affine,
                                   compile_options options = {}) {
+  return calibrate_graph_with(detail::compile_for<A, B>{}, g, tensors, samples, observer, scheme,
+                              options);
+}
+
+/// The same for a graph with one f32 input: each sample is that input's data.
+template <class Compile>
+graph_calibration calibrate_graph_with(Compile&& compile_fn, const graph& g,
+                                       std::span<const tensor_id> tensors,
+                                       std::span<const std::vector<float>> samples,
+                                       observer_options observer = {},
+                                       quant_scheme scheme = quant_scheme::affine,
+                                       compile_options options = {}) {
   if (g.inputs().size() != 1)
     detail::fail("calibrate", "calibrate_graph needs a graph with one input, this one has " +
                                   std::to_string(g.inputs().size()) +
@@ -116,8 +138,18 @@ graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> ten
                                     std::to_string(in_count));
     bound.push_back({bind(s)});
   }
-  return calibrate_graph<A, B>(g, tensors, std::span<const std::vector<binding>>(bound), observer,
-                               scheme, options);
+  return calibrate_graph_with(compile_fn, g, tensors, std::span<const std::vector<binding>>(bound),
+                              observer, scheme, options);
+}
+
+template <class A = arch::native, class B = backend::xsimd>
+graph_calibration calibrate_graph(const graph& g, std::span<const tensor_id> tensors,
+                                  std::span<const std::vector<float>> samples,
+                                  observer_options observer = {},
+                                  quant_scheme scheme = quant_scheme::affine,
+                                  compile_options options = {}) {
+  return calibrate_graph_with(detail::compile_for<A, B>{}, g, tensors, samples, observer, scheme,
+                              options);
 }
 
 /// The tensors an int8 plan needs quant params for: the data input of every linear and conv2d

@@ -1,7 +1,9 @@
-// A user's TU on kfuse::runtime: it builds a graph and compiles a plan without including
-// kfuse/graph/compile.hpp (no kernel is instantiated here), then checks the plan's result.
+// A user's TU on kfuse::runtime, built without any -march flag: it builds a graph and compiles a
+// plan without including kfuse/graph/compile.hpp (no kernel is instantiated here), checks the
+// plan's result and that the runtime ran the best of its tiers this CPU supports.
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "kfuse/runtime.hpp"
@@ -25,7 +27,16 @@ int main() {
                   double(want[i]));
       return 1;
     }
-  std::printf("runtime_plan: %s, plan compiled by kfuse::runtime, results match\n",
-              p.report().target.text().c_str());
+  const kfuse::runtime_tier_choice& t = kfuse::runtime_tier();
+  if (kfuse::compiled_arch() != "generic" || t.runnable.empty() || t.name != t.runnable.front() ||
+      p.report().target.arch != t.name || p.report().dispatch.find(t.name) != 0) {
+    std::printf("runtime_plan: this TU is %s, the runtime chose %s (runs: %zu tiers), the plan "
+                "is for %s (dispatch: '%s')\n",
+                std::string(kfuse::compiled_arch()).c_str(), t.name.c_str(), t.runnable.size(),
+                p.report().target.arch.c_str(), p.report().dispatch.c_str());
+    return 1;
+  }
+  std::printf("runtime_plan: %s, plan compiled by kfuse::runtime (dispatch: %s), results match\n",
+              p.report().target.text().c_str(), p.report().dispatch.c_str());
   return 0;
 }

@@ -183,64 +183,76 @@ struct conv2d_rule : op_rule {
            !shape_of(cx, c).is_depthwise();
   }
 
+  /// The lowerings a conv step can take: each instantiates its own kernels, so kfuse::runtime
+  /// builds each in an object of its own (src/runtime/ops/conv2d_*.cpp).
+  enum class part {
+    depthwise,
+    gated,
+    few_channel,
+    dense_f32,
+    dense_bf16,          // nhwc
+    dense_bf16_to_bf16,  // nhwc, bf16 output (read as bf16 by the consumer)
+    dense_bf16_nchw,
+    dense_i8,          // nhwc
+    dense_i8_to_u8,    // nhwc, the quantization of the output fused
+    dense_i8_to_bf16,  // nhwc, bf16 output (read as bf16 by a depthwise)
+    dense_i8_nchw
+  };
+
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
-    const conv_shape cs = shape_of(cx, s);
     const precision pr = cx.precision_of(n);
     const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
-    if (cs.is_depthwise()) {
-      // An int8 depthwise runs in bf16 when its producer writes bf16 (int8_bf16_nhwc), else in
-      // f32: its cost is memory, not arithmetic.
-      if (pr == precision::bf16 || (pr == precision::int8 && cx.T(s.x).type == dtype::bf16))
-        return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
-                  : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
-      return cl ? lower_depthwise<f32, nhwc, A, B>(cx, s, n, info, cmds, cs)
-                : lower_depthwise<f32, nchw, A, B>(cx, s, n, info, cmds, cs);
+    const conv_shape cs = shape_of(cx, s);
+    if (pr == precision::bf16 && cl && !cs.is_depthwise() && s.gate < 0 && cx.opt.winograd &&
+        cx.T(s.x).type == dtype::f32 && detail::winograd_pays(cs) &&
+        !gemm<bf16, A, epilogue<>, B>::amx_active()) {
+      // Winograd's 3-4x fewer multiply-adds beat bf16's 2x dot product rate (docs/conv.md),
+      // not AMX tiles' ~14x.
+      cx.note_once(
+          "bf16: 3x3 stride-1 convs where Winograd pays run as f32 Winograd F(4x4, 3x3), "
+          "faster than bf16's direct conv and more accurate (compile_options::winograd = "
+          "false keeps them bf16)");
+      return lower_part<part::dense_f32, A, B>(cx, s, n, info, cmds);
     }
-    if (s.gate >= 0) {
-      if (pr == precision::int8)
-        return cx.T(s.out).type == dtype::u8
-                   ? lower_gated<i8, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8")
-                   : lower_gated<i8, A, B>(cx, s, n, info, cmds, cs, "int8");
-      return pr == precision::bf16 ? lower_gated<bf16, A, B>(cx, s, n, info, cmds, cs, "bf16")
-                                   : lower_gated<f32, A, B>(cx, s, n, info, cmds, cs, "f32");
-    }
-    if (!cl && cx.T(s.out).layout == tensor_layout::nhwc)
-      return cx.T(s.out).type == dtype::bf16
-                 ? lower_few_channel<A, B, bf16_t>(cx, s, n, info, cmds, cs)
-                 : lower_few_channel<A, B, float>(cx, s, n, info, cmds, cs);
-    const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (int8 recipe only)
-    switch (pr) {
-      case precision::bf16:
-        if (cl && cx.opt.winograd && cx.T(s.x).type == dtype::f32 && detail::winograd_pays(cs) &&
-            !gemm<bf16, A, epilogue<>, B>::amx_active()) {
-          // Winograd's 3-4x fewer multiply-adds beat bf16's 2x dot product rate (docs/conv.md),
-          // not AMX tiles' ~14x.
-          cx.note_once(
-              "bf16: 3x3 stride-1 convs where Winograd pays run as f32 Winograd F(4x4, 3x3), "
-              "faster than bf16's direct conv and more accurate (compile_options::winograd = "
-              "false keeps them bf16)");
-          return lower_dense<f32, nhwc, A, B>(cx, s, n, info, cmds, cs, "f32");
-        }
-        if (cx.T(s.out).type == dtype::bf16)  // bf16 absorbed: the consumer reads bf16
-          return lower_dense<bf16, nhwc, A, B, bf16_t>(cx, s, n, info, cmds, cs, "bf16");
-        return cl ? lower_dense<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs, "bf16")
-                  : lower_dense<bf16, nchw, A, B>(cx, s, n, info, cmds, cs, "bf16");
-      case precision::int8:
-        if constexpr (int8_bf16_outputs<A, B>())
-          if (cl && cx.T(s.out).type == dtype::bf16)  // read as bf16 by a depthwise
-            return lower_dense<i8, nhwc, A, B, bf16_t>(cx, s, n, info, cmds, cs, "int8");
-        if (q8)
-          return cl ? lower_dense<i8, nhwc, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8")
-                    : lower_dense<i8, nchw, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8");
-        return cl ? lower_dense<i8, nhwc, A, B>(cx, s, n, info, cmds, cs, "int8")
-                  : lower_dense<i8, nchw, A, B>(cx, s, n, info, cmds, cs, "int8");
-      default:
-        return cl ? lower_dense<f32, nhwc, A, B>(cx, s, n, info, cmds, cs, "f32")
-                  : lower_dense<f32, nchw, A, B>(cx, s, n, info, cmds, cs, "f32");
+    const bool bf16_out = cx.T(s.out).type == dtype::bf16;
+    const part p = cs.is_depthwise()                                  ? part::depthwise
+                   : s.gate >= 0                                      ? part::gated
+                   : !cl && cx.T(s.out).layout == tensor_layout::nhwc ? part::few_channel
+                   : pr == precision::bf16 ? (bf16_out ? part::dense_bf16_to_bf16
+                                              : cl     ? part::dense_bf16
+                                                       : part::dense_bf16_nchw)
+                   : pr == precision::int8
+                       ? (!cl                                     ? part::dense_i8_nchw
+                          : bf16_out && int8_bf16_outputs<A, B>() ? part::dense_i8_to_bf16
+                          : cx.T(s.out).type == dtype::u8         ? part::dense_i8_to_u8
+                                                                  : part::dense_i8)
+                       : part::dense_f32;
+    switch (p) {
+#define KFUSE_CONV_PART(name) \
+  case part::name:            \
+    return lower_part<part::name, A, B>(cx, s, n, info, cmds);
+      KFUSE_CONV_PART(depthwise)
+      KFUSE_CONV_PART(gated)
+      KFUSE_CONV_PART(few_channel)
+      KFUSE_CONV_PART(dense_f32)
+      KFUSE_CONV_PART(dense_bf16)
+      KFUSE_CONV_PART(dense_bf16_to_bf16)
+      KFUSE_CONV_PART(dense_bf16_nchw)
+      KFUSE_CONV_PART(dense_i8)
+      KFUSE_CONV_PART(dense_i8_to_u8)
+      KFUSE_CONV_PART(dense_i8_to_bf16)
+      KFUSE_CONV_PART(dense_i8_nchw)
+#undef KFUSE_CONV_PART
     }
   }
+
+  /// One part's lowering (defined below the class: not inline, so that kfuse::runtime can build
+  /// each part in its own object and declare the others extern).
+  template <part P, class A, class B>
+  static void lower_part(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                         step_info& info, std::vector<detail::plan_command>& cmds);
 
   /// f32 OIHW weights of a conv step and its chain, with a folded batch norm applied: the
   /// chain's leading bias stage (when it came before the batch norm) becomes the folded bias.
@@ -438,6 +450,55 @@ struct conv2d_rule : op_rule {
     }
   }
 };
+
+template <conv2d_rule::part P, class A, class B>
+void conv2d_rule::lower_part(detail::compile_context& cx, const detail::step& s, const node_desc& n,
+                             step_info& info, std::vector<detail::plan_command>& cmds) {
+  const conv_shape cs = shape_of(cx, s);
+  const precision pr = cx.precision_of(n);
+  const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
+  if constexpr (P == part::depthwise) {
+    // An int8 depthwise runs in bf16 when its producer writes bf16 (int8_bf16_nhwc), else in
+    // f32: its cost is memory, not arithmetic.
+    if (pr == precision::bf16 || (pr == precision::int8 && cx.T(s.x).type == dtype::bf16))
+      return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
+                : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
+    return cl ? lower_depthwise<f32, nhwc, A, B>(cx, s, n, info, cmds, cs)
+              : lower_depthwise<f32, nchw, A, B>(cx, s, n, info, cmds, cs);
+  } else if constexpr (P == part::gated) {
+    if (pr == precision::int8)
+      return cx.T(s.out).type == dtype::u8
+                 ? lower_gated<i8, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8")
+                 : lower_gated<i8, A, B>(cx, s, n, info, cmds, cs, "int8");
+    return pr == precision::bf16 ? lower_gated<bf16, A, B>(cx, s, n, info, cmds, cs, "bf16")
+                                 : lower_gated<f32, A, B>(cx, s, n, info, cmds, cs, "f32");
+  } else if constexpr (P == part::few_channel) {
+    return cx.T(s.out).type == dtype::bf16
+               ? lower_few_channel<A, B, bf16_t>(cx, s, n, info, cmds, cs)
+               : lower_few_channel<A, B, float>(cx, s, n, info, cmds, cs);
+  } else if constexpr (P == part::dense_bf16) {
+    return lower_dense<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs, "bf16");
+  } else if constexpr (P == part::dense_bf16_to_bf16) {  // bf16 absorbed: the consumer reads bf16
+    return lower_dense<bf16, nhwc, A, B, bf16_t>(cx, s, n, info, cmds, cs, "bf16");
+  } else if constexpr (P == part::dense_bf16_nchw) {
+    return lower_dense<bf16, nchw, A, B>(cx, s, n, info, cmds, cs, "bf16");
+  } else if constexpr (P == part::dense_i8) {
+    return lower_dense<i8, nhwc, A, B>(cx, s, n, info, cmds, cs, "int8");
+  } else if constexpr (P == part::dense_i8_to_u8) {  // quantize fused (int8 recipe only)
+    return lower_dense<i8, nhwc, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8");
+  } else if constexpr (P == part::dense_i8_to_bf16) {
+    if constexpr (int8_bf16_outputs<A, B>())  // read as bf16 by a depthwise
+      return lower_dense<i8, nhwc, A, B, bf16_t>(cx, s, n, info, cmds, cs, "int8");
+    cx.fail_node(n, "int8 conv2d with a bf16 output has no kernel on arch " + std::string(A::name));
+  } else if constexpr (P == part::dense_i8_nchw) {
+    if (cx.T(s.out).type == dtype::u8)  // quantize fused (int8 recipe only)
+      return lower_dense<i8, nchw, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8");
+    return lower_dense<i8, nchw, A, B>(cx, s, n, info, cmds, cs, "int8");
+  } else {
+    return cl ? lower_dense<f32, nhwc, A, B>(cx, s, n, info, cmds, cs, "f32")
+              : lower_dense<f32, nchw, A, B>(cx, s, n, info, cmds, cs, "f32");
+  }
+}
 
 }  // namespace graph_ops
 

@@ -99,18 +99,22 @@ struct linear_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
-    const bool q8 = cx.T(s.out).type == dtype::u8;  // quantize fused (f32 and int8 recipes)
     switch (cx.precision_of(n)) {
       case precision::bf16:
-        return lower_recipe<bf16, A, B>(cx, s, n, info, cmds, "bf16");
+        return lower_precision<bf16, A, B>(cx, s, n, info, cmds);
       case precision::int8:
-        return q8 ? lower_recipe<i8, A, B, std::uint8_t>(cx, s, n, info, cmds, "int8")
-                  : lower_recipe<i8, A, B>(cx, s, n, info, cmds, "int8");
+        return lower_precision<i8, A, B>(cx, s, n, info, cmds);
       default:
-        return q8 ? lower_recipe<f32, A, B, std::uint8_t>(cx, s, n, info, cmds, "f32")
-                  : lower_recipe<f32, A, B>(cx, s, n, info, cmds, "f32");
+        return lower_precision<f32, A, B>(cx, s, n, info, cmds);
     }
   }
+
+  /// The lowering of one recipe (defined below the class: not inline, so that kfuse::runtime
+  /// builds each recipe's kernels in an object of its own).
+  template <class Recipe, class A, class B>
+  static void lower_precision(detail::compile_context& cx, const detail::step& s,
+                              const node_desc& n, step_info& info,
+                              std::vector<detail::plan_command>& cmds);
 
   /// Out: float, or uint8_t when the plan fused the quantization of the output.
   template <class Recipe, class A, class B, class Out = float>
@@ -170,6 +174,22 @@ struct linear_rule : op_rule {
     }
   }
 };
+
+template <class Recipe, class A, class B>
+void linear_rule::lower_precision(detail::compile_context& cx, const detail::step& s,
+                                  const node_desc& n, step_info& info,
+                                  std::vector<detail::plan_command>& cmds) {
+  constexpr const char* recipe = std::is_same_v<Recipe, bf16> ? "bf16"
+                                 : std::is_same_v<Recipe, i8> ? "int8"
+                                                              : "f32";
+  if constexpr (std::is_same_v<Recipe, bf16>) {
+    lower_recipe<bf16, A, B>(cx, s, n, info, cmds, recipe);
+  } else if (cx.T(s.out).type == dtype::u8) {  // quantize fused (f32 and int8 recipes)
+    lower_recipe<Recipe, A, B, std::uint8_t>(cx, s, n, info, cmds, recipe);
+  } else {
+    lower_recipe<Recipe, A, B>(cx, s, n, info, cmds, recipe);
+  }
+}
 
 }  // namespace graph_ops
 

@@ -45,6 +45,17 @@ void with_rule(op_kind k, F&& f) {
   detail::fail("graph", "no rule for op kind " + std::to_string(int(k)));
 }
 
+/// The rule of op kind K (graph_ops::<op>_rule), for code that names ops at compile time.
+template <op_kind K>
+struct rule_of;
+#define KFUSE_OP_RULE_OF(name)    \
+  template <>                     \
+  struct rule_of<op_kind::name> { \
+    using type = name##_rule;     \
+  };
+KFUSE_GRAPH_OPS(KFUSE_OP_RULE_OF)
+#undef KFUSE_OP_RULE_OF
+
 /// The run-time hooks of a rule, by kind (for the passes).
 inline bool optional_slot(op_kind k, std::size_t slot) {
   bool r = false;

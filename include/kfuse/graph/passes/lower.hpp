@@ -1,17 +1,57 @@
 #pragma once
 // Lowering: each live step becomes the replay commands of its op's rule (the kernels are
 // instantiated here, for arch A and backend B), with its step_info for reports and profiles.
+// The op set (graph/compiler/op_set.hpp) says which rules' lowerings this instantiates: every
+// one, the listed ones, or none (kfuse::runtime's, each defined in its own object).
 #include <algorithm>
 #include <vector>
 
 #include "kfuse/graph/compiler/context.hpp"
+#include "kfuse/graph/compiler/op_set.hpp"
 #include "kfuse/graph/ops/registry.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 
+/// kfuse::runtime's lowering of one op: declared, not defined, here, so that no TU that compiles
+/// plans through prebuilt_ops instantiates it; graph/compiler/prebuilt_lowering.hpp defines it
+/// and src/runtime/ops/ instantiates it, one object per op family and arch.
+template <class Rule, class A, class B>
+void lower_prebuilt(compile_context& cx, const step& s, const node_desc& n, step_info& info,
+                    std::vector<plan_command>& cmds);
+
 template <class A, class B>
+void lower_step(all_ops, compile_context& cx, const step& s, const node_desc& n, step_info& info,
+                std::vector<plan_command>& cmds) {
+  graph_ops::with_rule(
+      s.op, [&](auto rule) { decltype(rule)::template lower<A, B>(cx, s, n, info, cmds); });
+}
+
+template <class A, class B>
+void lower_step(prebuilt_ops, compile_context& cx, const step& s, const node_desc& n,
+                step_info& info, std::vector<plan_command>& cmds) {
+  graph_ops::with_rule(
+      s.op, [&](auto rule) { lower_prebuilt<decltype(rule), A, B>(cx, s, n, info, cmds); });
+}
+
+template <class A, class B, op_kind... K>
+void lower_step(ops<K...> set, compile_context& cx, const step& s, const node_desc& n,
+                step_info& info, std::vector<plan_command>& cmds) {
+  const bool lowered =
+      ((s.op == K ? (graph_ops::rule_of<K>::type::template lower<A, B>(cx, s, n, info, cmds), true)
+                  : false) ||
+       ...);
+  if (!lowered) {
+    const std::string op(op_name(s.op));
+    cx.fail_node(n, "runs op " + op + ", which this plan compiler was not built for (compile<ops<" +
+                        op_set_names(set) + ">>): add op_kind::" + op +
+                        " to the set, or link kfuse::runtime and call kfuse::compile from "
+                        "kfuse/runtime.hpp (it runs every op)");
+  }
+}
+
+template <class A, class B, class Ops>
 void lower_steps(compile_context& cx) {
   for (const step& s : cx.steps) {
     if (!s.alive) continue;
@@ -25,8 +65,7 @@ void lower_steps(compile_context& cx) {
     info.out_type = out.type;
     info.out_layout = out.layout;
     std::vector<plan_command> cmds;
-    graph_ops::with_rule(
-        s.op, [&](auto rule) { decltype(rule)::template lower<A, B>(cx, s, n, info, cmds); });
+    lower_step<A, B>(Ops{}, cx, s, n, info, cmds);
     if (info.kernel.empty()) info.kernel = std::string(op_name(s.op));
     int t = 1;
     for (const plan_command& c : cmds) t = std::max<int>(t, c.threads);

@@ -1,0 +1,4 @@
+// kfuse::runtime: conv2d's dense_i8_to_bf16 lowering (its kernels) for this object's arch.
+#include "conv2d_parts.hpp"
+
+KFUSE_CONV2D_PART(, dense_i8_to_bf16)

@@ -1,0 +1,4 @@
+// kfuse::runtime: the f32 linear lowering (its kernels) for this object's arch.
+#include "linear_parts.hpp"
+
+KFUSE_LINEAR_PART(, f32)
