@@ -189,7 +189,7 @@ void print_plan(const kfuse::plan& p, kfuse::precision prec, double compile_ms) 
               p.threads(), p.threads() == 1 ? "" : "s",
               kfuse::default_pool().size_reason().c_str());
   std::printf("arch: %s\n", r.target.text().c_str());
-  if (!r.dispatch.empty()) std::printf("dispatch: %s\n", r.dispatch.c_str());
+  if (!r.target.dispatch.empty()) std::printf("dispatch: %s\n", r.target.dispatch.c_str());
   std::printf("fusion: %d nodes -> %d steps, %zu fusion%s\n", r.nodes_before, r.nodes_after,
               r.fused.size(), r.fused.size() == 1 ? "" : "s");
   print_list(r.fused, 12);

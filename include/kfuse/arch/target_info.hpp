@@ -19,6 +19,7 @@ struct target_info {
   std::string arch;              // the kfuse arch tag: "avx512_bf16", "sse4", "generic"
   std::string impl;              // the vector impl: "xsimd:avx512bw", "hwy:AVX3_DL", "scalar"
   bool scalar_fallback = false;  // generic because the TU had no SIMD -march flags
+  std::string dispatch;          // why kfuse::runtime picked this arch at run time (else empty)
 
   bool known() const noexcept { return !arch.empty(); }
   /// "avx512_bf16 (xsimd:avx512bw)", "generic (scalar)", or for the fallback

@@ -92,7 +92,6 @@ template <class A, class B, class Ops>
 plan compile_as_given(const graph& g, const compile_options& options, std::string layout_note,
                       const std::string& dispatch) {
   compile_context cx(g, options);
-  cx.d->report.dispatch = dispatch;
   cx.d->run = &run_commands;
   if (!layout_note.empty()) cx.d->report.notes.push_back(std::move(layout_note));
   cx.int8_gemm = graph_ops::gemm_available<i8, A, B>();
@@ -141,13 +140,15 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
         "to 7 bits (|q| <= 63, per output channel) so that its 16-bit pair sums cannot saturate");
   analyze(cx);
   lower_steps<A, B, Ops>(cx);
-  set_target(*cx.d, make_target_info<A>(simd::impl_name<A, B>()));
+  target_info t = make_target_info<A>(simd::impl_name<A, B>());
+  t.dispatch = dispatch;
+  set_target(*cx.d, t);
   plan_memory(*cx.d, cx.views);
   return plan(std::shared_ptr<const plan_data>(cx.d));
 }
 
 /// compile(): the layout choice, then compile_as_given. `dispatch`: how kfuse::runtime chose A
-/// (fusion_report::dispatch).
+/// (target_info::dispatch).
 template <class A, class B, class Ops>
 plan compile_with(const graph& g, const compile_options& options,
                   const std::string& dispatch = {}) {

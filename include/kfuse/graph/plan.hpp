@@ -41,14 +41,11 @@ struct fusion_report {
   int nodes_before = 0;            // graph nodes
   int nodes_after = 0;             // plan steps
   target_info target;              // compile<A, B>: A and simd::impl_name<A, B>()
-  /// How kfuse::runtime chose the arch at run time ("the best tier of ... this CPU runs", or
-  /// "KFUSE_ARCH=avx2"); empty for a plan compiled for the TU's own arch.
-  std::string dispatch;
   /// "arch: avx512_bf16 (xsimd:avx512bw)\nfusion: 8 nodes -> 4 steps\n  fused ...\n"; a plan
   /// compiled for the scalar fallback says "scalar fallback" on its arch line.
   std::string text() const {
     std::string s = "arch: " + target.text() + "\n";
-    if (!dispatch.empty()) s += "dispatch: " + dispatch + "\n";
+    if (!target.dispatch.empty()) s += "dispatch: " + target.dispatch + "\n";
     s += "fusion: " + std::to_string(nodes_before) + " nodes -> " + std::to_string(nodes_after) +
          " steps\n";
     for (const std::string& f : fused) s += "  " + f + "\n";

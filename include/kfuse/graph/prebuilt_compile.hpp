@@ -14,7 +14,7 @@ template <>
 plan compile<arch::native, backend::xsimd>(const graph&, const compile_options&);
 
 namespace detail {
-/// The same with fusion_report::dispatch set (kfuse::runtime's tier entry point).
+/// The same with target_info::dispatch set (kfuse::runtime's tier entry point).
 plan compile_prebuilt(const graph& g, const compile_options& options, const std::string& dispatch);
 }  // namespace detail
 

@@ -230,6 +230,7 @@ class profiler {
     // What the nodes ran on; the scalar fallback says so ("arch: generic (scalar) -- scalar ...").
     out += std::string(target_given_ ? "arch: " : "arch (this TU's default kernels): ") +
            target_.text() + "\n";
+    if (!target_.dispatch.empty()) out += "dispatch: " + target_.dispatch + "\n";
     // Why the pool has its size ("1 thread: 1 core in the affinity mask of 2 online; ...").
     out += "pool: " + default_pool().size_reason() + "\n";
     return out;

@@ -29,15 +29,15 @@ int main() {
     }
   const kfuse::runtime_tier_choice& t = kfuse::runtime_tier();
   if (kfuse::compiled_arch() != "generic" || t.runnable.empty() || t.name != t.runnable.front() ||
-      p.report().target.arch != t.name || p.report().dispatch.find(t.name) != 0) {
+      p.report().target.arch != t.name || p.report().target.dispatch.find(t.name) != 0) {
     std::printf(
         "runtime_plan: this TU is %s, the runtime chose %s (runs: %zu tiers), the plan "
         "is for %s (dispatch: '%s')\n",
         std::string(kfuse::compiled_arch()).c_str(), t.name.c_str(), t.runnable.size(),
-        p.report().target.arch.c_str(), p.report().dispatch.c_str());
+        p.report().target.arch.c_str(), p.report().target.dispatch.c_str());
     return 1;
   }
   std::printf("runtime_plan: %s, plan compiled by kfuse::runtime (dispatch: %s), results match\n",
-              p.report().target.text().c_str(), p.report().dispatch.c_str());
+              p.report().target.text().c_str(), p.report().target.dispatch.c_str());
   return 0;
 }
