@@ -90,11 +90,11 @@ if(TARGET kfuse_run)
   # tier, KFUSE_ARCH's tier, a KFUSE_ARCH that names no tier of the library; under qemu's
   # Nehalem (SSE4.2) and Haswell (AVX2) CPUs the sse4 and avx2 tiers, a CNN and a transformer
   # each checked against PyTorch's outputs (--expect), and a KFUSE_ARCH the CPU lacks.
-  set(cnn_args ${m}.onnx --input x=${m}.input.npy --expect KFUSE_CNN_OUT=${m}.output.npy --reps 1
+  set(cnn_args ${m}.onnx --input x=${m}.input.npy --expect y=${m}.output.npy --reps 1
                --warmup 0 --threads 1 --layout nhwc)
   set(bert_args ${b}.onnx --input input_ids=${b}.input_ids.npy
                 --input attention_mask=${b}.attention_mask.npy
-                --expect KFUSE_BERT_HIDDEN=${b}.hidden.npy --expect KFUSE_BERT_POOLED=${b}.pooled.npy
+                --expect hidden=${b}.hidden.npy --expect pooled=${b}.pooled.npy
                 --reps 1 --warmup 0 --threads 1)
   add_test(NAME onnx:kfuse_run_dispatch_best COMMAND kfuse_run ${cnn_args})
   set_tests_properties(onnx:kfuse_run_dispatch_best PROPERTIES LABELS "ci;cli"
