@@ -461,6 +461,24 @@ void profile_replays(kfuse::replay_buffer& r, const run_args& a) {
   }
 }
 
+/// The largest |x - y| and the largest |x| of a reference x and values y (NaN equals NaN; a NaN
+/// on one side only counts as 1e30).
+struct float_difference {
+  double diff = 0, scale = 0;
+  double relative() const { return diff / std::max(scale, 1e-30); }
+};
+float_difference difference_of(const std::vector<float>& x, const std::vector<float>& y) {
+  float_difference f;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    f.scale = std::max(f.scale, double(std::abs(x[k])));
+    if (x[k] == y[k]) continue;  // infinities too
+    const double e = std::abs(double(x[k]) - double(y[k]));
+    f.diff = std::isnan(e) ? (std::isnan(x[k]) && std::isnan(y[k]) ? f.diff : 1e30)
+                           : std::max(f.diff, e);
+  }
+  return f;
+}
+
 /// --expect: each named output against its golden file; false when one differs by more than the
 /// precision's tolerance (of the golden's largest |value|).
 bool check_expected(const run_args& a, const std::vector<host_tensor>& out) {
@@ -475,17 +493,11 @@ bool check_expected(const run_args& a, const std::vector<host_tensor>& out) {
     if (want.size() != got.size())
       fail("--expect " + name + ": " + file + " holds " + std::to_string(want.size()) +
            " values, the output has " + std::to_string(got.size()));
-    double diff = 0, scale = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      scale = std::max(scale, std::fabs(double(want[i])));
-      const double d = std::fabs(double(got[i]) - double(want[i]));
-      diff = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(diff, d);
-    }
-    const double rel = diff / std::max(scale, 1e-30);
-    const bool pass = rel <= tol;
+    const float_difference f = difference_of(want, got);
+    const bool pass = f.relative() <= tol;
     std::printf(
         "expect: %s: max |diff| %.3g (%.3g of the largest |value| %.3g; tolerance %g): %s\n",
-        name.c_str(), diff, rel, scale, tol, pass ? "ok" : "MISMATCH");
+        name.c_str(), f.diff, f.relative(), f.scale, tol, pass ? "ok" : "MISMATCH");
     ok = ok && pass;
   }
   return ok;
@@ -655,15 +667,7 @@ double outputs_differ(const std::vector<host_tensor>& a, const std::vector<host_
       if (a[i].data != b[i].data) return 1;
       continue;
     }
-    const std::vector<float> x = load_floats(a[i]), y = load_floats(b[i]);
-    double scale = 0, d = 0;
-    for (std::size_t k = 0; k < x.size(); ++k) {
-      scale = std::max(scale, double(std::abs(x[k])));
-      if (x[k] == y[k]) continue;  // infinities too
-      const double e = std::abs(double(x[k]) - double(y[k]));
-      d = std::isnan(e) ? (std::isnan(x[k]) && std::isnan(y[k]) ? d : 1e30) : std::max(d, e);
-    }
-    worst = std::max(worst, d / std::max(scale, 1e-30));
+    worst = std::max(worst, difference_of(load_floats(a[i]), load_floats(b[i])).relative());
   }
   return worst;
 }
