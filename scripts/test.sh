@@ -78,7 +78,9 @@ asan_targets=(kfuse_graph_compiler_$host kernels_eltwise_$host kernels_gemm_$hos
   kernels_reduce_$host kernels_pad  # index walks over any axes
   tools_npy tools_kfuse_run_args  # the .npy reader takes untrusted bytes (fuzz loop, ~1 s)
   # The ONNX importer takes untrusted bytes: its fuzz, error and conformance tests, sanitized.
-  onnx_importer_fuzz_$host onnx_importer_errors_$host onnx_conformance_$host)
+  onnx_importer_fuzz_$host onnx_importer_errors_$host onnx_conformance_$host
+  # kfuse::llm: the GGUF reader (fuzzed headers), the tokenizers, the tiny models.
+  llm_gguf llm_tokenizer llm_model)
 if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally, not in CI's budget
   asan_targets+=(kernels_softmax_$host kernels_norm_$host
     kernels_conv2d_f32_nchw_$host kernels_conv2d_errors_$host

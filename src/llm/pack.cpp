@@ -1,0 +1,257 @@
+#include "pack.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "half.hpp"
+#include "kfuse/error.hpp"
+
+namespace kfuse::llm::detail {
+
+void aligned_free::operator()(std::byte* p) const noexcept { std::free(p); }
+
+aligned_bytes allocate_aligned(std::size_t bytes) {
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return aligned_bytes(static_cast<std::byte*>(p));
+}
+
+bool panel_format_of(std::uint32_t type, panel_format& out) {
+  switch (tensor_type(type)) {
+    case tensor_type::f32:
+      out = panel_format::f32;
+      return true;
+    case tensor_type::f16:
+      out = panel_format::f16;
+      return true;
+    case tensor_type::bf16:
+      out = panel_format::bf16;
+      return true;
+    case tensor_type::q8_0:
+      out = panel_format::q8;
+      return true;
+    case tensor_type::q4_0:
+      out = panel_format::q4;
+      return true;
+    // K-quants: requantized to q8_0 blocks at load (panels.hpp has no K-quant layout yet).
+    case tensor_type::q4_k:
+    case tensor_type::q6_k:
+      out = panel_format::q8;
+      return true;
+    default:
+      return false;
+  }
+}
+
+void throw_unsupported(const gguf_tensor& t) {
+  throw kfuse::error(
+      "tensor '" + t.name + "': type " + tensor_type_name(t.type) +
+      " is not supported (kfuse::llm reads f32, f16, bf16, q8_0, q4_0, q4_k and q6_k)");
+}
+
+namespace {
+float half_at(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Q4_K: 256 values as 8 sub-blocks of 32, each with a 6-bit scale and min (12 packed bytes) of
+// the super-block's f16 d and dmin: value = d sc q - dmin m, q a nibble.
+void dequantize_q4_k(const std::uint8_t* b, float* y) {
+  const float d = half_at(b), dmin = half_at(b + 2);
+  const std::uint8_t* sc = b + 4;
+  const std::uint8_t* q = b + 16;
+  auto scale_min = [&](int j, int& s, int& m) {
+    if (j < 4) {
+      s = sc[j] & 63;
+      m = sc[j + 4] & 63;
+    } else {
+      s = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+      m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+  };
+  for (int chunk = 0; chunk < 4; ++chunk, q += 32) {
+    int s1, m1, s2, m2;
+    scale_min(2 * chunk, s1, m1);
+    scale_min(2 * chunk + 1, s2, m2);
+    for (int l = 0; l < 32; ++l) {
+      y[chunk * 64 + l] = d * float(s1) * float(q[l] & 0xf) - dmin * float(m1);
+      y[chunk * 64 + 32 + l] = d * float(s2) * float(q[l] >> 4) - dmin * float(m2);
+    }
+  }
+}
+
+// Q6_K: 256 values as 16 sub-blocks of 16 with int8 scales of an f16 d; 6-bit values (low
+// nibbles in ql, high two bits in qh) offset by 32.
+void dequantize_q6_k(const std::uint8_t* b, float* y) {
+  const std::uint8_t* ql = b;
+  const std::uint8_t* qh = b + 128;
+  const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
+  const float d = half_at(b + 208);
+  for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, y += 128) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = ((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * float(sc[is]) * float(q1);
+      y[l + 32] = d * float(sc[is + 2]) * float(q2);
+      y[l + 64] = d * float(sc[is + 4]) * float(q3);
+      y[l + 96] = d * float(sc[is + 6]) * float(q4);
+    }
+  }
+}
+
+// One q8_0 block (f16 scale, 32 int8) of 32 floats, as llama.cpp's reference quantizer does.
+void quantize_q8_block(const float* x, std::uint8_t* out) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
+  const std::uint16_t h = f32_to_f16(d);
+  std::memcpy(out, &h, 2);
+  for (int i = 0; i < 32; ++i) out[2 + i] = std::uint8_t(std::int8_t(std::nearbyint(x[i] * id)));
+}
+
+bool is_k_quant(std::uint32_t type) {
+  return type == std::uint32_t(tensor_type::q4_k) || type == std::uint32_t(tensor_type::q6_k);
+}
+}  // namespace
+
+panel_matrix allocate_panels(const gguf_tensor& t, panel_format f) {
+  if (t.dims.size() != 2)
+    throw kfuse::error("tensor '" + t.name + "': expected 2 dimensions, has " +
+                       std::to_string(t.dims.size()));
+  panel_matrix m;
+  m.format = f;
+  m.cols = t.dims[0];
+  m.rows = t.dims[1];
+  if (is_quantized(f) && m.cols % qblock != 0)
+    throw kfuse::error("tensor '" + t.name + "': " + std::to_string(m.cols) +
+                       " columns is not a multiple of 32");
+  m.panels = (m.rows + panel_rows - 1) / panel_rows;
+  m.panel_bytes =
+      is_quantized(f) ? m.cols / qblock * panel_step_bytes(f) : m.cols * panel_step_bytes(f);
+  m.data = allocate_aligned(std::size_t(m.panels * m.panel_bytes));
+  return m;
+}
+
+void pack_panels(const gguf_tensor& t, const panel_matrix& m, std::int64_t p0, std::int64_t p1) {
+  const auto* src = reinterpret_cast<const std::uint8_t*>(t.data);
+  std::vector<std::uint8_t> requantized;  // K-quant rows as q8_0 blocks
+  std::vector<float> row_f32;
+  if (is_k_quant(t.type)) {
+    requantized.resize(std::size_t(panel_rows * (m.cols / qblock) * 34));
+    row_f32.resize(std::size_t(m.cols));
+  }
+  for (std::int64_t p = p0; p < p1; ++p) {
+    if (is_k_quant(t.type)) {
+      for (int r = 0; r < panel_rows && p * panel_rows + r < m.rows; ++r) {
+        dequantize_row(t, p * panel_rows + r, row_f32.data());
+        for (std::int64_t b = 0; b < m.cols / qblock; ++b)
+          quantize_q8_block(row_f32.data() + b * qblock,
+                            requantized.data() + (r * (m.cols / qblock) + b) * 34);
+      }
+    }
+    auto* dst = reinterpret_cast<std::uint8_t*>(m.data.get() + p * m.panel_bytes);
+    std::memset(dst, 0, std::size_t(m.panel_bytes));  // the last panel's padding rows
+    for (int r = 0; r < panel_rows; ++r) {
+      const std::int64_t row = p * panel_rows + r;
+      if (row >= m.rows) break;
+      switch (m.format) {
+        case panel_format::f32:
+        case panel_format::f16:
+        case panel_format::bf16: {
+          const int es = m.format == panel_format::f32 ? 4 : 2;
+          const std::uint8_t* s = src + row * m.cols * es;
+          for (std::int64_t c = 0; c < m.cols; ++c)
+            std::memcpy(dst + (c * panel_rows + r) * es, s + c * es, std::size_t(es));
+          break;
+        }
+        case panel_format::q8: {  // GGUF block: f16 scale, 32 x int8
+          const std::int64_t step = panel_step_bytes(m.format);
+          const std::uint8_t* row_blocks = is_k_quant(t.type)
+                                               ? requantized.data() + r * (m.cols / qblock) * 34
+                                               : src + row * (m.cols / qblock) * 34;
+          for (std::int64_t b = 0; b < m.cols / qblock; ++b) {
+            const std::uint8_t* s = row_blocks + b * 34;
+            std::uint8_t* d = dst + b * step;
+            std::memcpy(d + 2 * r, s, 2);
+            for (int c = 0; c < qblock; ++c)
+              d[2 * panel_rows + (c / 4) * 64 + r * 4 + c % 4] = std::uint8_t(s[2 + c] ^ 0x80);
+          }
+          break;
+        }
+        case panel_format::q4: {  // GGUF block: f16 scale, 16 bytes of nibble pairs (c, c + 16)
+          const std::int64_t step = panel_step_bytes(m.format);
+          for (std::int64_t b = 0; b < m.cols / qblock; ++b) {
+            const std::uint8_t* s = src + (row * (m.cols / qblock) + b) * 18;
+            std::uint8_t* d = dst + b * step;
+            std::memcpy(d + 2 * r, s, 2);
+            for (int j = 0; j < 16; ++j)
+              d[2 * panel_rows + (j / 4) * 64 + r * 4 + j % 4] = s[2 + j];
+          }
+          break;
+        }
+      }
+    }
+  }
+}
+
+void dequantize_row(const gguf_tensor& t, std::int64_t row, float* out) {
+  const std::int64_t cols = t.dims[0];
+  const auto* src = reinterpret_cast<const std::uint8_t*>(t.data);
+  switch (tensor_type(t.type)) {
+    case tensor_type::f32:
+      std::memcpy(out, src + row * cols * 4, std::size_t(cols) * 4);
+      return;
+    case tensor_type::f16:
+    case tensor_type::bf16: {
+      const std::uint8_t* s = src + row * cols * 2;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        std::uint16_t h;
+        std::memcpy(&h, s + 2 * c, 2);
+        out[c] = t.type == std::uint32_t(tensor_type::f16) ? f16_to_f32(h) : bf16_to_f32(h);
+      }
+      return;
+    }
+    case tensor_type::q8_0:
+      for (std::int64_t b = 0; b < cols / qblock; ++b) {
+        const std::uint8_t* s = src + (row * (cols / qblock) + b) * 34;
+        std::uint16_t h;
+        std::memcpy(&h, s, 2);
+        const float d = f16_to_f32(h);
+        for (int c = 0; c < qblock; ++c) out[b * qblock + c] = d * float(std::int8_t(s[2 + c]));
+      }
+      return;
+    case tensor_type::q4_k:
+      for (std::int64_t b = 0; b < cols / 256; ++b)
+        dequantize_q4_k(src + (row * (cols / 256) + b) * 144, out + b * 256);
+      return;
+    case tensor_type::q6_k:
+      for (std::int64_t b = 0; b < cols / 256; ++b)
+        dequantize_q6_k(src + (row * (cols / 256) + b) * 210, out + b * 256);
+      return;
+    case tensor_type::q4_0:
+      for (std::int64_t b = 0; b < cols / qblock; ++b) {
+        const std::uint8_t* s = src + (row * (cols / qblock) + b) * 18;
+        std::uint16_t h;
+        std::memcpy(&h, s, 2);
+        const float d = f16_to_f32(h);
+        for (int j = 0; j < 16; ++j) {
+          out[b * qblock + j] = d * float((s[2 + j] & 15) - 8);
+          out[b * qblock + j + 16] = d * float((s[2 + j] >> 4) - 8);
+        }
+      }
+      return;
+    default:
+      throw_unsupported(t);
+  }
+}
+
+}  // namespace kfuse::llm::detail

@@ -1,0 +1,102 @@
+#pragma once
+// The weight formats the kernels read: a matrix of `rows` outputs x `cols` inputs cut into panels
+// of 16 rows (the last one zero-padded), each panel laid out so that one 64-byte load feeds one
+// SIMD instruction for all 16 rows, with no horizontal reduction:
+//   f32 / f16 / bf16: [col][16 rows]                      (a column of the panel per load)
+//   q8 (from Q8_0):   per 32-column block: 16 f16 scales, then [8 groups of 4 cols][16 rows][4]
+//                     bytes stored as u8 = q + 128 (vpdpbusd multiplies u8 by s8)
+//   q4 (from Q4_0):   per 32-column block: 16 f16 scales, then [4][16 rows][4] bytes; byte t of
+//                     group g holds column 4g+t in its low nibble and 16+4g+t in its high one
+//                     (GGUF's own nibble order), values u8 = q + 8
+// Quantized formats multiply u8 weights by the int8 activations of a 32-column block; the offset
+// (128 or 8) times the block's activation sum is subtracted once per block.
+//
+// Activations are quantized in two int8 levels per 32-value block: x = d (254 hi + lo) with
+// hi = round(x / 254d) and lo the rounded remainder, so ~15 bits of each value survive (one level,
+// llama.cpp's scheme, keeps 8 and costs the logits a cosine of ~0.9998 against fp32). Decoding
+// reads weights at memory speed, so the second vpdpbusd per weight load is free there.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kfuse::llm::detail {
+
+inline constexpr int panel_rows = 16;
+inline constexpr int qblock = 32;
+
+enum class panel_format { f32, f16, bf16, q8, q4 };
+
+inline const char* panel_format_name(panel_format f) {
+  switch (f) {
+    case panel_format::f32:
+      return "f32";
+    case panel_format::f16:
+      return "f16";
+    case panel_format::bf16:
+      return "bf16";
+    case panel_format::q8:
+      return "q8_0";
+    case panel_format::q4:
+      return "q4_0";
+  }
+  return "?";
+}
+inline bool is_quantized(panel_format f) { return f == panel_format::q8 || f == panel_format::q4; }
+
+/// Bytes of one panel's 32-column block (quantized formats) or one panel column (float formats).
+inline std::int64_t panel_step_bytes(panel_format f) {
+  switch (f) {
+    case panel_format::f32:
+      return 4 * panel_rows;
+    case panel_format::f16:
+    case panel_format::bf16:
+      return 2 * panel_rows;
+    case panel_format::q8:
+      return 2 * panel_rows + qblock * panel_rows;
+    case panel_format::q4:
+      return 2 * panel_rows + qblock / 2 * panel_rows;
+  }
+  return 0;
+}
+
+struct aligned_free {
+  void operator()(std::byte* p) const noexcept;
+};
+using aligned_bytes = std::unique_ptr<std::byte[], aligned_free>;
+aligned_bytes allocate_aligned(std::size_t bytes);
+
+struct panel_matrix {
+  panel_format format = panel_format::f32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t panels = 0;
+  std::int64_t panel_bytes = 0;  // stride between panels
+  aligned_bytes data;
+
+  const std::byte* panel(std::int64_t p) const { return data.get() + p * panel_bytes; }
+  /// Bytes a product with one token reads (the padded panels).
+  std::uint64_t bytes() const { return std::uint64_t(panels * panel_bytes); }
+};
+
+/// Two-level int8 activations of `tokens` rows of `cols` values: per token the `cols` high
+/// values, then the `cols` low ones; per 32-value block the unit d and the sum 254 hi + lo.
+struct quantized_rows {
+  const std::int8_t* q = nullptr;
+  const float* scale = nullptr;
+  const std::int32_t* sum = nullptr;
+  std::int64_t q_stride = 0;      // int8 values between tokens (2 cols)
+  std::int64_t block_stride = 0;  // blocks between tokens
+  std::int64_t lo = 0;            // from a token's high values to its low ones (cols)
+};
+inline constexpr int level_ratio = 254;
+
+/// The input of a matrix product: f32 rows (float formats) and / or their quantized form.
+struct activations {
+  const float* x = nullptr;
+  std::int64_t x_stride = 0;
+  quantized_rows xq;
+  int tokens = 1;
+};
+
+}  // namespace kfuse::llm::detail
