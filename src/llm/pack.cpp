@@ -118,6 +118,17 @@ void quantize_q8_block(const float* x, std::uint8_t* out) {
   for (int i = 0; i < 32; ++i) out[2 + i] = std::uint8_t(std::int8_t(std::nearbyint(x[i] * id)));
 }
 
+// dst[c][r] = rows[row0 + r][c] for the `valid` rows of a panel.
+template <class T>
+void transpose_rows(const std::uint8_t* src, std::int64_t cols, std::int64_t row0, int valid,
+                    std::uint8_t* dst) {
+  const T* rows[panel_rows];
+  for (int r = 0; r < valid; ++r) rows[r] = reinterpret_cast<const T*>(src) + (row0 + r) * cols;
+  T* out = reinterpret_cast<T*>(dst);
+  for (std::int64_t c = 0; c < cols; ++c)
+    for (int r = 0; r < valid; ++r) out[c * panel_rows + r] = rows[r][c];
+}
+
 bool is_k_quant(std::uint32_t type) {
   return type == std::uint32_t(tensor_type::q4_k) || type == std::uint32_t(tensor_type::q6_k);
 }
@@ -159,7 +170,15 @@ void pack_panels(const gguf_tensor& t, const panel_matrix& m, std::int64_t p0, s
       }
     }
     auto* dst = reinterpret_cast<std::uint8_t*>(m.data.get() + p * m.panel_bytes);
-    std::memset(dst, 0, std::size_t(m.panel_bytes));  // the last panel's padding rows
+    const int valid = int(std::min<std::int64_t>(panel_rows, m.rows - p * panel_rows));
+    if (valid < panel_rows) std::memset(dst, 0, std::size_t(m.panel_bytes));  // padding rows
+    if (!is_quantized(m.format)) {  // a transpose: 16 row streams in, one sequential stream out
+      if (m.format == panel_format::f32)
+        transpose_rows<std::uint32_t>(src, m.cols, p * panel_rows, valid, dst);
+      else
+        transpose_rows<std::uint16_t>(src, m.cols, p * panel_rows, valid, dst);
+      continue;
+    }
     for (int r = 0; r < panel_rows; ++r) {
       const std::int64_t row = p * panel_rows + r;
       if (row >= m.rows) break;
