@@ -10,8 +10,11 @@ packages=(
   g++-aarch64-linux-gnu qemu-user-static   # the aarch64 cross build runs under qemu
   binutils                                  # nm for the ODR check
   libonnx-dev libprotobuf-dev libonnx-testdata   # kfuse::onnx, kfuse-run and the ONNX conformance test
-  nodejs npm git                            # llama.cpp's tokenizer test vocabularies (npm node-llama-cpp)
+  git
 )
+# npm fetches llama.cpp's tokenizer test vocabularies (npm node-llama-cpp). A Node.js from another
+# source (NodeSource) bundles npm and conflicts with Debian's npm package: install it only when absent.
+if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
 if [[ "${1:-}" == "--peers" ]]; then
   # XNNPACK does not pull in the pthreadpool headers; dnnl's CMake config needs the OpenCL ICD dev files.
   packages+=(libdnnl-dev libopenblas-openmp-dev libxnnpack-dev libpthreadpool-dev ocl-icd-opencl-dev
