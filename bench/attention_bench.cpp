@@ -1,4 +1,4 @@
-// Attention benchmark (issue 15): the fused kernel against the same attention as separate
+// Attention benchmark: the fused kernel against the same attention as separate
 // kfuse kernels (batched_gemm Q.K^T with the scale in its epilogue -> softmax over the rows ->
 // batched_gemm P.V: the S x S scores written and read twice) and against oneDNN (matmul with the
 // scale as an output scale attribute -> softmax_forward -> matmul), batch 1, 12 heads, head dim
@@ -173,8 +173,8 @@ void BM_onednn(benchmark::State& s) {
 #endif
 
 // A small encoder's heads (MiniLM: 12 heads of 32, sequence 128 / 384), the fused kernel with
-// its products in f32 or in bf16 (vdpbf16ps where the arch has it): the attention of issue 15's
-// encoder rows.
+// its products in f32 or in bf16 (vdpbf16ps where the arch has it): the attention of the
+// encoder benchmark's rows.
 template <class Math>
 void BM_encoder_heads(benchmark::State& s) {
   const index_t S = s.range(0), d = 32;

@@ -1,8 +1,8 @@
-// Convolution benchmark (issue 4): kfuse conv2d in NHWC and NCHW vs oneDNN (its best layout:
+// Convolution benchmark: kfuse conv2d in NHWC and NCHW vs oneDNN (its best layout:
 // `any` = blocked, and NHWC; prepacked weights; bias + ReLU as its post-ops) vs XNNPACK (NHWC,
 // pthreadpool), on the ResNet-50 layers at batch 1 and 8, bare and with bias + ReLU, 1 and 2
 // threads, plus the FMA peak measured in the same run. Run through scripts/bench_conv.sh, which
-// prints the table with ratios. FLOP convention of shared/design.md (padded taps counted).
+// prints the table with ratios. FLOP convention: padded taps counted.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 

@@ -1,11 +1,11 @@
-// Low-precision convolutions against f32 on the same layer (issue 16 point 2): kfuse conv2d NHWC
+// Low-precision convolutions against f32 on the same layer: kfuse conv2d NHWC
 // with bias + ReLU in f32 (f32 in and out), bf16 (bf16 in and out, vdpbf16ps where the CPU has
 // it) and int8 (u8 in with a zero point, requantized u8 out, vpdpbusd where the CPU has it), on
 // compute-bound dense layers (3x3 and 1x1, ResNet / MobileNet shapes) and a depthwise 3x3, batch 1
 // and 8, 1 and 2 threads. The machine's probed per-core peaks of the three kinds are printed with
 // the results (kfuse::probe_machine_limits). scripts/bench_conv_lowp.sh prints the table of
 // bf16 / f32 and int8 / f32 throughput against the targets (>= 1.7x, >= 3x).
-// FLOP convention of shared/design.md (padded taps counted; an int8 multiply-add is 2 ops).
+// FLOP convention: padded taps counted; an int8 multiply-add is 2 ops.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -30,7 +30,7 @@ struct layer {
   index_t c, hw, k, rs, pad, groups;
 };
 const layer layers[] = {
-    {64, 56, 64, 3, 1, 1},     // ResNet-18/50 stage 1: the issue's 3x3 64->64
+    {64, 56, 64, 3, 1, 1},     // ResNet-18/50 stage 1: the 3x3 64->64
     {128, 28, 128, 3, 1, 1},   // ResNet stage 2
     {256, 14, 256, 3, 1, 1},   // ResNet stage 3
     {512, 7, 512, 3, 1, 1},    // ResNet stage 4 (7-wide rows: tiles span output rows)

@@ -6,7 +6,7 @@
 //   112 stem output, vs oneDNN).
 // - layers: the depthwise layers of MobileNetV3-small / -large and EfficientNet-B0 at 224x224
 //   (channels, map, kernel, stride as torchvision builds them), batch 1, bias + ReLU, 1 and 2
-//   threads: kfuse NHWC vs XNNPACK (issue 16: kfuse >= 1.2x XNNPACK on every shape).
+//   threads: kfuse NHWC vs XNNPACK (target: kfuse >= 1.2x XNNPACK on every shape).
 // GFLOP/s counter: 2 * N * OH * OW * C * R * S (padded taps counted).
 // Every peer's output is compared with kfuse's once before timing; a mismatch is in the label.
 #include <benchmark/benchmark.h>

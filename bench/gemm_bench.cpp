@@ -23,7 +23,7 @@ using kfuse::index_t;
 struct shape {
   index_t m, n, k;
 };
-// After the square and transformer shapes, the small CNNs' (issue 16): 1x1 convs as GEMMs
+// After the square and transformer shapes, the small CNNs': 1x1 convs as GEMMs
 // (pixels, out, in channels) of MobileNetV3 / EfficientNet-B0, and squeeze-excite GEMVs.
 const shape f32_shapes[] = {
     {1, 4096, 4096}, {8, 4096, 4096},    {64, 1024, 1024},   {128, 768, 3072}, {256, 256, 256},
@@ -103,7 +103,7 @@ void BM_peak_bf16(benchmark::State& st) {
 #if defined(__AVX512VNNI__)
 void BM_peak_int8(benchmark::State& st) {
   const __m512i x = _mm512_set1_epi32(0x01010101);
-  // 12 chains: the measured best for vpdpbusd here (perf-baseline.md)
+  // 12 chains: the measured best for vpdpbusd here
   probe(
       st,
       [&](__m512(&acc)[24]) {

@@ -1,4 +1,4 @@
-# Executor replay overhead (issue 5, point 9): a chain of 1000 relu nodes on 64 floats, replayed
+# Executor replay overhead: a chain of 1000 relu nodes on 64 floats, replayed
 # vs the same kernels called directly vs the plan run op by op. No peers: run with
 #   flock /tmp/kfuse_bench.lock build/<dir>/bench/replay_bench --benchmark_repetitions=5
 kfuse_add_bench(replay_bench SOURCES replay_bench.cpp)

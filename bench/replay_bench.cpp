@@ -1,4 +1,4 @@
-// Replay overhead per node: a chain of 1000 relu nodes on 64 floats (issue 5, point 9).
+// Replay overhead per node: a chain of 1000 relu nodes on 64 floats.
 //   direct      the 1000 kernel calls, kfuse::eltwise(in, out, 64, relu), in place after the first
 //   replay/T    the recorded plan (compiled unfused, T threads), replay()
 //   op_by_op/T  the same plan run without a replay buffer (plan::run: allocation + lookups)

@@ -3,7 +3,7 @@
 # matmul), batch 1, 12 heads, head dim 64, sequence 128 to 4096, 1 and 2 threads; and the
 # decoder's KV-cache step (one query against 128 to 2048 cached positions) next to its memory
 # floor. Prints the CPU, the probed limits and markdown tables of medians (3 repetitions) with
-# the ratios next to issue 15's target (fused >= 1.5x unfused from sequence 512).
+# the ratios next to the target (fused >= 1.5x unfused from sequence 512).
 #   scripts/bench_attention.sh [extra google-benchmark args]
 # Needs Google Benchmark (and oneDNN for its column: scripts/setup.sh --peers).
 set -euo pipefail

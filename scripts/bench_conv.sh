@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue-4 benchmark tables from one command: conv2d (kfuse NHWC / NCHW vs oneDNN `any` and NHWC vs
-# XNNPACK, ResNet-50 layers), then the depthwise (bench/dwconv_bench) and normalization
+# Convolution benchmark tables from one command: conv2d (kfuse NHWC / NCHW vs oneDNN `any` and
+# NHWC vs XNNPACK, ResNet-50 layers), then the depthwise (bench/dwconv_bench) and normalization
 # (bench/norm_bench) benchmarks when those targets exist. Prints markdown tables.
 #
 #   scripts/bench_conv.sh                       # 3 repetitions, min time 0.2 s, medians
@@ -87,7 +87,7 @@ def rep_range(impl_key, t):
     return min(v), max(v)
 
 def verdict(a, b, ka, kb, t, target):
-    """The issue's rule: met at >= target, or at >= 0.97 target when the min-max ranges overlap."""
+    """The verdict rule: met at >= target, or at >= 0.97 target when the min-max ranges overlap."""
     if not a or not b:
         return "-"
     r = a / b

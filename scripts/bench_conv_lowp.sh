@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bf16 and int8 convolutions against f32 on the same layers (issue 16 point 2), one command:
+# bf16 and int8 convolutions against f32 on the same layers, one command:
 # builds bench/conv_lowp_bench (Release, arch native), runs it (REPS repetitions, medians) and
 # prints the CPU, the probed per-core peaks and a markdown table of GFLOP/s (int8: GOP/s) with
 # bf16 / f32 and int8 / f32 next to the targets (>= 1.7x, >= 3x; the depthwise row is

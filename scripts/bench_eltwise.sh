@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds bench/eltwise_bench (Release, -march=native) in its own build directory, runs it with
-# JSON output and prints the markdown table of docs/performance.md.
+# JSON output and prints the markdown table of docs/benchmarks/eltwise.md (summarized in
+# docs/performance.md).
 #
 #   scripts/bench_eltwise.sh                  # 5 repetitions, medians
 #   REPS=9 scripts/bench_eltwise.sh --benchmark_filter='fused|triad|copy'

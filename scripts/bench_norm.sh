@@ -83,7 +83,7 @@ others = [(o, i, t) for (o, i, t) in runs if i not in ("kfuse", "onednn", "loop"
 for key in others:
     print(f"| {key[0]} ({key[1]}) | {key[2]} | {cell(stats(key))} | | | | | | |")
 print()
-print("Targets (issue 4: >= 2x oneDNN and >= 1.0x the loop; >= 0.97x counts when the min-max ranges overlap):")
+print("Targets (>= 2x oneDNN and >= 1.0x the loop; >= 0.97x counts when the min-max ranges overlap):")
 print("\n".join(verdicts))
 print()
 print("Paths: " + "; ".join(sorted({f'{k[0]}/{k[1]}: {v}' for k, v in label.items() if k[2] == 1})))

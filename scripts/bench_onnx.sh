@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real CNNs, kfuse-run against ONNX Runtime in the same run (issue 16's table): MobileNetV3-small
+# Real CNNs, kfuse-run against ONNX Runtime in the same run: MobileNetV3-small
 # and -large, EfficientNet-B0, ResNet-18, a MobileNetV3-small at 1x3x48x192 (a text-line
 # classifier) and the small U-Net (made by scripts/make_real_models.py: torchvision, random
 # weights, fixed seed), batch 1 and 8, 1 and 2 threads. kfuse runs f32 plans in NCHW and in NHWC
@@ -7,7 +7,7 @@
 # f32 plan from --compare-fp32) in NHWC; ONNX Runtime (npm onnxruntime-node via
 # bench/ort/ort_run.js, intraOpNumThreads = the same count) runs f32 on the same shape. Prints
 # the CPU, kfuse's probed limits, ONNX Runtime's per-call overhead from node, and a markdown
-# table of medians with the ratios next to issue 16's targets (fp32 <= 0.8x ONNX Runtime's time,
+# table of medians with the ratios next to the targets (fp32 <= 0.8x ONNX Runtime's time,
 # bf16 <= 0.5x, int8 <= 0.35x). kfuse-run's default --split auto runs batch 8 on 2 threads as two
 # one-thread parts of batch 4 where that is faster ("(split)" in the cell; the parts' compile
 # time is added to the last column).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Transformer encoders, kfuse-run against ONNX Runtime in the same run (issue 15): the
+# Transformer encoders, kfuse-run against ONNX Runtime in the same run: the
 # MiniLM-L6- and BERT-base-shaped encoders of scripts/make_transformer_models.py (random weights,
 # fixed seed), int64 token ids and a padding mask from .npy files, sequence 128 and 384, batch 1
 # and 8, 1 and 2 threads; kfuse in fp32, bf16 and int8 (calibrated on the run's own input: the
@@ -8,7 +8,7 @@
 # CPU, ONNX Runtime's per-call overhead from node, and a markdown table of medians with the
 # ratios next to the targets (fp32 <= 0.9x ONNX Runtime's time, bf16 <= 0.5x, int8 <= 0.4x).
 #   scripts/bench_transformers.sh [model ...]        (default: bert_layer minilm_l6 bert_base)
-# bert_layer is one BERT-base encoder layer (issue 15's one-layer row).
+# bert_layer is one BERT-base encoder layer.
 # BERT-base's batch-8 sequence-384 rows take 3 repetitions (one call is seconds on one core).
 # Needs the peers (scripts/setup.sh --peers). Serialized with flock on /tmp/kfuse_bench.lock.
 set -euo pipefail

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Compile time of typical user TUs and of the default package, written as docs/compile_time.md
+# Compile time of typical user TUs and of the default package, written as docs/benchmarks/compile_time_latest.md
 # (with the CPU and compiler). Usage:
-#   scripts/compile_times.sh [--out docs/compile_time.md]
+#   scripts/compile_times.sh [--out docs/benchmarks/compile_time_latest.md]
 # User TUs: g++ -std=c++20 -march=native -I include, one compile at a time. The package: a clean
 # build folder (Release; tests, benchmarks and examples off) built with ninja -j2, each
 # translation unit's time read from ninja's log. The machine should be otherwise idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=docs/compile_time.md
+out=docs/benchmarks/compile_time_latest.md
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;

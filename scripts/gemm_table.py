@@ -1,5 +1,5 @@
 """Turns the GEMM benchmark JSON (kfuse, peers, peak probes) into the markdown tables of
-docs/performance.md: medians, the min-max range of the repetitions, the issue's target per row and
+docs/benchmarks/gemm.md: medians, the min-max range of the repetitions, the target per row and
 whether it is met (a ratio >= 0.97 counts as met when the min-max ranges of the two overlap)."""
 import json
 import sys

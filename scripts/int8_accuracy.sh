@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The int8 accuracy of the benchmark models on any CPU (issue 15 point 3, issue 16 point 6):
+# The int8 accuracy of the benchmark models on any CPU:
 # bench/int8_accuracy compiles each model's calibrated int8 plan for arch generic (kfuse's int8
 # arithmetic without vpdpbusd, exact and arch-independent) and its f32 plan for this CPU, and
 # prints cosine, errors and top-1 agreement per output. Models: the CNNs of

@@ -9,7 +9,7 @@ dynamic batch dimension named "batch".
   resnet18.onnx            torchvision ResNet-18, 3x224x224
   unet_small.onnx          a small U-Net (ConvTranspose up-sampling, Resize, skip concats), 3x64x64
   mobilenet_v3_textline.onnx  MobileNetV3-small at 3x48x192 (a text-line classifier's input), 4 classes
-  mobilenet_v3_large.onnx  torchvision MobileNetV3-large, 3x224x224 (issue 16's benchmark)
+  mobilenet_v3_large.onnx  torchvision MobileNetV3-large, 3x224x224 (the CNN benchmark)
   efficientnet_b0.onnx     torchvision EfficientNet-B0 (SiLU, squeeze-excite), 3x224x224
 Each model also gets MODEL.input.npy (batch 1, seed 7) and MODEL.torch.npy (PyTorch's output on
 it). Files present are kept (delete OUT_DIR to rebuild)."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the ONNX conformance test (Debian's libonnx-testdata node cases of issue 14's operators,
+# Runs the ONNX conformance test (Debian's libonnx-testdata node cases of the importer's operators,
 # fp32, NCHW and NHWC) and writes its per-op table into docs/onnx.md between the markers
 # "<!-- conformance:begin -->" and "<!-- conformance:end -->".
 #   scripts/onnx_conformance.sh [build dir, default build/dev]

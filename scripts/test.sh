@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one test command (README; .ci/run calls exactly this).
-#   scripts/test.sh          install deps, check format, build, run the covering set (ctest -L ci),
-#                            an AddressSanitizer+UBSan build of it, a ThreadSanitizer build of the
-#                            threading tests, the -march example matrix and the aarch64 smoke tests
+#   scripts/test.sh          install deps, check format and words (scripts/check_words.sh), build,
+#                            run the covering set (ctest -L ci), an AddressSanitizer+UBSan build
+#                            of it, a ThreadSanitizer build of the threading tests, the -march
+#                            example matrix and the aarch64 smoke tests
 #   scripts/test.sh --full   additionally builds and runs the full product (ctest -L full)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +47,7 @@ if [[ -n "$files" ]]; then
   clang-format --dry-run -Werror $files
 fi
 echo "format: $(echo "$files" | wc -w) files clean"
+scripts/check_words.sh
 # catch_discover_tests splits a test name at ';' and ctest then runs a filter that matches
 # nothing, which Catch2 v2 reports as "No tests ran" with exit code 0: such a test never runs.
 if git grep -nE '(TEST_CASE|SECTION)\("[^"]*;' -- tests; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15 point 3 on this CPU: the encoders of scripts/make_transformer_models.py at batch 1,
+# The encoders' accuracy on this CPU: the encoders of scripts/make_transformer_models.py at batch 1,
 # sequence 128 and 384. fp32: kfuse-run's outputs against ONNX Runtime's (npm
 # onnxruntime-node, the golden outputs), max |kfuse - ORT| over the output's max |ORT| (target
 # <= 1e-4); bf16 and int8 plans (int8 calibrated on the same input): `kfuse-run --compare-fp32`,

@@ -1,4 +1,4 @@
-// Copied from the shared benchmark tooling (shared/ort/ort_run.js) so that a clean clone can run
+// Part of the repository so that a clean clone can run
 // scripts/bench_threading.sh (which also reads the mean it adds to the latency line); install
 // onnxruntime-node with scripts/setup.sh --peers.
 // ONNX Runtime (npm onnxruntime-node, CPU EP) as a same-run peer: golden outputs and timing.

@@ -308,7 +308,7 @@ struct mobile_weights {
 };
 
 /// Input x: (1, 3, 224, 224) stored NHWC; output: logits [1, classes]. Batch 1 only: the
-/// squeeze-excite multiply is a per-channel operand (a per-image gate is issue 10's work).
+/// squeeze-excite multiply is a per-channel operand.
 inline kfuse::graph build_mobile(const mobile_weights& m) {
   const index_t batch = 1;
   using M = mobile_weights;

@@ -1,4 +1,4 @@
-// gemm, f32 and bf16 recipes: random shapes from the size set, both B layouts, fused
+// gemm, f32 and bf16 recipes: random shapes from the test's size set, both B layouts, fused
 // epilogues (bias, activations, residual add, quantize to i8, a user stage), every backend of the
 // arch under test, against a double-precision reference computed from the exact stored inputs.
 #include "kfuse/kernels/gemm/gemm.hpp"

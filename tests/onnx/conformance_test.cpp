@@ -1,4 +1,4 @@
-// ONNX conformance: Debian's libonnx-testdata node cases of every operator issue 14 lists,
+// ONNX conformance: Debian's libonnx-testdata node cases of every operator listed below,
 // loaded, compiled and replayed in fp32, NCHW and NHWC, against ONNX's expected outputs with
 // ONNX's backend-test tolerances (rtol 1e-3, atol 1e-7; float32 outputs). Each case ends as
 // passed, or unsupported with the importer's error (a kfuse::error naming the limitation), or
@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The operators of issue 14's point 2 (and issue 15's, as they land).
+// The operators the importer supports (added here as they land).
 const std::set<std::string> listed = {
     "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
     "Mean", "Sum", "Sqrt", "Reciprocal", "Exp", "Log", "Erf", "Neg", "Abs", "Floor", "Ceil", "Sign",
@@ -44,7 +44,7 @@ const std::set<std::string> listed = {
     "Size", "Cast", "Constant", "ConstantOfShape", "Range", "Identity", "Dropout", "QuantizeLinear",
     "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger",
     "DynamicQuantizeLinear",
-    // issue 15's, as they land
+    // transformer encoders
     "Transpose"};
 
 const fs::path data_root = "/usr/share/libonnx-testdata/data/node";

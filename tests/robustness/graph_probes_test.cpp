@@ -1,5 +1,5 @@
 // Bad graphs and bindings, and NaN through whole plans: the executor's side of the robustness
-// issue's probes. Each case expects a kfuse::error naming the tensor / node / binding, or the
+// probes. Each case expects a kfuse::error naming the tensor / node / binding, or the
 // documented result (docs/robustness.md).
 #include <cfloat>
 #include <thread>

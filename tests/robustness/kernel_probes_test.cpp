@@ -1,4 +1,4 @@
-// Bad arguments to the kernels: each case of the robustness issue's probes (and their
+// Bad arguments to the kernels: each case of the robustness probes (and their
 // neighbours) gives a kfuse::error naming the kernel and the problem, or the documented result.
 // Sizes that overflow, null spans, every forbidden overlap, invalid quantization parameters,
 // empty tensors. docs/robustness.md lists the rules these check.

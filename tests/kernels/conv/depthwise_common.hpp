@@ -30,7 +30,7 @@ inline kfuse::conv_shape dw_shape(index_t c, index_t h, index_t w, index_t r, in
   return cs;
 }
 
-/// The shape set: odd channel counts, H/W 1, 7, 28, 33, strides 1-2, dilation 2,
+/// The depthwise test shapes: odd channel counts, H/W 1, 7, 28, 33, strides 1-2, dilation 2,
 /// asymmetric pads, kernels 1x1 / 3x3 / 5x5, batch 2.
 inline std::vector<kfuse::conv_shape> dw_shapes() {
   return {

@@ -1,4 +1,4 @@
-// depthwise_conv2d, f32 recipe: every shape of the set in both layouts, fused epilogues
+// depthwise_conv2d, f32 recipe: every shape of dw_shapes() in both layouts, fused epilogues
 // (bare, bias + relu, residual add, a user stage, an out-of-line user stage, bias + quantize
 // to i8), every backend of the
 // arch under test, thread-count invariance and the error paths.

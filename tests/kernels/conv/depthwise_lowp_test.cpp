@@ -1,4 +1,4 @@
-// depthwise_conv2d, bf16 and i8 recipes: every shape of the set in both layouts, against
+// depthwise_conv2d, bf16 and i8 recipes: every shape of dw_shapes() in both layouts, against
 // the double reference computed from the exact stored inputs.
 //  bf16: bf16 activations, f32 (rounded to bf16 when packed) or bf16 weights, f32 compute; bf16
 //        or f32 outputs (one bf16 ulp).

@@ -36,7 +36,7 @@ struct conv_shape {
     return r == 1 && s == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 && pad_left == 0 &&
            pad_bottom == 0 && pad_right == 0 && groups == 1;
   }
-  /// FLOP convention of shared/design.md: padded taps counted.
+  /// FLOP convention: padded taps counted.
   constexpr double flops() const noexcept {
     return 2.0 * double(n) * double(out_h()) * double(out_w()) * double(k) * double(c / groups) *
            double(r) * double(s);

@@ -48,11 +48,11 @@ struct winograd_tiles {
   constexpr origin at(index_t g) const { return {g / (th * tw), g / tw % th * 4, g % tw * 4}; }
 };
 
-/// Where it pays (Zen 4 measurements in docs/performance.md): at least 16 channels in and out (the
-/// transforms cost per channel what ~16 multiply-adds of the GEMM do), and at least 16 tiles per
-/// call, so that each transformed weight (36/9 = 4x the direct weights' bytes) is used by enough
-/// tiles to keep the GEMM compute-bound (ResNet-18's 7x7 x 512 layers at batch 1 have 4 tiles
-/// and stay direct).
+/// Where it pays (Zen 4 measurements in docs/benchmarks/small_cnns.md): at least 16 channels in
+/// and out (the transforms cost per channel what ~16 multiply-adds of the GEMM do), and at least
+/// 16 tiles per call, so that each transformed weight (36/9 = 4x the direct weights' bytes) is
+/// used by enough tiles to keep the GEMM compute-bound (ResNet-18's 7x7 x 512 layers at batch 1
+/// have 4 tiles and stay direct).
 constexpr bool winograd_pays(const conv_shape& s) {
   if (!winograd_shape(s) || s.c < 16 || s.k < 16) return false;
   return winograd_tiles(s).count(s.n) >= 16;
