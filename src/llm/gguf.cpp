@@ -286,6 +286,18 @@ gguf_file& gguf_file::operator=(gguf_file&& o) noexcept {
   // Moving a vector keeps its buffer and the mapping does not move: tensor pointers stay valid.
   return *this;
 }
+void gguf_file::prefault() const {
+  if (!mapping_) return;
+#ifdef MADV_POPULATE_READ
+  if (::madvise(mapping_, size_, MADV_POPULATE_READ) == 0) return;
+#endif
+  ::madvise(mapping_, size_, MADV_WILLNEED);
+}
+
+void gguf_file::release_pages() const {
+  if (mapping_) ::madvise(mapping_, size_, MADV_DONTNEED);
+}
+
 gguf_file::~gguf_file() {
   if (mapping_) ::munmap(mapping_, size_);
 }

@@ -95,9 +95,7 @@ std::vector<float> to_f32(const gguf_tensor& t) {
 }  // namespace
 
 void model::impl::embed(std::int32_t token, float* out) const {
-  gguf_tensor t = embedding_info;
-  t.data = embedding.data();
-  detail::dequantize_row(t, token, out);
+  detail::dequantize_row(embedding_info, token, out);
 }
 
 model model::load(const std::string& path, const load_options& opt) {
@@ -163,6 +161,7 @@ model model::load(const std::string& path, const load_options& opt) {
   I.kernels = &detail::select_kernels(I.kernel_reason);
 
   const auto t_repack = clock::now();
+  f.prefault();
   thread_pool pool;
   auto parallel = [&](std::int64_t n, auto&& fn) {
     pool.parallel_for(0, n, 16, [&](range r, int) { fn(r.begin, r.end); });
@@ -188,9 +187,9 @@ model model::load(const std::string& path, const load_options& opt) {
   }
   I.output_norm = to_f32(out_norm);
   I.output = detail::pack_matrix(head ? *head : embd, parallel);
-  I.embedding.assign(embd.data, embd.data + embd.bytes);
-  I.embedding_info = embd;
-  I.embedding_info.data = nullptr;  // the copy above; the mapping goes away with `f`
+  I.embedding_info = embd;  // its data stays valid: the mapping moves, its address does not
+  f.release_pages();
+  I.file.emplace(std::move(f));
   const auto t1 = clock::now();
   I.repack_seconds = std::chrono::duration<double>(t1 - t_repack).count();
   I.load_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -214,7 +213,7 @@ std::uint64_t model::bytes_per_token() const {
   for (const auto& L : impl_->layers)
     for (const auto* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
       b += w->bytes();
-  b += std::uint64_t(impl_->embedding.size() / std::size_t(impl_->config.n_vocab));
+  b += std::uint64_t(impl_->embedding_info.bytes / std::uint64_t(impl_->config.n_vocab));
   return b;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // What a loaded model holds: the config, the repacked weights, the tokenizer, the kernel table.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,9 @@ struct model::impl {
   std::vector<layer_weights> layers;
   std::vector<float> output_norm;
   detail::panel_matrix output;  // the head (token_embd's panels when tied)
-  // The embedding table in its file format (rows looked up one token at a time).
-  std::vector<std::byte> embedding;
+  // The embedding table in its file format, read in place from the mapped file (rows are looked
+  // up one token at a time: copying it would cost the load a pass over the whole table).
+  std::optional<gguf_file> file;
   gguf_tensor embedding_info;
   double load_seconds = 0, repack_seconds = 0;
 

@@ -1,8 +1,9 @@
 #pragma once
 // A decoder LLM loaded from a GGUF file: llama (Llama 2/3, TinyLlama, SmolLM) and qwen2
 // architectures, F32 / F16 / BF16 / Q8_0 / Q4_0 weights. Weights are repacked once at load into
-// the kernels' 16-row panels (dequantization stays fused into the dot products); the file is
-// unmapped afterwards. One model serves any number of sessions (kfuse/llm/session.hpp).
+// the kernels' 16-row panels (dequantization stays fused into the dot products); the file stays
+// mapped for the token embedding, whose rows are read in place. One model serves any number of
+// sessions (kfuse/llm/session.hpp).
 //
 //   kfuse::llm::model m = kfuse::llm::model::load("qwen2.5-0.5b-q8_0.gguf");
 //   std::printf("%s, %d layers, load %.2f s\n", m.config().arch.c_str(), m.config().n_layer,
