@@ -82,6 +82,9 @@ struct session::impl {
         K(*M.kernels),
         c(M.config),
         pool(opt.threads > 0 ? thread_pool(opt.threads) : thread_pool()) {
+    if (opt.threads < 0)
+      throw kfuse::error("session: threads = " + std::to_string(opt.threads) +
+                         " (0 uses the cores this process may use, N > 0 exactly N)");
     n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(c.n_ctx_train, 4096);
     if (opt.n_ctx < 0 || n_ctx > (1 << 20))
       throw kfuse::error("session: n_ctx " + std::to_string(opt.n_ctx) + " is out of range");

@@ -175,6 +175,7 @@ TEST_CASE("llm model: bad calls are clear errors and change nothing", "[llm][mod
   const auto tm = make_tiny_model(s, "kfuse_llm_errors.gguf");
   const model m = model::load(tm.path.string());
   session sess(m, {.n_ctx = 8});
+  CHECK_THROWS_WITH(session(m, {.threads = -2}), Contains("session: threads = -2"));
   CHECK_THROWS_WITH(sess.prefill({}), Contains("empty prompt"));
   const std::vector<int> bad{1, tm.n_vocab};
   CHECK_THROWS_WITH(sess.prefill(bad), Contains("token 1 has id " + std::to_string(tm.n_vocab)) &&

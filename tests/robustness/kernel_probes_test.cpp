@@ -239,3 +239,30 @@ TEST_CASE("probes: NaN in a softmax, layer_norm or max-pool window reaches its o
   // x[27] is channel 1, row 1, column 2: the window (0, 1) of channel 1
   for (std::size_t i = 0; i < out.size(); ++i) CHECK(std::isnan(out[i]) == (i == 4 + 1));
 }
+
+TEST_CASE("probes: a negative thread count is an error naming the kernel", "[robustness]") {
+  if (!cpu_can_run()) return;
+  const kfuse::run_options bad{-4};
+  std::vector<float> x(64, 1.f), y(64);
+  CHECK_THROWS_WITH(kfuse::eltwise<test_arch>(x.data(), y.data(), 64, epilogue<kfuse::relu>{}, bad),
+                    Contains("eltwise: threads = -4"));
+  using G = kfuse::gemm<kfuse::f32, test_arch>;
+  std::vector<float> wk(16, 1.f);
+  const auto pw = G::pack(wk.data(), 4, 4, kfuse::b_layout::kn);
+  CHECK_THROWS_WITH(G::run(x.data(), 4, 4, pw, y.data(), 4, epilogue<>{}, bad),
+                    Contains("gemm: threads = -4"));
+  kfuse::conv_shape s;
+  s.c = s.k = 4;
+  s.h = s.w = 3;
+  s.r = s.s = 3;
+  std::vector<float> cw(4 * 4 * 9, 0.1f);
+  using C = kfuse::conv2d<kfuse::f32, kfuse::nhwc, test_arch>;
+  const auto pc = C::pack(cw.data(), s);
+  CHECK_THROWS_WITH(
+      C::run(kfuse::view<kfuse::nhwc>(static_cast<const float*>(x.data()), {1, 4, 3, 3}), pc,
+             kfuse::view<kfuse::nhwc>(y.data(), {1, 4, 1, 1}), epilogue<>{}, bad),
+      Contains("conv2d: threads = -4"));
+  CHECK(y[0] == 0.f);  // nothing written
+  CHECK_THROWS_WITH(kfuse::pool_threads(-1, "my_kernel"), Contains("my_kernel: threads = -1"));
+  CHECK_THROWS_WITH(kfuse::thread_pool(-2), Contains("thread_pool: threads = -2"));
+}

@@ -176,7 +176,7 @@ struct attention_kernel {
     detail::slot_cursor measure;
     carve(p, measure);
     const std::size_t each = measure.used();
-    const int threads = detail::workspace_threads(name, ws, each, pool_threads(opt.threads));
+    const int threads = detail::workspace_threads(name, ws, each, pool_threads(opt.threads, "attention"));
     info.threads = int(std::min<index_t>(threads, items));
     parallel_for(
         0, items, 1,
@@ -193,7 +193,7 @@ struct attention_kernel {
   template <class T>
   static run_info run(const T* q, const T* k, const T* v, const float* bias, T* out,
                       const problem& p, const run_options& opt = {}) {
-    const workspace_buffer ws(workspace_size(p, pool_threads(opt.threads)));
+    const workspace_buffer ws(workspace_size(p, pool_threads(opt.threads, "attention")));
     return run(q, k, v, bias, initialize(p), out, ws, opt);
   }
 

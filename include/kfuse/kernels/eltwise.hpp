@@ -76,7 +76,7 @@ run_info eltwise_rows(const In* in, Out* out, index_t rows, index_t row_len, ind
     rows = (total + target - 1) / target;
   }
   const index_t rows_per_chunk = std::max<index_t>(1, target / std::max<index_t>(row_len, 1));
-  const int pool = pool_threads(opt.threads);
+  const int pool = pool_threads(opt.threads, "eltwise");
   const int used = int(std::min<index_t>(pool, (rows + rows_per_chunk - 1) / rows_per_chunk));
   parallel_for(
       0, rows, rows_per_chunk,

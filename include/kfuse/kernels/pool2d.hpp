@@ -269,7 +269,7 @@ struct pool2d : image_kernel_types<Layout, Ep> {
   static run_info run(tensor_view<In, Layout> in, const pool_shape& s, tensor_view<Out, Layout> out,
                       const Ep& ep = {}, const run_options& opt = {}, std::int32_t zero_point = 0) {
     const packed p = initialize(s);
-    const workspace_buffer ws = detail::own_workspace<pool2d>(s, pool_threads(opt.threads));
+    const workspace_buffer ws = detail::own_workspace<pool2d>(s, pool_threads(opt.threads, "pool2d"));
     return run(in, p, out, ep, ws.view(), opt, zero_point);
   }
 
@@ -334,7 +334,7 @@ struct pool2d : image_kernel_types<Layout, Ep> {
     const T* x = in.data;
     Out* y = out.data;
     const std::size_t slot = slot_bytes(s);
-    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
+    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads, "pool2d"));
     run_info info{k, A::name, simd::impl_name<A, B>(), "", 1};
     if (s.global) {
       info.micro_kernel = is_max ? "global max" : "global avg";

@@ -101,7 +101,7 @@ struct max_pool_indices_kernel {
           }
         },
         opt.threads);
-    return run_info{name, "any", "scalar", "windows", pool_threads(opt.threads)};
+    return run_info{name, "any", "scalar", "windows", pool_threads(opt.threads, "pool2d")};
   }
 };
 

@@ -14,7 +14,7 @@ struct run_info {
 
 /// Per-call options shared by kernels.
 struct run_options {
-  int threads = 0;  // 0: every thread of the pool
+  int threads = 0;  // 0: every thread of the pool, N > 0: at most N; negative: kfuse::error
 };
 
 }  // namespace kfuse

@@ -398,7 +398,7 @@ run_info softmax_impl(const In* in, Out* out, index_t outer, index_t axis, index
   if (n == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "none", 0};
   // ~64 KiB of input per chunk of work: amortizes the hand-off, still balances.
   constexpr index_t target = index_t(1) << 14;
-  const int pool = pool_threads(opt.threads);
+  const int pool = pool_threads(opt.threads, "softmax");
   if (inner == 1) {
     const bool online = so.method == softmax_method::online ||
                         (so.method == softmax_method::automatic && axis > softmax_cached_row_limit);

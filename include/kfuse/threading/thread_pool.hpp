@@ -49,11 +49,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/error.hpp"
 #include "kfuse/threading/backoff.hpp"
 #include "kfuse/threading/cpu_budget.hpp"
 #include "kfuse/types/elem.hpp"
@@ -119,7 +121,7 @@ class thread_pool {
  public:
   /// `threads` counts the calling thread: thread_pool(2) starts one worker.
   explicit thread_pool(int threads)
-      : thread_pool(thread_budget{std::max(1, threads),
+      : thread_pool(thread_budget{checked_size(threads),
                                   std::to_string(std::max(1, threads)) + " threads: asked for",
                                   {}}) {}
   /// The default size (current_thread_budget()); prints KFUSE_NUM_THREADS's warning, if any.
@@ -215,6 +217,13 @@ class thread_pool {
   }
 
  private:
+  static int checked_size(int threads) {
+    if (threads < 0)
+      throw error("thread_pool: threads = " + std::to_string(threads) +
+                  " (0 or 1: the calling thread alone, N > 1: N - 1 workers)");
+    return std::max(1, threads);
+  }
+
   struct job {
     index_t begin, end, grain, chunks;
     int threads;
@@ -407,8 +416,12 @@ inline thread_pool& default_pool() {
   return pool;
 }
 
-/// Threads a call asking for `requested` (0: all) gets from the default pool.
-inline int pool_threads(int requested) {
+/// Threads a call asking for `requested` (0: all) gets from the default pool; kfuse::error naming
+/// `who` (the kernel or option) for a negative count, as compile() does.
+inline int pool_threads(int requested, std::string_view who = "run_options") {
+  if (requested < 0)
+    throw error(std::string(who) + ": threads = " + std::to_string(requested) +
+                " (0 uses every thread of the pool, N > 0 at most N)");
   const int size = default_pool().size();
   return requested > 0 ? std::min(requested, size) : size;
 }

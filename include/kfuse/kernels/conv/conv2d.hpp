@@ -245,7 +245,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     s.n = x.dims.n;
     const workspace_buffer ws = w.empty()
                                     ? workspace_buffer{}
-                                    : detail::own_workspace<conv2d>(s, pool_threads(opt.threads));
+                                    : detail::own_workspace<conv2d>(s, pool_threads(opt.threads, "conv2d"));
     return run(x, w, y, ep, ws.view(), opt, x_zero_point);
   }
 
@@ -323,7 +323,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     conv_shape sh = s;
     sh.n = x.dims.n;
     const std::size_t slot = w.path_ == detail::conv_path::depthwise ? 0 : slot_bytes(sh);
-    const int pool = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
+    const int pool = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads, "conv2d"));
     switch (w.path_) {
       case detail::conv_path::depthwise: {
         const run_info di = depthwise::run(x, w.dw_, y, ep, ws, opt, x_zero_point);

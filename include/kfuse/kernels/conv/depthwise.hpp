@@ -382,7 +382,7 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
     s.n = in.dims.n, s.h = in.dims.h, s.w = in.dims.w;
     const workspace_buffer ws =
         p.empty() ? workspace_buffer{}
-                  : detail::own_workspace<depthwise_conv2d>(s, pool_threads(opt.threads));
+                  : detail::own_workspace<depthwise_conv2d>(s, pool_threads(opt.threads, "depthwise_conv2d"));
     return run(in, p, out, ep, ws.view(), opt, in_zero_point);
   }
 
@@ -438,7 +438,7 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
     Out* y = out.data;
     const float* wp = p.w.data();
     const std::size_t slot = slot_bytes(s);
-    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads));
+    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads, "depthwise_conv2d"));
     run_info info{k, A::name, simd::impl_name<A, B>(), "", 1};
     if constexpr (std::is_same_v<Layout, nhwc>) {
       const index_t rows = g.n * g.oh;

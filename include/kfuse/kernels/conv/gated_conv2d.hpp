@@ -135,7 +135,7 @@ struct gated_conv2d {
     const conv_shape& s = w.shape_;
     const index_t n = y.dims.n, hw = s.h * s.w, whole = numel(y.dims);
     const std::size_t slot = slot_bytes(w);
-    const int threads = workspace_threads("conv2d", ws, slot, pool_threads(opt.threads));
+    const int threads = workspace_threads("conv2d", ws, slot, pool_threads(opt.threads, "conv2d"));
     const index_t rows = gated_block_rows(hw, s.c, MR, threads), blocks = (hw + rows - 1) / rows;
     parallel_for(
         0, n * blocks, 1,

@@ -238,7 +238,7 @@ struct batched_gemm {
     if (K == 0) detail::fail(kn, "K is 0 (an empty sum): nothing defines the output");
 
     const std::size_t each = slot_bytes(p);
-    const int threads = detail::workspace_threads(kn, ws, each, pool_threads(opt.threads));
+    const int threads = detail::workspace_threads(kn, ws, each, pool_threads(opt.threads, "batched_gemm"));
     constexpr int NR = config::nr;
     const index_t panels = (N + NR - 1) / NR;
     // Enough items for every thread; each item keeps whole panels so B is packed once per item.
@@ -269,7 +269,7 @@ struct batched_gemm {
   template <class TA, class TB, class Out>
   static run_info run(const TA* a, const TB* b, Out* c, const problem& p, const Ep& ep = {},
                       const run_options& opt = {}, std::int32_t a_zero_point = 0) {
-    const int threads = pool_threads(opt.threads);
+    const int threads = pool_threads(opt.threads, "batched_gemm");
     const workspace_buffer ws(workspace_size(p, threads));
     return run(a, b, initialize(p), c, ep, ws, opt, a_zero_point);
   }

@@ -483,7 +483,7 @@ struct gemm {
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(), 1};
     if (M == 0) return info;
 
-    const int threads = pool_threads(opt.threads);
+    const int threads = pool_threads(opt.threads, "gemm");
 #if KFUSE_AMX
     if constexpr (has_amx) {
       if (uses_amx(M, w)) {
