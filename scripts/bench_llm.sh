@@ -55,6 +55,6 @@ rm -f "$out"/*.txt
       done
     done
   done
-  "$bench" -m "$md/${models[0]}.gguf" -p 0 -n 1 -r 1 -t 1 2>&1 | grep -iE "cpu|build" | head -5 >"$out/llama_build.txt" || true
+  "$bench" -m "$md/${models[0]}.gguf" -p 0 -n 1 -r 1 -t 1 2>&1 | grep -E "^build:" | head -1 >"$out/llama_build.txt" || true
 ) 9>/tmp/kfuse_bench.lock
 /usr/bin/python3 scripts/llm/bench_table.py "$out" "$md" "${models[@]}" | tee docs/benchmarks/llm.md
