@@ -18,7 +18,8 @@ if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
 if [[ "${1:-}" == "--peers" ]]; then
   # XNNPACK does not pull in the pthreadpool headers; dnnl's CMake config needs the OpenCL ICD dev files.
   packages+=(libdnnl-dev libopenblas-openmp-dev libxnnpack-dev libpthreadpool-dev ocl-icd-opencl-dev
-    libtorch-dev python3-torch python3-torchvision python3-onnx python3-numpy util-linux)
+    libtorch-dev python3-torch python3-torchvision python3-onnx python3-numpy util-linux
+    python3-matplotlib)   # python3-matplotlib: scripts/zoo_table.py's plot
   packages+=(python3-numpy)   # llama.cpp's gguf-py: the benchmark models
 fi
 
@@ -53,7 +54,12 @@ install_llama() {
   fi
   if [[ "${1:-}" == "--peers" && ! -x $dir/llama.cpp/build/bin/llama-bench ]]; then
     echo "setup: building llama-bench, llama-tokenize, llama-quantize (native) in $dir/llama.cpp/build"
+    # Native, but without AMX: llama.cpp's AMX matmul dies with SIGILL (tilezero) on the Xeon VMs
+    # here; its AVX-512 VNNI path is what runs (kfuse::llm does not use AMX either).
+    local no_amx=""
+    [[ $(uname -m) == x86_64 ]] && no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     cmake -S "$dir/llama.cpp" -B "$dir/llama.cpp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+      -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" \
       -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF >/dev/null
     cmake --build "$dir/llama.cpp/build" --target llama-bench llama-tokenize llama-quantize >/dev/null
   fi
