@@ -97,7 +97,7 @@ inline int quant_at(panel_format f, const std::uint8_t* qs, int r, int c) {
                                           const activations& a, float* y, std::int64_t ldy) {
   const std::byte* panel = w.panel(p);
   const std::int64_t step = panel_step_bytes(w.format);
-  const int offset = w.format == panel_format::q8 ? 128 : 8;
+  const int offset = w.format == panel_format::q8 ? 128 : w.format == panel_format::q4 ? 8 : 0;
   const int valid = int(min_i64(panel_rows, w.rows - p * panel_rows));
   const std::int64_t blocks = w.cols / qblock;
   for (int t = 0; t < a.tokens; ++t) {
@@ -110,13 +110,17 @@ inline int quant_at(panel_format f, const std::uint8_t* qs, int r, int c) {
         const std::byte* blk = panel + b * step;
         std::uint16_t h;
         std::memcpy(&h, blk + 2 * r, 2);
-        const auto* qs = reinterpret_cast<const std::uint8_t*>(blk + 2 * panel_rows);
+        const auto* qs = reinterpret_cast<const std::uint8_t*>(blk + quant_header_bytes(w.format));
         std::int32_t dot = 0;
         for (int c = 0; c < qblock; ++c)
           dot += quant_at(w.format, qs, r, c) *
                  (level_ratio * xq[b * qblock + c] + xq[a.xq.lo + b * qblock + c]);
         dot -= offset * xs[b];
         acc += float(dot) * (f16_to_f32(h) * xd[b]);
+        if (w.format == panel_format::q4m) {  // - min x the block's activation sum
+          std::memcpy(&h, blk + 2 * (panel_rows + r), 2);
+          acc -= f16_to_f32(h) * (xd[b] * float(xs[b]));
+        }
       }
       y[t * ldy + p * panel_rows + r] = acc;
     }
@@ -213,8 +217,8 @@ inline __m512i bcast4(const std::int8_t* p) {
 template <panel_format F, int NT>
 void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_rows& xq, float* y,
                 std::int64_t ldy, __mmask16 mask) {
-  constexpr std::int64_t step = F == panel_format::q8 ? 2 * panel_rows + 512 : 2 * panel_rows + 256;
-  constexpr int offset = F == panel_format::q8 ? 128 : 8;
+  constexpr std::int64_t step = panel_step_bytes(F);
+  constexpr int offset = F == panel_format::q8 ? 128 : F == panel_format::q4 ? 8 : 0;
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -232,7 +236,7 @@ void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_row
       _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 512), _MM_HINT_T0);
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    const std::byte* qs = blk + 2 * panel_rows;
+    const std::byte* qs = blk + quant_header_bytes(F);
     __m512i wv[8];
     if constexpr (F == panel_format::q8) {
       for (int g = 0; g < 8; ++g) wv[g] = _mm512_loadu_si512(qs + 64 * g);
@@ -254,8 +258,15 @@ void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_row
       // 254 hi + lo, with 254 hi = 256 hi - 2 hi
       const __m512i total = _mm512_add_epi32(
           _mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
-      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xq.scale[t * xq.block_stride + b]));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), d, acc[t]);
+      const float dx = xq.scale[t * xq.block_stride + b];
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[t]);
+      if constexpr (F == panel_format::q4m) {  // - min x the block's activation sum
+        const __m512 mw = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2 * panel_rows)));
+        acc[t] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(dx * float(xq.sum[t * xq.block_stride + b])),
+                                  acc[t]);
+      }
     }
   }
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
@@ -312,6 +323,8 @@ void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activ
       return matmul_quant_avx512<panel_format::q8>(w, p0, p1, a, y, ldy);
     case panel_format::q4:
       return matmul_quant_avx512<panel_format::q4>(w, p0, p1, a, y, ldy);
+    case panel_format::q4m:
+      return matmul_quant_avx512<panel_format::q4m>(w, p0, p1, a, y, ldy);
   }
 }
 
@@ -425,7 +438,7 @@ inline __m256i bcast4_256(const std::int8_t* p) {
 template <panel_format F>
 void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
                        const activations& a, float* y, std::int64_t ldy) {
-  constexpr std::int64_t step = F == panel_format::q8 ? 2 * panel_rows + 512 : 2 * panel_rows + 256;
+  constexpr std::int64_t step = panel_step_bytes(F);
   const std::int64_t blocks = w.cols / qblock;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i ratio = _mm256_set1_epi32(level_ratio);
@@ -436,7 +449,7 @@ void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
       __m256 acc_lo = _mm256_setzero_ps(), acc_hi = _mm256_setzero_ps();
       for (std::int64_t b = 0; b < blocks; ++b) {
         const std::byte* blk = panel + b * step;
-        const std::byte* qs = blk + 2 * panel_rows;
+        const std::byte* qs = blk + quant_header_bytes(F);
         const std::int8_t* x = a.xq.q + t * a.xq.q_stride + b * qblock;
         __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256();  // rows 0-7, 8-15
         for (int g = 0; g < 8; ++g) {
@@ -474,6 +487,13 @@ void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))), dx);
         acc_lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_lo), d_lo, acc_lo);
         acc_hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_hi), d_hi, acc_hi);
+        if constexpr (F == panel_format::q4m) {  // - min x the block's activation sum
+          const __m256 xs = _mm256_set1_ps(a.xq.scale[t * a.xq.block_stride + b] *
+                                           float(a.xq.sum[t * a.xq.block_stride + b]));
+          const auto* mins = reinterpret_cast<const __m128i*>(blk + 2 * panel_rows);
+          acc_lo = _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(mins)), xs, acc_lo);
+          acc_hi = _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(mins + 1)), xs, acc_hi);
+        }
       }
       store_rows(y + t * ldy + p * panel_rows, acc_lo, acc_hi, valid);
     }
@@ -493,6 +513,8 @@ void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activ
       return matmul_quant_avx2<panel_format::q8>(w, p0, p1, a, y, ldy);
     case panel_format::q4:
       return matmul_quant_avx2<panel_format::q4>(w, p0, p1, a, y, ldy);
+    case panel_format::q4m:
+      return matmul_quant_avx2<panel_format::q4m>(w, p0, p1, a, y, ldy);
   }
 }
 

@@ -45,8 +45,10 @@ bool panel_format_of(std::uint32_t type, panel_format& out) {
     case tensor_type::q4_0:
       out = panel_format::q4;
       return true;
-    // K-quants: requantized to q8_0 blocks at load (panels.hpp has no K-quant layout yet).
     case tensor_type::q4_k:
+      out = panel_format::q4m;
+      return true;
+    // Q6_K's 16-value sub-blocks each have a scale: requantized to q8_0 blocks at load.
     case tensor_type::q6_k:
       out = panel_format::q8;
       return true;
@@ -91,6 +93,30 @@ void dequantize_q4_k(const std::uint8_t* b, float* y) {
       y[chunk * 64 + l] = d * float(s1) * float(q[l] & 0xf) - dmin * float(m1);
       y[chunk * 64 + 32 + l] = d * float(s2) * float(q[l] >> 4) - dmin * float(m2);
     }
+  }
+}
+
+// One Q4_K super-block as 8 q4m blocks of 20 bytes: f16 scale d sc, f16 min dmin m, then 16
+// bytes holding value i in the low nibble and value 16 + i in the high one of byte i.
+void q4_k_to_q4m(const std::uint8_t* b, std::uint8_t* out) {
+  const float d = half_at(b), dmin = half_at(b + 2);
+  const std::uint8_t* sc = b + 4;
+  const std::uint8_t* q = b + 16;
+  for (int j = 0; j < 8; ++j, out += 20) {
+    int s, m;
+    if (j < 4) {
+      s = sc[j] & 63;
+      m = sc[j + 4] & 63;
+    } else {
+      s = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+      m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+    const std::uint16_t hs = f32_to_f16(d * float(s)), hm = f32_to_f16(dmin * float(m));
+    std::memcpy(out, &hs, 2);
+    std::memcpy(out + 2, &hm, 2);
+    const std::uint8_t* src = q + (j / 2) * 32;  // sub-block j: nibble (j % 2) of its chunk
+    auto nib = [&](int i) { return j % 2 == 0 ? src[i] & 0xf : src[i] >> 4; };
+    for (int i = 0; i < 16; ++i) out[4 + i] = std::uint8_t(nib(i) | (nib(16 + i) << 4));
   }
 }
 
@@ -162,20 +188,27 @@ panel_matrix allocate_panels(const gguf_tensor& t, panel_format f) {
 
 void pack_panels(const gguf_tensor& t, const panel_matrix& m, std::int64_t p0, std::int64_t p1) {
   const auto* src = reinterpret_cast<const std::uint8_t*>(t.data);
-  std::vector<std::uint8_t> requantized;  // K-quant rows as q8_0 blocks
+  // K-quant rows converted first: q4_k as 20-byte q4m blocks, q6_k requantized as q8_0 blocks.
+  const bool q4k = t.type == std::uint32_t(tensor_type::q4_k);
+  const std::int64_t blocks = m.cols / qblock;
+  const std::int64_t converted_block = q4k ? 20 : 34;
+  std::vector<std::uint8_t> converted;
   std::vector<float> row_f32;
   if (is_k_quant(t.type)) {
-    requantized.resize(std::size_t(panel_rows * (m.cols / qblock) * 34));
+    converted.resize(std::size_t(panel_rows * blocks * converted_block));
     row_f32.resize(std::size_t(m.cols));
   }
   for (std::int64_t p = p0; p < p1; ++p) {
-    if (is_k_quant(t.type)) {
-      for (int r = 0; r < panel_rows && p * panel_rows + r < m.rows; ++r) {
-        dequantize_row(t, p * panel_rows + r, row_f32.data());
-        for (std::int64_t b = 0; b < m.cols / qblock; ++b)
-          quantize_q8_block(row_f32.data() + b * qblock,
-                            requantized.data() + (r * (m.cols / qblock) + b) * 34);
+    for (int r = 0; is_k_quant(t.type) && r < panel_rows && p * panel_rows + r < m.rows; ++r) {
+      std::uint8_t* out = converted.data() + r * blocks * converted_block;
+      if (q4k) {
+        for (std::int64_t sb = 0; sb < m.cols / 256; ++sb)
+          q4_k_to_q4m(src + ((p * panel_rows + r) * (m.cols / 256) + sb) * 144, out + sb * 8 * 20);
+        continue;
       }
+      dequantize_row(t, p * panel_rows + r, row_f32.data());
+      for (std::int64_t b = 0; b < blocks; ++b)
+        quantize_q8_block(row_f32.data() + b * qblock, out + b * 34);
     }
     auto* dst = reinterpret_cast<std::uint8_t*>(m.data.get() + p * m.panel_bytes);
     const int valid = int(std::min<std::int64_t>(panel_rows, m.rows - p * panel_rows));
@@ -188,23 +221,27 @@ void pack_panels(const gguf_tensor& t, const panel_matrix& m, std::int64_t p0, s
       continue;
     }
     // Quantized: written in the panel's order (sequential stores), 4 bytes at a time from the
-    // panel's 16 row streams.
-    const std::int64_t blocks = m.cols / qblock;
-    const std::int64_t src_block = m.format == panel_format::q8 ? 34 : 18;
+    // panel's 16 row streams of blocks [f16 scale, (f16 min,) values].
+    const std::int64_t src_block =
+        is_k_quant(t.type) ? converted_block : (m.format == panel_format::q8 ? 34 : 18);
+    const int scalars = m.format == panel_format::q4m ? 2 : 1;  // scale (and min) per row
     const std::uint8_t* rows[panel_rows];
     for (int r = 0; r < valid; ++r)
-      rows[r] = is_k_quant(t.type) ? requantized.data() + r * blocks * 34
+      rows[r] = is_k_quant(t.type) ? converted.data() + r * blocks * converted_block
                                    : src + (p * panel_rows + r) * blocks * src_block;
     const int groups = m.format == panel_format::q8 ? qblock / 4 : qblock / 8;
     const std::uint32_t flip = m.format == panel_format::q8 ? 0x80808080u : 0;  // q8: u8 = q + 128
+    const std::int64_t header = quant_header_bytes(m.format);
     for (std::int64_t b = 0; b < blocks; ++b, dst += panel_step_bytes(m.format)) {
-      for (int r = 0; r < valid; ++r) std::memcpy(dst + 2 * r, rows[r] + b * src_block, 2);
+      for (int k = 0; k < scalars; ++k)
+        for (int r = 0; r < valid; ++r)
+          std::memcpy(dst + 2 * (k * panel_rows + r), rows[r] + b * src_block + 2 * k, 2);
       for (int g = 0; g < groups; ++g)
         for (int r = 0; r < valid; ++r) {
           std::uint32_t v;
-          std::memcpy(&v, rows[r] + b * src_block + 2 + 4 * g, 4);
+          std::memcpy(&v, rows[r] + b * src_block + 2 * scalars + 4 * g, 4);
           v ^= flip;
-          std::memcpy(dst + 2 * panel_rows + (g * panel_rows + r) * 4, &v, 4);
+          std::memcpy(dst + header + (g * panel_rows + r) * 4, &v, 4);
         }
     }
   }

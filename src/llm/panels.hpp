@@ -8,8 +8,12 @@
 //   q4 (from Q4_0):   per 32-column block: 16 f16 scales, then [4][16 rows][4] bytes; byte t of
 //                     group g holds column 4g+t in its low nibble and 16+4g+t in its high one
 //                     (GGUF's own nibble order), values u8 = q + 8
+//   q4m (from Q4_K):  as q4, with 16 f16 mins after the scales: value = scale q - min, q the
+//                     nibble (Q4_K's 32-value sub-blocks with their 6-bit scales and mins applied
+//                     to the super-block's d and dmin: exact up to the f16 rounding of the product)
 // Quantized formats multiply u8 weights by the int8 activations of a 32-column block; the offset
-// (128 or 8) times the block's activation sum is subtracted once per block.
+// (128 or 8) times the block's activation sum is subtracted once per block; q4m subtracts its min
+// times the block's activation sum instead.
 //
 // Activations are quantized in two int8 levels per 32-value block: x = d (254 hi + lo) with
 // hi = round(x / 254d) and lo the rounded remainder, so ~15 bits of each value survive (one level,
@@ -25,7 +29,7 @@ namespace kfuse::llm::detail {
 inline constexpr int panel_rows = 16;
 inline constexpr int qblock = 32;
 
-enum class panel_format { f32, f16, bf16, q8, q4 };
+enum class panel_format { f32, f16, bf16, q8, q4, q4m };
 
 inline const char* panel_format_name(panel_format f) {
   switch (f) {
@@ -39,13 +43,21 @@ inline const char* panel_format_name(panel_format f) {
       return "q8_0";
     case panel_format::q4:
       return "q4_0";
+    case panel_format::q4m:
+      return "q4_k";
   }
   return "?";
 }
-inline bool is_quantized(panel_format f) { return f == panel_format::q8 || f == panel_format::q4; }
+constexpr bool is_quantized(panel_format f) {
+  return f == panel_format::q8 || f == panel_format::q4 || f == panel_format::q4m;
+}
+/// Bytes before a quantized block's values: the 16 rows' f16 scales (and mins, q4m).
+constexpr std::int64_t quant_header_bytes(panel_format f) {
+  return (f == panel_format::q4m ? 4 : 2) * panel_rows;
+}
 
 /// Bytes of one panel's 32-column block (quantized formats) or one panel column (float formats).
-inline std::int64_t panel_step_bytes(panel_format f) {
+constexpr std::int64_t panel_step_bytes(panel_format f) {
   switch (f) {
     case panel_format::f32:
       return 4 * panel_rows;
@@ -55,7 +67,8 @@ inline std::int64_t panel_step_bytes(panel_format f) {
     case panel_format::q8:
       return 2 * panel_rows + qblock * panel_rows;
     case panel_format::q4:
-      return 2 * panel_rows + qblock / 2 * panel_rows;
+    case panel_format::q4m:
+      return quant_header_bytes(f) + qblock / 2 * panel_rows;
   }
   return 0;
 }

@@ -23,6 +23,7 @@ struct tiny_shape {
   std::uint32_t type = 0;  // tensor_type of the layer matrices
   std::uint32_t head_type = 1;
   bool tied = false;
+  bool k_mix = true;  // type q4_k: Q4_K_M's mix, q6_k for the value and down projections
 };
 
 inline std::uint16_t to_f16(float f) {
@@ -249,12 +250,12 @@ inline tiny_model make_tiny_model(const tiny_shape& s, const std::string& file_n
     add(b + "ffn_norm.weight", 0, E, 1, 0.1f, 1.f);
     add(b + "attn_q.weight", s.type, E, Q, 1.f / std::sqrt(float(E)));
     add(b + "attn_k.weight", s.type, E, KV, 1.f / std::sqrt(float(E)));
-    // Q4_K_M's mix: q6_k for the value and down projections.
-    add(b + "attn_v.weight", s.type == 12 ? 14 : s.type, E, KV, 1.f / std::sqrt(float(E)));
+    const std::uint32_t mixed = s.type == 12 && s.k_mix ? 14 : s.type;
+    add(b + "attn_v.weight", mixed, E, KV, 1.f / std::sqrt(float(E)));
     add(b + "attn_output.weight", s.type, Q, E, 1.f / std::sqrt(float(Q)));
     add(b + "ffn_gate.weight", s.type, E, F, 1.f / std::sqrt(float(E)));
     add(b + "ffn_up.weight", s.type, E, F, 1.f / std::sqrt(float(E)));
-    add(b + "ffn_down.weight", s.type == 12 ? 14 : s.type, F, E, 1.f / std::sqrt(float(F)));
+    add(b + "ffn_down.weight", mixed, F, E, 1.f / std::sqrt(float(F)));
     if (s.arch == "qwen2") {
       add(b + "attn_q.bias", 0, Q, 1, 0.1f);
       add(b + "attn_k.bias", 0, KV, 1, 0.1f);
