@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # LLM generation, kfuse-generate against llama.cpp's llama-bench in the same run: random-weight
-# models in the shapes of Qwen2.5-0.5B (tied f16 head) and Llama-3.2-1B, in Q8_0 and Q4_0
-# (scripts/llm/make_gguf.py with llama.cpp's real vocabularies), pp512 and tg128 on 1 and 2
-# threads, rounds alternating the two tools; medians, ratios next to the targets, the probed read
+# models in the shapes of Qwen2.5-0.5B (tied f16 head) and Llama-3.2-1B, in Q8_0, Q4_0 and Q4_K_M
+# (scripts/llm/make_gguf.py with llama.cpp's real vocabularies; Q4_K_M by llama-quantize), pp512
+# and tg128 on 1 and 2 threads, rounds alternating the two tools; medians, ratios next to the targets, the probed read
 # bandwidth and each tg row's share of the bandwidth bound (bandwidth / bytes read per token).
 #   scripts/bench_llm.sh [rounds] [model ...]   (default 3 rounds; models qwen05-q8_0 qwen05-q4_0
-#                                               llama1b-q8_0 llama1b-q4_0)
+#                                               qwen05-q4_k_m llama1b-q8_0 llama1b-q4_0)
 # Needs the peers (scripts/setup.sh --peers builds llama-bench). Serialized with flock on
 # /tmp/kfuse_bench.lock. Writes the table to docs/benchmarks/llm.md and the raw lines to
 # build/bench/llm-results/.
@@ -17,7 +17,7 @@ bench=$llama/llama.cpp/build/bin/llama-bench
 rounds=${1:-3}
 shift || true
 models=("$@")
-[[ ${#models[@]} -gt 0 ]] || models=(qwen05-q8_0 qwen05-q4_0 llama1b-q8_0 llama1b-q4_0)
+[[ ${#models[@]} -gt 0 ]] || models=(qwen05-q8_0 qwen05-q4_0 qwen05-q4_k_m llama1b-q8_0 llama1b-q4_0)
 build=${KFUSE_BENCH_BUILD:-build/bench}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF \
   -DKFUSE_BUILD_EXAMPLES=OFF -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_RUNTIME=OFF -DKFUSE_ONNX=OFF >/dev/null
@@ -28,14 +28,20 @@ mkdir -p "$md"
 for m in "${models[@]}"; do
   [[ -f $md/$m.gguf ]] && continue
   shape=${m%-*}
-  type=${m##*-}
+  type=${m#*-}
   case $shape in
     qwen05) args=(--shape qwen2.5-0.5b --vocab "$llama/llama.cpp/models/ggml-vocab-qwen2.gguf") ;;
     llama1b) args=(--shape llama-3.2-1b --vocab "$llama/llama.cpp/models/ggml-vocab-llama-bpe.gguf") ;;
     *) echo "unknown model $m" >&2; exit 2 ;;
   esac
   echo "making $md/$m.gguf"
-  PYTHONPATH=$llama/llama.cpp/gguf-py /usr/bin/python3 scripts/llm/make_gguf.py "$md/$m.gguf" "${args[@]}" --type "$type" >/dev/null
+  if [[ $type == q4_k_m ]]; then  # K-quants come from llama-quantize, on an f16 file
+    PYTHONPATH=$llama/llama.cpp/gguf-py /usr/bin/python3 scripts/llm/make_gguf.py "$md/$shape-f16.gguf" "${args[@]}" --type f16 >/dev/null
+    "$llama/llama.cpp/build/bin/llama-quantize" "$md/$shape-f16.gguf" "$md/$m.gguf" Q4_K_M >/dev/null 2>&1
+    rm -f "$md/$shape-f16.gguf"
+  else
+    PYTHONPATH=$llama/llama.cpp/gguf-py /usr/bin/python3 scripts/llm/make_gguf.py "$md/$m.gguf" "${args[@]}" --type "$type" >/dev/null
+  fi
 done
 out=$build/llm-results
 mkdir -p "$out" docs/benchmarks
