@@ -45,8 +45,12 @@ bool panel_format_of(std::uint32_t type, panel_format& out) {
     case tensor_type::q4_0:
       out = panel_format::q4;
       return true;
+    case tensor_type::q4_1:  // exact: min = -m
     case tensor_type::q4_k:
       out = panel_format::q4m;
+      return true;
+    case tensor_type::q5_0:  // exact: 5-bit values are int8 values
+      out = panel_format::q8;
       return true;
     // Q6_K's 16-value sub-blocks each have a scale: requantized to q8_0 blocks at load.
     case tensor_type::q6_k:
@@ -60,7 +64,7 @@ bool panel_format_of(std::uint32_t type, panel_format& out) {
 void throw_unsupported(const gguf_tensor& t) {
   throw kfuse::error(
       "tensor '" + t.name + "': type " + tensor_type_name(t.type) +
-      " is not supported (kfuse::llm reads f32, f16, bf16, q8_0, q4_0, q4_k and q6_k)");
+      " is not supported (kfuse::llm reads f32, f16, bf16, q8_0, q5_0, q4_0, q4_1, q4_k and q6_k)");
 }
 
 namespace {
@@ -163,8 +167,54 @@ void transpose_rows(const std::uint8_t* src, std::int64_t cols, std::int64_t row
     for (int r = 0; r < valid; ++r) out[c * panel_rows + r] = rows[r][c];
 }
 
-bool is_k_quant(std::uint32_t type) {
-  return type == std::uint32_t(tensor_type::q4_k) || type == std::uint32_t(tensor_type::q6_k);
+// Types whose blocks the panels do not hold as they are: their rows are converted first.
+bool needs_conversion(std::uint32_t type) {
+  switch (tensor_type(type)) {
+    case tensor_type::q4_1:
+    case tensor_type::q5_0:
+    case tensor_type::q4_k:
+    case tensor_type::q6_k:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One row of a converted type as blocks of the panel format: q4m blocks of 20 bytes (f16 scale,
+// f16 min, 16 nibble bytes) from q4_1 (exact) and q4_k; q8_0 blocks of 34 bytes from q5_0 (exact:
+// 5-bit values fit int8) and q6_k (requantized).
+void convert_row(const gguf_tensor& t, std::int64_t row, std::uint8_t* out, float* row_f32) {
+  const std::int64_t cols = t.dims[0];
+  const auto* src = reinterpret_cast<const std::uint8_t*>(t.data);
+  switch (tensor_type(t.type)) {
+    case tensor_type::q4_k:
+      for (std::int64_t sb = 0; sb < cols / 256; ++sb)
+        q4_k_to_q4m(src + (row * (cols / 256) + sb) * 144, out + sb * 8 * 20);
+      return;
+    case tensor_type::q4_1:  // value = d q + m: the same nibbles, min = -m
+      for (std::int64_t b = 0; b < cols / qblock; ++b, out += 20) {
+        const std::uint8_t* s = src + (row * (cols / qblock) + b) * 20;
+        std::memcpy(out, s, 20);
+        out[3] ^= 0x80;  // negate the f16 m
+      }
+      return;
+    case tensor_type::q5_0:  // value = d (q - 16), q 5 bits: low nibbles in qs, high bits in qh
+      for (std::int64_t b = 0; b < cols / qblock; ++b, out += 34) {
+        const std::uint8_t* s = src + (row * (cols / qblock) + b) * 22;
+        std::uint32_t qh;
+        std::memcpy(&qh, s + 2, 4);
+        std::memcpy(out, s, 2);
+        for (int j = 0; j < qblock; ++j) {
+          const int nib = j < 16 ? s[6 + j] & 0xf : s[6 + j - 16] >> 4;
+          out[2 + j] = std::uint8_t(std::int8_t((nib | int((qh >> j) & 1) << 4) - 16));
+        }
+      }
+      return;
+    default:  // q6_k
+      dequantize_row(t, row, row_f32);
+      for (std::int64_t b = 0; b < cols / qblock; ++b)
+        quantize_q8_block(row_f32 + b * qblock, out + b * 34);
+  }
 }
 }  // namespace
 
@@ -188,28 +238,19 @@ panel_matrix allocate_panels(const gguf_tensor& t, panel_format f) {
 
 void pack_panels(const gguf_tensor& t, const panel_matrix& m, std::int64_t p0, std::int64_t p1) {
   const auto* src = reinterpret_cast<const std::uint8_t*>(t.data);
-  // K-quant rows converted first: q4_k as 20-byte q4m blocks, q6_k requantized as q8_0 blocks.
-  const bool q4k = t.type == std::uint32_t(tensor_type::q4_k);
+  const bool convert = needs_conversion(t.type);
   const std::int64_t blocks = m.cols / qblock;
-  const std::int64_t converted_block = q4k ? 20 : 34;
+  const std::int64_t converted_block = m.format == panel_format::q4m ? 20 : 34;
   std::vector<std::uint8_t> converted;
   std::vector<float> row_f32;
-  if (is_k_quant(t.type)) {
+  if (convert) {
     converted.resize(std::size_t(panel_rows * blocks * converted_block));
     row_f32.resize(std::size_t(m.cols));
   }
   for (std::int64_t p = p0; p < p1; ++p) {
-    for (int r = 0; is_k_quant(t.type) && r < panel_rows && p * panel_rows + r < m.rows; ++r) {
-      std::uint8_t* out = converted.data() + r * blocks * converted_block;
-      if (q4k) {
-        for (std::int64_t sb = 0; sb < m.cols / 256; ++sb)
-          q4_k_to_q4m(src + ((p * panel_rows + r) * (m.cols / 256) + sb) * 144, out + sb * 8 * 20);
-        continue;
-      }
-      dequantize_row(t, p * panel_rows + r, row_f32.data());
-      for (std::int64_t b = 0; b < blocks; ++b)
-        quantize_q8_block(row_f32.data() + b * qblock, out + b * 34);
-    }
+    for (int r = 0; convert && r < panel_rows && p * panel_rows + r < m.rows; ++r)
+      convert_row(t, p * panel_rows + r, converted.data() + r * blocks * converted_block,
+                  row_f32.data());
     auto* dst = reinterpret_cast<std::uint8_t*>(m.data.get() + p * m.panel_bytes);
     const int valid = int(std::min<std::int64_t>(panel_rows, m.rows - p * panel_rows));
     if (valid < panel_rows) std::memset(dst, 0, std::size_t(m.panel_bytes));  // padding rows
@@ -223,12 +264,12 @@ void pack_panels(const gguf_tensor& t, const panel_matrix& m, std::int64_t p0, s
     // Quantized: written in the panel's order (sequential stores), 4 bytes at a time from the
     // panel's 16 row streams of blocks [f16 scale, (f16 min,) values].
     const std::int64_t src_block =
-        is_k_quant(t.type) ? converted_block : (m.format == panel_format::q8 ? 34 : 18);
+        convert ? converted_block : (m.format == panel_format::q8 ? 34 : 18);
     const int scalars = m.format == panel_format::q4m ? 2 : 1;  // scale (and min) per row
     const std::uint8_t* rows[panel_rows];
     for (int r = 0; r < valid; ++r)
-      rows[r] = is_k_quant(t.type) ? converted.data() + r * blocks * converted_block
-                                   : src + (p * panel_rows + r) * blocks * src_block;
+      rows[r] = convert ? converted.data() + r * blocks * converted_block
+                        : src + (p * panel_rows + r) * blocks * src_block;
     const int groups = m.format == panel_format::q8 ? qblock / 4 : qblock / 8;
     const std::uint32_t flip = m.format == panel_format::q8 ? 0x80808080u : 0;  // q8: u8 = q + 128
     const std::int64_t header = quant_header_bytes(m.format);
@@ -277,6 +318,20 @@ void dequantize_row(const gguf_tensor& t, std::int64_t row, float* out) {
       for (std::int64_t b = 0; b < cols / 256; ++b)
         dequantize_q4_k(src + (row * (cols / 256) + b) * 144, out + b * 256);
       return;
+    case tensor_type::q4_1:
+    case tensor_type::q5_0: {  // through the q4m / q8_0 blocks they become
+      const bool q41 = t.type == std::uint32_t(tensor_type::q4_1);
+      std::vector<std::uint8_t> blocks(std::size_t(cols / qblock * (q41 ? 20 : 34)));
+      convert_row(t, row, blocks.data(), out);
+      for (std::int64_t b = 0; b < cols / qblock; ++b) {
+        const std::uint8_t* s = blocks.data() + b * (q41 ? 20 : 34);
+        const float d = half_at(s), m = q41 ? half_at(s + 2) : 0.f;
+        for (int c = 0; c < qblock; ++c)
+          out[b * qblock + c] = q41 ? d * float(c < 16 ? s[4 + c] & 15 : s[4 + c - 16] >> 4) - m
+                                    : d * float(std::int8_t(s[2 + c]));
+      }
+      return;
+    }
     case tensor_type::q6_k:
       for (std::int64_t b = 0; b < cols / 256; ++b)
         dequantize_q6_k(src + (row * (cols / 256) + b) * 210, out + b * 256);

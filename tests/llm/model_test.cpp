@@ -43,7 +43,8 @@ struct env_guard {
 }  // namespace
 
 // Tolerances: f32 / f16 / bf16 weights multiply f32 activations (only f32 rounding: cosine
-// 1 - 1e-6) over 128 positions; q8_0 / q4_0 multiply two-level int8 activations (~15 bits per
+// 1 - 1e-6) over 128 positions; q8_0 / q5_0 / q4_0 / q4_1 (3: read as q4m, 6: as q8_0, both exact)
+// multiply two-level int8 activations (~15 bits per
 // value, panels.hpp), measured at 1 - 1e-7 here; 1e-5 leaves room for other seeds.
 TEST_CASE("llm model: logits match an fp64 forward pass on the same weights", "[llm][model]") {
   const auto [arch, type, min_cos] =
@@ -52,6 +53,8 @@ TEST_CASE("llm model: logits match an fp64 forward pass on the same weights", "[
                                                           {"llama", 30, 0.999999},
                                                           {"llama", 8, 0.99999},
                                                           {"llama", 2, 0.99999},
+                                                          {"llama", 3, 0.99999},
+                                                          {"llama", 6, 0.99999},
                                                           {"qwen2", 1, 0.999999},
                                                           {"qwen2", 8, 0.99999},
                                                           {"qwen2", 2, 0.99999}}));
@@ -146,7 +149,7 @@ TEST_CASE("llm model: a bf16 KV cache stays close to the f32 one", "[llm][model]
 }
 
 TEST_CASE("llm model: every kernel tier this CPU runs agrees with scalar", "[llm][model][tiers]") {
-  for (std::uint32_t type : {0u, 1u, 30u, 8u, 2u, 12u}) {
+  for (std::uint32_t type : {0u, 1u, 30u, 8u, 2u, 3u, 6u, 12u}) {
     tiny_shape s;
     s.type = type;
     s.head_type = type;

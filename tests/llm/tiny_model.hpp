@@ -77,6 +77,26 @@ inline std::vector<std::byte> encode(std::uint32_t type, const std::vector<float
       }
       push(&h, 2);
     }
+  } else if (type == 3 || type == 6) {  // q4_1 / q5_0: random valid blocks
+    std::mt19937 rng(std::uint32_t(v.size()) * 37u + type);
+    const float unit = 1.f / std::sqrt(float(cols));
+    for (std::size_t b = 0; b < v.size() / 32; ++b) {
+      std::vector<std::uint8_t> blk(type == 3 ? 20 : 22);
+      for (auto& x : blk) x = std::uint8_t(rng());
+      float* y = &deq[b * 32];
+      const std::uint16_t d = to_f16(unit / (type == 3 ? 8.f : 16.f)), m = to_f16(-unit);
+      std::memcpy(&blk[0], &d, 2);
+      if (type == 3) std::memcpy(&blk[2], &m, 2);
+      std::uint32_t qh;
+      std::memcpy(&qh, &blk[2], 4);
+      const std::uint8_t* qs = &blk[type == 3 ? 4 : 6];
+      for (int j = 0; j < 32; ++j) {
+        const int nib = j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
+        y[j] = type == 3 ? from_f16(d) * float(nib) + from_f16(m)
+                         : from_f16(d) * float((nib | int((qh >> j) & 1) << 4) - 16);
+      }
+      push(blk.data(), blk.size());
+    }
   } else if (type == 12 || type == 14) {  // q4_k / q6_k: random valid super-blocks
     std::mt19937 rng(std::uint32_t(v.size()) * 31u + type);
     const float unit = 1.f / std::sqrt(float(cols));
