@@ -2,7 +2,8 @@
 # LLM generation, kfuse-generate against llama.cpp's llama-bench in the same run: random-weight
 # models in the shapes of Qwen2.5-0.5B (tied f16 head) and Llama-3.2-1B, in Q8_0, Q4_0 and Q4_K_M
 # (scripts/llm/make_gguf.py with llama.cpp's real vocabularies; Q4_K_M by llama-quantize), pp512
-# and tg128 on 1 and 2 threads, rounds alternating the two tools; medians, ratios next to the targets, the probed read
+# and tg128 on 1 and 2 threads (and pp512 with --fast-prefill, llama.cpp's one-level activations),
+# rounds alternating the two tools; medians, ratios next to the targets, the probed read
 # bandwidth and each tg row's share of the bandwidth bound (bandwidth / bytes read per token).
 #   scripts/bench_llm.sh [rounds] [model ...]   (default 3 rounds; models qwen05-q8_0 qwen05-q4_0
 #                                               qwen05-q4_k_m llama1b-q8_0 llama1b-q4_0)
@@ -55,6 +56,7 @@ rm -f "$out"/*.txt
       for t in 1 2; do
         "$bench" -m "$md/$m.gguf" -p 512 -n 128 -r 1 -t "$t" -o md >>"$out/llama_${m}_$t.txt" 2>/dev/null
         "$gen" "$md/$m.gguf" --bench -p 512 -n 128 -r 1 -t "$t" >>"$out/kfuse_${m}_$t.txt"
+        "$gen" "$md/$m.gguf" --bench -p 512 -n 0 -r 1 -t "$t" --fast-prefill >>"$out/kfuse_fast_${m}_$t.txt"
         # Load: wall time of a process that loads the model and decodes one token.
         /usr/bin/time -f "%e" -a -o "$out/llama_load_${m}_$t.txt" "$bench" -m "$md/$m.gguf" -p 0 -n 1 -r 1 -t "$t" >/dev/null 2>&1
         /usr/bin/time -f "%e" -a -o "$out/kfuse_load_${m}_$t.txt" "$gen" "$md/$m.gguf" --bench -p 0 -n 1 -r 1 -t "$t" >/dev/null

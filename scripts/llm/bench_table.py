@@ -63,6 +63,10 @@ for m in models:
                 bound, pct = f"{bnd:.1f}", f"{100 * b / bnd:.0f}%"
                 ok = ok and b / bnd >= 0.85
             print(f"| {m} | {t} | {test} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {target:.2f}x | {'yes' if ok else 'no'} | {bound} | {pct} |")
+            fast = rows(os.path.join(out, f"kfuse_fast_{m}_{t}.txt"))
+            if test == "pp512" and "pp512" in fast:
+                f = statistics.median(fast["pp512"])
+                print(f"| {m} | {t} | pp512 --fast-prefill | {a:.1f} | {f:.1f} | {f / a:.2f}x | 1.00x | {'yes' if f >= a else 'no'} | | |")
         la, ka = numbers(os.path.join(out, f"llama_load_{m}_{t}.txt")), numbers(os.path.join(out, f"kfuse_load_{m}_{t}.txt"))
         if la and ka:
             a, b = statistics.median(la), statistics.median(ka)

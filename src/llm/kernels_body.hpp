@@ -23,7 +23,7 @@ inline int min_int(int a, int b) { return a < b ? a : b; }
 // lo = round((x - D hi) / d) with d = D / 254 (|x - D hi| <= D / 2, so |lo| <= 127) ---------------
 
 void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
-                  std::int32_t* sum) {
+                  std::int32_t* sum, bool one_level) {
   for (std::int64_t b = 0; b < cols / qblock; ++b) {
     const float* xb = x + b * qblock;
     float amax = 0;
@@ -36,7 +36,7 @@ void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scal
 #pragma omp simd reduction(+ : s)
     for (int i = 0; i < qblock; ++i) {
       const float hi = std::nearbyint(xb[i] * inv_D);
-      float lo = std::nearbyint((xb[i] - hi * D) * inv_d);
+      float lo = one_level ? 0.f : std::nearbyint((xb[i] - hi * D) * inv_d);
       lo = lo > 127.f ? 127.f : lo < -127.f ? -127.f : lo;
       q[b * qblock + i] = std::int8_t(hi);
       q[cols + b * qblock + i] = std::int8_t(lo);
@@ -214,7 +214,7 @@ inline __m512i bcast4(const std::int8_t* p) {
 
 // NT tokens x 16 rows of a quantized panel: per 32-column block, eight vpdpbusd per token on
 // weights loaded once, the offset correction, then one FMA with the two scales.
-template <panel_format F, int NT>
+template <panel_format F, int NT, bool TwoLevels>
 void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_rows& xq, float* y,
                 std::int64_t ldy, __mmask16 mask) {
   constexpr std::int64_t step = panel_step_bytes(F);
@@ -253,7 +253,7 @@ void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_row
       __m512i lo = _mm512_set1_epi32(-offset * xq.sum[t * xq.block_stride + b]);
       for (int g = 0; g < 8; ++g) {
         hi = _mm512_dpbusd_epi32(hi, wv[g], bcast4(x + 4 * g));
-        lo = _mm512_dpbusd_epi32(lo, wv[g], bcast4(x + xq.lo + 4 * g));
+        if constexpr (TwoLevels) lo = _mm512_dpbusd_epi32(lo, wv[g], bcast4(x + xq.lo + 4 * g));
       }
       // 254 hi + lo, with 254 hi = 256 hi - 2 hi
       const __m512i total = _mm512_add_epi32(
@@ -272,7 +272,7 @@ void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_row
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-template <panel_format F>
+template <panel_format F, bool TwoLevels>
 void matmul_quant_avx512(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
                          const activations& a, float* y, std::int64_t ldy) {
   constexpr int tile = 6;
@@ -288,26 +288,35 @@ void matmul_quant_avx512(const panel_matrix& w, std::int64_t p0, std::int64_t p1
       float* yt = y + t0 * ldy + p * panel_rows;
       switch (min_int(tile, a.tokens - t0)) {
         case 1:
-          quant_tile<F, 1>(panel, blocks, xq, yt, ldy, mask);
+          quant_tile<F, 1, TwoLevels>(panel, blocks, xq, yt, ldy, mask);
           break;
         case 2:
-          quant_tile<F, 2>(panel, blocks, xq, yt, ldy, mask);
+          quant_tile<F, 2, TwoLevels>(panel, blocks, xq, yt, ldy, mask);
           break;
         case 3:
-          quant_tile<F, 3>(panel, blocks, xq, yt, ldy, mask);
+          quant_tile<F, 3, TwoLevels>(panel, blocks, xq, yt, ldy, mask);
           break;
         case 4:
-          quant_tile<F, 4>(panel, blocks, xq, yt, ldy, mask);
+          quant_tile<F, 4, TwoLevels>(panel, blocks, xq, yt, ldy, mask);
           break;
         case 5:
-          quant_tile<F, 5>(panel, blocks, xq, yt, ldy, mask);
+          quant_tile<F, 5, TwoLevels>(panel, blocks, xq, yt, ldy, mask);
           break;
         default:
-          quant_tile<F, 6>(panel, blocks, xq, yt, ldy, mask);
+          quant_tile<F, 6, TwoLevels>(panel, blocks, xq, yt, ldy, mask);
           break;
       }
     }
   }
+}
+
+template <panel_format F>
+void matmul_quant_avx512(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
+                         const activations& a, float* y, std::int64_t ldy) {
+  if (a.xq.one_level)
+    matmul_quant_avx512<F, false>(w, p0, p1, a, y, ldy);
+  else
+    matmul_quant_avx512<F, true>(w, p0, p1, a, y, ldy);
 }
 
 void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activations& a, float* y,
@@ -467,13 +476,16 @@ void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
             w_hi = g < 4 ? _mm256_and_si256(v1, low4)
                          : _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
           }
-          const __m256i xh = bcast4_256(x + 4 * g), xl = bcast4_256(x + a.xq.lo + 4 * g);
-          s_lo = _mm256_add_epi32(
-              s_lo, _mm256_add_epi32(_mm256_mullo_epi32(dot_group<F>(w_lo, xh), ratio),
-                                     dot_group<F>(w_lo, xl)));
-          s_hi = _mm256_add_epi32(
-              s_hi, _mm256_add_epi32(_mm256_mullo_epi32(dot_group<F>(w_hi, xh), ratio),
-                                     dot_group<F>(w_hi, xl)));
+          const __m256i xh = bcast4_256(x + 4 * g);
+          __m256i d_lo = _mm256_mullo_epi32(dot_group<F>(w_lo, xh), ratio);
+          __m256i d_hi = _mm256_mullo_epi32(dot_group<F>(w_hi, xh), ratio);
+          if (!a.xq.one_level) {
+            const __m256i xl = bcast4_256(x + a.xq.lo + 4 * g);
+            d_lo = _mm256_add_epi32(d_lo, dot_group<F>(w_lo, xl));
+            d_hi = _mm256_add_epi32(d_hi, dot_group<F>(w_hi, xl));
+          }
+          s_lo = _mm256_add_epi32(s_lo, d_lo);
+          s_hi = _mm256_add_epi32(s_hi, d_hi);
         }
         if constexpr (F == panel_format::q4) {
           const __m256i corr = _mm256_set1_epi32(8 * a.xq.sum[t * a.xq.block_stride + b]);

@@ -18,7 +18,9 @@
 // Activations are quantized in two int8 levels per 32-value block: x = d (254 hi + lo) with
 // hi = round(x / 254d) and lo the rounded remainder, so ~15 bits of each value survive (one level,
 // llama.cpp's scheme, keeps 8 and costs the logits a cosine of ~0.9998 against fp32). Decoding
-// reads weights at memory speed, so the second vpdpbusd per weight load is free there.
+// reads weights at memory speed, so the second vpdpbusd per weight load is free there. Prefill is
+// bound by the dot products instead: session_options::fast_prefill quantizes a prompt's tokens
+// in one level (lo = 0, skipped), llama.cpp's arithmetic.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -101,6 +103,7 @@ struct quantized_rows {
   std::int64_t q_stride = 0;      // int8 values between tokens (2 cols)
   std::int64_t block_stride = 0;  // blocks between tokens
   std::int64_t lo = 0;            // from a token's high values to its low ones (cols)
+  bool one_level = false;         // the low values are all zero: kernels may skip them
 };
 inline constexpr int level_ratio = 254;
 

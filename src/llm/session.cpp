@@ -61,6 +61,7 @@ struct session::impl {
   const model_config& c;
   int n_ctx, batch;
   cache_type cache;
+  bool fast_prefill = false;
   thread_pool pool;
 
   // What a replay reads.
@@ -90,6 +91,7 @@ struct session::impl {
       throw kfuse::error("session: n_ctx " + std::to_string(opt.n_ctx) + " is out of range");
     batch = std::clamp(opt.batch, 1, 4096);
     cache = opt.cache;
+    fast_prefill = opt.fast_prefill;
     E = c.n_embd, Q = std::int64_t(c.n_head) * c.head_dim,
     KV = std::int64_t(c.n_head_kv) * c.head_dim, F = c.n_ff, V = c.n_vocab;
     max_k = std::max({E, Q, F});
@@ -141,10 +143,11 @@ struct session::impl {
     activations a;
     a.x = src;
     a.x_stride = cols;
-    a.xq = {xq.p, xq_scale.p, xq_sum.p, 2 * cols, cols / qblock, cols};
+    a.xq = {xq.p, xq_scale.p, xq_sum.p, 2 * cols, cols / qblock, cols, one_level()};
     a.tokens = tokens;
     return a;
   }
+  bool one_level() const { return fast_prefill && tokens > 1; }
 
   // RMSNorm (when `weight`) and the int8 blocks of `cols`-wide rows, one pass per token.
   void prepare(const float* src, float* dst, const float* weight, std::int64_t cols,
@@ -163,7 +166,7 @@ struct session::impl {
         }
         if (quantize)
           K.quantize_row(d, cols, xq.p + 2 * t * cols, xq_scale.p + t * (cols / qblock),
-                         xq_sum.p + t * (cols / qblock));
+                         xq_sum.p + t * (cols / qblock), one_level());
       }
     });
   }

@@ -36,6 +36,9 @@ if(TARGET kfuse_llm)
     kfuse_generate_test(logits "logits: 4 x [0-9]+ written" ${m} --tokens -p "1 5 6 7"
                         --logits ${CMAKE_CURRENT_BINARY_DIR}/llm_logits.npy)
     kfuse_generate_test(bench "pp16 \\| [0-9.]+ \\|.*tg8 \\| [0-9.]+ \\|.*\\| 2 \\| tg8" ${m} --bench -p 16 -n 8 -r 2 -t 1,2)
+    kfuse_generate_test(fast_prefill "prefill: 8 tokens.*decode: 4 tokens" ${m} --tokens -p "1 5 6 7 8 9 10 11"
+                        -n 4 --temp 0 --ignore-eos --fast-prefill)
+    kfuse_generate_test(bad_threads "-t: '-3' is not a valid count" ${m} -p hello -t -3)
     kfuse_generate_test(bad_option "unknown option '--frobnicate'" ${m} --frobnicate)
     kfuse_generate_test(bad_id "token 1 has id 999999, outside the vocabulary" ${m} --tokens -p "1 999999")
     kfuse_generate_test(context_end "decode: 5 tokens" ${m} --tokens -p "1 5" -c 6 -n 100 --ignore-eos)

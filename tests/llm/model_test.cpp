@@ -105,6 +105,43 @@ TEST_CASE("llm model: q4_k / q6_k weights (the Q4_K_M mix) match the reference",
   std::filesystem::remove(tq.path);
 }
 
+// fast_prefill: one int8 level on the prompt (llama.cpp's arithmetic), on every tier.
+TEST_CASE("llm model: fast prefill stays close to the reference on every tier", "[llm][model]") {
+  for (std::uint32_t type : {8u, 2u, 12u}) {
+    tiny_shape s;
+    s.type = type;
+    s.head_type = type == 12 ? 8 : type;
+    if (type == 12) s.n_embd = 256, s.n_ff = 512;
+    const auto tm = make_tiny_model(s, "kfuse_llm_fast_prefill.gguf");
+    const auto ids = some_ids(64, tm.n_vocab, 5);
+    std::vector<float> scalar;
+    for (const char* tier : {"scalar", "avx2", "avx512_vnni"}) {
+      env_guard g(tier);
+      try {
+        const model m = model::load(tm.path.string());
+        session sess(m, {.n_ctx = 64, .threads = 2, .fast_prefill = true});
+        const auto got = sess.prefill_all_logits(ids);
+        const double c = worst_cosine(tm, got, ids);
+        INFO(tier << " type " << type << ": worst cosine " << std::setprecision(9) << c);
+        CHECK(c >= 0.999);  // one level keeps ~8 bits per value: measured 0.99988-0.9999 here
+        if (scalar.empty()) {
+          scalar = got;
+          continue;
+        }
+        double worst = 0, scale = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          worst = std::max(worst, double(std::fabs(got[i] - scalar[i])));
+          scale = std::max(scale, double(std::fabs(scalar[i])));
+        }
+        CHECK(worst <= 1e-4 * scale);
+      } catch (const kfuse::error& e) {
+        CHECK_THAT(e.what(), Contains("this CPU does not run it"));
+      }
+    }
+    std::filesystem::remove(tm.path);
+  }
+}
+
 TEST_CASE("llm model: decoding token by token equals one prefill", "[llm][model]") {
   tiny_shape s;
   s.type = 8;

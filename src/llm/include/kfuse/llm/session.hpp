@@ -27,6 +27,10 @@ struct session_options {
   cache_type cache = cache_type::f32;
   int threads = 0;  // 0: kfuse's default (the cores this process may use)
   int batch = 256;  // most tokens per prefill step
+  // Prompts of 2+ tokens with one int8 level per activation block on quantized weights, as
+  // llama.cpp computes (~1.3-1.5x faster prefill; logits cosine ~0.9998 against fp32 instead of
+  // 1 - 1e-7). Decoding always keeps both levels: it is bound by memory, they cost nothing there.
+  bool fast_prefill = false;
 };
 
 class session {
