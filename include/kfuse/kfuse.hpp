@@ -1,21 +1,31 @@
 #pragma once
-// kfuse: header-only CPU inference kernels with compile-time fused epilogues.
+// kfuse: header-only CPU inference kernels with compile-time fused epilogues. Every header of
+// kfuse/kernels/ is reachable from here (ctest umbrella:complete checks it).
 // The executor is separate: kfuse/graph/graph.hpp (building graphs) and kfuse/graph/compile.hpp
 // (the one TU that compiles plans: it instantiates every op's kernels).
 #include "kfuse/arch/dispatch.hpp"
 #include "kfuse/config/version.hpp"
 #include "kfuse/epilogue.hpp"
 #include "kfuse/kernels/arg_reduce.hpp"
+#include "kfuse/kernels/attention.hpp"
 #include "kfuse/kernels/batch_norm.hpp"
+#include "kfuse/kernels/broadcast.hpp"
 #include "kfuse/kernels/conv/conv2d.hpp"
+#include "kfuse/kernels/conv/conv_transpose2d.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
+#include "kfuse/kernels/conv/few_channel_conv2d.hpp"
 #include "kfuse/kernels/conv/fold_batch_norm.hpp"
 #include "kfuse/kernels/eltwise.hpp"
+#include "kfuse/kernels/gather.hpp"
+#include "kfuse/kernels/gemm/batched_gemm.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
+#include "kfuse/kernels/gemm/quantize_weights.hpp"
 #include "kfuse/kernels/layout_convert.hpp"
 #include "kfuse/kernels/norm.hpp"
 #include "kfuse/kernels/pad.hpp"
 #include "kfuse/kernels/pool2d.hpp"
+#include "kfuse/kernels/pool_indices.hpp"
 #include "kfuse/kernels/reduce.hpp"
+#include "kfuse/kernels/resize.hpp"
 #include "kfuse/kernels/softmax.hpp"
 #include "kfuse/types/convert.hpp"
