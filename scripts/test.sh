@@ -48,6 +48,7 @@ if [[ -n "$files" ]]; then
 fi
 echo "format: $(echo "$files" | wc -w) files clean"
 scripts/check_words.sh
+scripts/check_layers.sh
 # catch_discover_tests splits a test name at ';' and ctest then runs a filter that matches
 # nothing, which Catch2 v2 reports as "No tests ran" with exit code 0: such a test never runs.
 if git grep -nE '(TEST_CASE|SECTION)\("[^"]*;' -- tests; then

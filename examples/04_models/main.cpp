@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "kfuse/arch/target.hpp"
+#include "kfuse/simd/target.hpp"
 #if KFUSE_EXAMPLE_RUNTIME  // compile() from kfuse::runtime (CMake links it when built)
 #include "kfuse/runtime.hpp"
 #else

@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "kfuse/arch/target.hpp"
 #include "kfuse/graph/plan.hpp"
+#include "kfuse/simd/target.hpp"
 #include "kfuse/tools/profiler.hpp"
 
 namespace {

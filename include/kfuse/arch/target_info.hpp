@@ -4,9 +4,9 @@
 // is the scalar fallback: arch::native resolved to generic because the translation unit had no
 // -march flags for a SIMD tier (KFUSE_SCALAR_FALLBACK in config/macros.hpp).
 //
-//   kfuse::target_of<kfuse::arch::native, kfuse::backend::hwy>().text()   // kfuse/arch/target.hpp
+//   kfuse::target_of<kfuse::arch::native, kfuse::backend::hwy>().text()   // kfuse/simd/target.hpp
 //
-// This header is light (no SIMD library); kfuse/arch/target.hpp adds target_of<A, B>().
+// This header is light (no SIMD library); kfuse/simd/target.hpp adds target_of<A, B>().
 #include <string>
 #include <type_traits>
 #include <utility>

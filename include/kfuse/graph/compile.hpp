@@ -40,8 +40,8 @@
 #include "kfuse/graph/passes/quantize_absorption.hpp"
 #include "kfuse/graph/passes/view_absorption.hpp"
 #include "kfuse/graph/replay.hpp"
+#include "kfuse/kernels/gemm/dot_rates.hpp"
 #include "kfuse/threading/thread_pool.hpp"
-#include "kfuse/tools/machine_limits.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

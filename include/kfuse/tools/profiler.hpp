@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "kfuse/arch/target.hpp"
 #include "kfuse/config/macros.hpp"
 #include "kfuse/error.hpp"
+#include "kfuse/simd/target.hpp"
 #include "kfuse/tools/machine_limits.hpp"
 
 namespace kfuse {
