@@ -117,7 +117,8 @@ run_info arg_reduce_impl(const In* in, std::int64_t* out, index_t outer, index_t
     body.template operator()<false, true>();
   else
     body.template operator()<false, false>();
-  const int used = int(std::min<index_t>(pool_threads(opt.threads, "arg_reduce"), (items + grain - 1) / grain));
+  const int used =
+      int(std::min<index_t>(pool_threads(opt.threads, "arg_reduce"), (items + grain - 1) / grain));
   return run_info{k, "any", "scalar", inner == 1 ? "rows" : "columns", used};
 }
 

@@ -176,7 +176,8 @@ struct attention_kernel {
     detail::slot_cursor measure;
     carve(p, measure);
     const std::size_t each = measure.used();
-    const int threads = detail::workspace_threads(name, ws, each, pool_threads(opt.threads, "attention"));
+    const int threads =
+        detail::workspace_threads(name, ws, each, pool_threads(opt.threads, "attention"));
     info.threads = int(std::min<index_t>(threads, items));
     parallel_for(
         0, items, 1,

@@ -130,7 +130,8 @@ run_info pad_impl(const T* in, T* out, const pad_plan& p, T fill, const run_opti
   parallel_for(
       0, rows, grain, [&](range rg, int) { pad_rows(in, out, p, fill, rg.begin, rg.end); },
       opt.threads);
-  const int used = int(std::min<index_t>(pool_threads(opt.threads, "pad"), (rows + grain - 1) / grain));
+  const int used =
+      int(std::min<index_t>(pool_threads(opt.threads, "pad"), (rows + grain - 1) / grain));
   return run_info{k, "any", "scalar", "rows", used};
 }
 

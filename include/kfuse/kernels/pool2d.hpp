@@ -269,7 +269,8 @@ struct pool2d : image_kernel_types<Layout, Ep> {
   static run_info run(tensor_view<In, Layout> in, const pool_shape& s, tensor_view<Out, Layout> out,
                       const Ep& ep = {}, const run_options& opt = {}, std::int32_t zero_point = 0) {
     const packed p = initialize(s);
-    const workspace_buffer ws = detail::own_workspace<pool2d>(s, pool_threads(opt.threads, "pool2d"));
+    const workspace_buffer ws =
+        detail::own_workspace<pool2d>(s, pool_threads(opt.threads, "pool2d"));
     return run(in, p, out, ep, ws.view(), opt, zero_point);
   }
 

@@ -359,7 +359,8 @@ run_info reduce_impl(const In* in, Out* out, const reduce_plan& p, reduce_kind k
     default:
       fail(k, "unknown reduce_kind " + std::to_string(int(kind)));
   }
-  const int used = int(std::min<index_t>(pool_threads(opt.threads, "reduce"), (items + grain - 1) / grain));
+  const int used =
+      int(std::min<index_t>(pool_threads(opt.threads, "reduce"), (items + grain - 1) / grain));
   return run_info{k, A::name, simd::impl_name<A, B>(), rows ? "rows" : "columns", used};
 }
 

@@ -243,9 +243,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                       std::int32_t x_zero_point = 0) {
     conv_shape s = w.shape_;
     s.n = x.dims.n;
-    const workspace_buffer ws = w.empty()
-                                    ? workspace_buffer{}
-                                    : detail::own_workspace<conv2d>(s, pool_threads(opt.threads, "conv2d"));
+    const workspace_buffer ws =
+        w.empty() ? workspace_buffer{}
+                  : detail::own_workspace<conv2d>(s, pool_threads(opt.threads, "conv2d"));
     return run(x, w, y, ep, ws.view(), opt, x_zero_point);
   }
 

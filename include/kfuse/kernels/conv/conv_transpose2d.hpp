@@ -152,7 +152,8 @@ struct conv_transpose2d : image_kernel_types<nhwc, epilogue<>> {
     const std::size_t slot = slot_bytes(s);
     const index_t rows = s.n * s.out_h;
     const int threads = int(std::min<index_t>(
-        detail::workspace_threads(name, ws, slot, pool_threads(opt.threads, "conv_transpose2d")), rows));
+        detail::workspace_threads(name, ws, slot, pool_threads(opt.threads, "conv_transpose2d")),
+        rows));
     info.threads = threads;
     auto band = [&](range r, int worker) {
       float* scratch = ws.slot<float>(worker, slot);

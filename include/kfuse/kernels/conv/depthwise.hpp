@@ -380,9 +380,9 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
                       std::int32_t in_zero_point = 0) {
     conv_shape s = p.shape;
     s.n = in.dims.n, s.h = in.dims.h, s.w = in.dims.w;
-    const workspace_buffer ws =
-        p.empty() ? workspace_buffer{}
-                  : detail::own_workspace<depthwise_conv2d>(s, pool_threads(opt.threads, "depthwise_conv2d"));
+    const workspace_buffer ws = p.empty() ? workspace_buffer{}
+                                          : detail::own_workspace<depthwise_conv2d>(
+                                                s, pool_threads(opt.threads, "depthwise_conv2d"));
     return run(in, p, out, ep, ws.view(), opt, in_zero_point);
   }
 
@@ -438,7 +438,8 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
     Out* y = out.data;
     const float* wp = p.w.data();
     const std::size_t slot = slot_bytes(s);
-    const int threads = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads, "depthwise_conv2d"));
+    const int threads =
+        detail::workspace_threads(k, ws, slot, pool_threads(opt.threads, "depthwise_conv2d"));
     run_info info{k, A::name, simd::impl_name<A, B>(), "", 1};
     if constexpr (std::is_same_v<Layout, nhwc>) {
       const index_t rows = g.n * g.oh;

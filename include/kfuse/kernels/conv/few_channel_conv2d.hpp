@@ -137,7 +137,8 @@ struct few_channel_conv2d {
     run_info info{k, A::name, simd::impl_name<A, B>(), micro_kernel(w.pv), 1};
     if (n_out == 0) return info;
     const std::size_t slot = workspace_size(s, 1);
-    const int pool = detail::workspace_threads(k, ws, slot, pool_threads(opt.threads, "few_channel_conv2d"));
+    const int pool =
+        detail::workspace_threads(k, ws, slot, pool_threads(opt.threads, "few_channel_conv2d"));
     if (s.stride_w == 2)
       info.threads = w.pv == 1 ? run_with<1, 2>(x.data, w, y.data, s, ep, pool, ws, slot)
                                : run_with<2, 2>(x.data, w, y.data, s, ep, pool, ws, slot);

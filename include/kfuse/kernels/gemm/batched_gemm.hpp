@@ -238,7 +238,8 @@ struct batched_gemm {
     if (K == 0) detail::fail(kn, "K is 0 (an empty sum): nothing defines the output");
 
     const std::size_t each = slot_bytes(p);
-    const int threads = detail::workspace_threads(kn, ws, each, pool_threads(opt.threads, "batched_gemm"));
+    const int threads =
+        detail::workspace_threads(kn, ws, each, pool_threads(opt.threads, "batched_gemm"));
     constexpr int NR = config::nr;
     const index_t panels = (N + NR - 1) / NR;
     // Enough items for every thread; each item keeps whole panels so B is packed once per item.
