@@ -18,6 +18,7 @@
 #include "kfuse/kernels/eltwise.hpp"
 #include "kfuse/kernels/gather.hpp"
 #include "kfuse/kernels/gemm/batched_gemm.hpp"
+#include "kfuse/kernels/gemm/dot_rates.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/gemm/quantize_weights.hpp"
 #include "kfuse/kernels/layout_convert.hpp"
