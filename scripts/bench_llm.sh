@@ -65,4 +65,15 @@ rm -f "$out"/*.txt
   done
   "$bench" -m "$md/${models[0]}.gguf" -p 0 -n 1 -r 1 -t 1 2>&1 | grep -E "^build:" | head -1 >"$out/llama_build.txt" || true
 ) 9>/tmp/kfuse_bench.lock
-/usr/bin/python3 scripts/llm/bench_table.py "$out" "$md" "${models[@]}" | tee docs/benchmarks/llm.md
+# docs/benchmarks/llm.md: its heading, this run, then the earlier runs (newest first).
+/usr/bin/python3 scripts/llm/bench_table.py "$out" "$md" "${models[@]}" | tee "$out/table.md"
+log=docs/benchmarks/llm.md
+{
+  echo "# LLM generation: kfuse-generate against llama.cpp (llama-bench), same run"
+  echo
+  echo "Runs of \`scripts/bench_llm.sh\`, newest first. Only ratios within one run compare."
+  echo
+  cat "$out/table.md"
+  [[ -f $log ]] && sed -n '/^## /,$p' "$log" | sed '1s/^/\n/'
+} >"$log.new"
+mv "$log.new" "$log"

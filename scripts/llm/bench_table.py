@@ -34,11 +34,13 @@ def bandwidth(threads):
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
 isa = "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2" if "avx2" in flags else "SSE"
-print("# LLM generation: kfuse-generate vs llama.cpp (llama-bench), same run\n")
+import datetime
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+print(f"## {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, {cpu}, code of {commit}\n")
 print(f"CPU: {cpu} ({isa}), {os.cpu_count()} logical CPUs. Probed read bandwidth: "
       f"{bandwidth(1):.1f} GB/s (1 thread), {bandwidth(2):.1f} GB/s (2 threads).")
 build = open(os.path.join(out, "llama_build.txt")).read().strip() if os.path.exists(os.path.join(out, "llama_build.txt")) else ""
-print(f"llama.cpp: node-llama-cpp 3.22.1's tree, native build (GGML_NATIVE=ON). {build}\n")
+print(f"llama.cpp: node-llama-cpp 3.22.1's tree, native build without AMX (setup.sh). {build}\n")
 print("Medians of alternated rounds; t/s = tokens per second. Targets: tg128 >= 1.15x llama.cpp and "
       ">= 85% of the bandwidth bound; pp512 >= 1.0x; load (process wall time to load the model and "
       "decode one token) no slower.\n")
