@@ -74,25 +74,27 @@ float half_at(const std::uint8_t* p) {
   return f16_to_f32(h);
 }
 
+// Sub-block j's 6-bit scale and min of a Q4_K super-block's 12 packed bytes `sc`.
+void q4_k_scale_min(const std::uint8_t* sc, int j, int& s, int& m) {
+  if (j < 4) {
+    s = sc[j] & 63;
+    m = sc[j + 4] & 63;
+  } else {
+    s = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+    m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+  }
+}
+
 // Q4_K: 256 values as 8 sub-blocks of 32, each with a 6-bit scale and min (12 packed bytes) of
 // the super-block's f16 d and dmin: value = d sc q - dmin m, q a nibble.
 void dequantize_q4_k(const std::uint8_t* b, float* y) {
   const float d = half_at(b), dmin = half_at(b + 2);
   const std::uint8_t* sc = b + 4;
   const std::uint8_t* q = b + 16;
-  auto scale_min = [&](int j, int& s, int& m) {
-    if (j < 4) {
-      s = sc[j] & 63;
-      m = sc[j + 4] & 63;
-    } else {
-      s = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
-      m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-    }
-  };
   for (int chunk = 0; chunk < 4; ++chunk, q += 32) {
     int s1, m1, s2, m2;
-    scale_min(2 * chunk, s1, m1);
-    scale_min(2 * chunk + 1, s2, m2);
+    q4_k_scale_min(sc, 2 * chunk, s1, m1);
+    q4_k_scale_min(sc, 2 * chunk + 1, s2, m2);
     for (int l = 0; l < 32; ++l) {
       y[chunk * 64 + l] = d * float(s1) * float(q[l] & 0xf) - dmin * float(m1);
       y[chunk * 64 + 32 + l] = d * float(s2) * float(q[l] >> 4) - dmin * float(m2);
@@ -108,13 +110,7 @@ void q4_k_to_q4m(const std::uint8_t* b, std::uint8_t* out) {
   const std::uint8_t* q = b + 16;
   for (int j = 0; j < 8; ++j, out += 20) {
     int s, m;
-    if (j < 4) {
-      s = sc[j] & 63;
-      m = sc[j + 4] & 63;
-    } else {
-      s = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
-      m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-    }
+    q4_k_scale_min(sc, j, s, m);
     const std::uint16_t hs = f32_to_f16(d * float(s)), hm = f32_to_f16(dmin * float(m));
     std::memcpy(out, &hs, 2);
     std::memcpy(out + 2, &hm, 2);

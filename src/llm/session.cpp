@@ -77,15 +77,20 @@ struct session::impl {
   buffer<std::byte> k_cache, v_cache;
   std::vector<std::function<void()>> plan;
 
+  // Validated before the pool starts any worker.
+  static int checked_threads(int threads) {
+    if (threads < 0)
+      throw kfuse::error("session: threads = " + std::to_string(threads) +
+                         " (0 uses the cores this process may use, N > 0 exactly N)");
+    return threads;
+  }
+
   impl(const model& m, const session_options& opt)
       : owner(m),
         M(m.internals()),
         K(*M.kernels),
         c(M.config),
-        pool(opt.threads > 0 ? thread_pool(opt.threads) : thread_pool()) {
-    if (opt.threads < 0)
-      throw kfuse::error("session: threads = " + std::to_string(opt.threads) +
-                         " (0 uses the cores this process may use, N > 0 exactly N)");
+        pool(checked_threads(opt.threads) > 0 ? thread_pool(opt.threads) : thread_pool()) {
     n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(c.n_ctx_train, 4096);
     if (opt.n_ctx < 0 || n_ctx > (1 << 20))
       throw kfuse::error("session: n_ctx " + std::to_string(opt.n_ctx) + " is out of range");
