@@ -1,7 +1,7 @@
 // Compile-time probe: the README's executor snippet (an MLP 784-1024-10: linear, relu, softmax)
 // compiled into a plan three ways: every op header-only (kfuse/graph/compile.hpp), only the
-// MLP's ops (-DKFUSE_CT_SELECTIVE: compile<ops<linear, eltwise, softmax>>), or linked from
-// kfuse::runtime (-DKFUSE_CT_RUNTIME: kfuse/runtime.hpp).
+// MLP's ops in f32 (-DKFUSE_CT_SELECTIVE: compile<ops<linear, eltwise, softmax>::in<f32>>), or
+// linked from kfuse::runtime (-DKFUSE_CT_RUNTIME: kfuse/runtime.hpp).
 #include <vector>
 
 #if KFUSE_CT_RUNTIME
@@ -18,7 +18,8 @@ int main() {
                                     g.constant("b1", {1024}, b1.data())));
   g.output(g.softmax("prob", g.linear("fc2", h, g.constant("w2", {10, 1024}, w2.data()))));
 #if KFUSE_CT_SELECTIVE
-  using mlp = kfuse::ops<kfuse::op_kind::linear, kfuse::op_kind::eltwise, kfuse::op_kind::softmax>;
+  using mlp = kfuse::ops<kfuse::op_kind::linear, kfuse::op_kind::eltwise,
+                         kfuse::op_kind::softmax>::in<kfuse::precision::f32>;
   const kfuse::plan p = kfuse::compile<mlp>(g, {.threads = 1});
 #else
   const kfuse::plan p = kfuse::compile(g, {.threads = 1});

@@ -43,8 +43,13 @@ void run() {
   batched_gemm<i8, arch::generic>::run(in_u8, in_i8, out_i32,
                                        batched_gemm_problem::dense({}, 4, 4, 4));
   (void)compile<ops<op_kind::reshape>>(graph{});
+  (void)compile<ops<op_kind::reshape>::in<precision::f32>>(graph{});
 #elif defined(KFUSE_CF_SELECTIVE_EMPTY_SET)
   (void)compile<ops<>>(graph{});
+#elif defined(KFUSE_CF_SELECTIVE_NO_PRECISION)
+  (void)compile<ops<op_kind::linear>::in<>>(graph{});
+#elif defined(KFUSE_CF_SELECTIVE_INHERIT)
+  (void)compile<ops<op_kind::linear>::in<precision::inherit>>(graph{});
 #elif defined(KFUSE_CF_COMPILE_NOT_ARCH_OR_OPS)
   (void)compile<float>(graph{});
 #elif defined(KFUSE_CF_SCALAR_ONLY_STAGE)

@@ -25,6 +25,8 @@ set(expect_hwy_too_narrow
     "${sa}kfuse: Highway's static target in this TU is narrower than the arch[^\n]*docs/toolchain.md")
 
 set(expect_selective_empty_set "${sa}kfuse::ops<...> needs at least one op_kind")
+set(expect_selective_no_precision "${sa}kfuse::ops<...>::in<...> needs at least one precision")
+set(expect_selective_inherit "${sa}kfuse::ops<...>::in<...>: name f32, bf16 or int8")
 set(expect_compile_not_arch_or_ops
     "${sa}kfuse::compile<T>: T must be an arch tag[^\n]*or an op set" "with T = float")
 

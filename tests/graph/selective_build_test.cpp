@@ -1,5 +1,7 @@
-// Selective builds: compile<ops<...>>(g) instantiates only the listed ops' lowerings. The plan
-// matches a double reference, and a graph holding another op fails naming the node and the op.
+// Selective builds: compile<ops<...>>(g) instantiates only the listed ops' lowerings, and
+// compile<ops<...>::in<...>>(g) only their kernels of the listed precisions. The plan matches a
+// double reference; a graph holding another op, or a node of another precision, fails naming
+// the node and what is missing.
 // This TU includes kfuse/graph/compile.hpp only (not kfuse::runtime): what a user's selective
 // TU does.
 #include <cmath>
@@ -24,21 +26,31 @@ std::vector<float> seeded(std::size_t n, unsigned seed) {
 }
 
 using mlp_ops = ops<op_kind::linear, op_kind::eltwise, op_kind::softmax>;
+using mlp_f32 = mlp_ops::in<precision::f32>;
 
-}  // namespace
+struct mlp_weights {
+  static constexpr index_t K = 37, H = 19, N = 10;
+  std::vector<float> w1 = seeded(std::size_t(H * K), 1), b1 = seeded(std::size_t(H), 2),
+                     w2 = seeded(std::size_t(N * H), 3);
+};
 
-TEST_CASE("selective build: an MLP on ops<linear, eltwise, softmax> matches a double reference",
-          "[graph]") {
+graph mlp_graph(const mlp_weights& m, index_t batch) {
+  graph g;
+  auto in = g.input("x", {batch, m.K});
+  auto h = g.relu("relu1", g.linear("fc1", in, g.constant("w1", {m.H, m.K}, m.w1.data()),
+                                    g.constant("b1", {m.H}, m.b1.data())));
+  g.output(g.softmax("prob", g.linear("fc2", h, g.constant("w2", {m.N, m.H}, m.w2.data()))));
+  return g;
+}
+
+template <class Set>
+void check_mlp() {
+  const mlp_weights mw;
+  const std::vector<float>&w1 = mw.w1, &b1 = mw.b1, &w2 = mw.w2;
+  const index_t K = mw.K, H = mw.H, N = mw.N;
   for (const index_t batch : {1, 3}) {
-    const index_t K = 37, H = 19, N = 10;
-    const auto w1 = seeded(std::size_t(H * K), 1), b1 = seeded(std::size_t(H), 2),
-               w2 = seeded(std::size_t(N * H), 3), x = seeded(std::size_t(batch * K), 4);
-    graph g;
-    auto in = g.input("x", {batch, K});
-    auto h = g.relu("relu1", g.linear("fc1", in, g.constant("w1", {H, K}, w1.data()),
-                                      g.constant("b1", {H}, b1.data())));
-    g.output(g.softmax("prob", g.linear("fc2", h, g.constant("w2", {N, H}, w2.data()))));
-    const plan p = compile<mlp_ops>(g, {.threads = 1});
+    const auto x = seeded(std::size_t(batch * K), 4);
+    const plan p = compile<Set>(mlp_graph(mw, batch), {.threads = 1});
     std::vector<float> y(std::size_t(batch * N), std::nanf(""));  // poisoned
     auto r = p.record({bind(x)}, {bind(y)});
     r.replay();
@@ -62,6 +74,34 @@ TEST_CASE("selective build: an MLP on ops<linear, eltwise, softmax> matches a do
         CHECK(std::abs(double(y[std::size_t(m * N + j)]) - logit[std::size_t(j)] / sum) < 1e-5);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("selective build: an MLP on ops<linear, eltwise, softmax> matches a double reference",
+          "[graph]") {
+  check_mlp<mlp_ops>();
+}
+
+TEST_CASE("selective build: the MLP on ops<...>::in<f32> matches a double reference", "[graph]") {
+  check_mlp<mlp_f32>();
+}
+
+TEST_CASE("selective build: a precision outside the set is an error naming the node", "[graph]") {
+  const mlp_weights m;
+  for (const precision pr : {precision::bf16, precision::int8}) {
+    CAPTURE(precision_name(pr));
+    compile_options o{.threads = 1, .prec = pr};
+    const graph g = mlp_graph(m, 2);
+    CHECK_THROWS_WITH(compile<mlp_f32>(g, o),
+                      Contains("node 'fc1' (linear): runs in " + std::string(precision_name(pr))) &&
+                          Contains("(compile<ops<linear, eltwise, softmax>::in<f32>>)") &&
+                          Contains("add precision::" + std::string(precision_name(pr))) &&
+                          Contains("kfuse::runtime"));
+  }
+  // The same plan in a precision the set has compiles.
+  CHECK_NOTHROW(compile<mlp_ops::in<precision::f32, precision::bf16>>(
+      mlp_graph(m, 2), {.threads = 1, .prec = precision::bf16}));
 }
 
 TEST_CASE("selective build: an op outside the set is an error naming the node and the op",

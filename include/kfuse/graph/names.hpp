@@ -35,6 +35,26 @@ struct dtype_size_fn {
 inline constexpr detail::dtype_size_fn dtype_size{};
 
 namespace detail {
+struct precision_name_fn {
+  constexpr std::string_view operator()(precision p) const noexcept {
+    switch (p) {
+      case precision::inherit:
+        return "inherit";
+      case precision::f32:
+        return "f32";
+      case precision::bf16:
+        return "bf16";
+      case precision::int8:
+        return "int8";
+    }
+    return "?";
+  }
+};
+}  // namespace detail
+/// "f32", "bf16", "int8" ("inherit": the plan's).
+inline constexpr detail::precision_name_fn precision_name{};
+
+namespace detail {
 struct dtype_name_fn {
   constexpr std::string_view operator()(dtype t) const noexcept {
     switch (t) {

@@ -79,6 +79,7 @@ void few_channel_cmd(const command& c) {
 
 struct conv2d_rule : op_rule {
   static constexpr op_kind kind = op_kind::conv2d;
+  static constexpr bool by_precision = true;
   static constexpr bool absorbs_chain = true;
   static constexpr bool folds_batch_norm = true;
   static bool optional_slot(std::size_t slot) { return slot == 2; }
@@ -199,10 +200,12 @@ struct conv2d_rule : op_rule {
     dense_i8_nchw
   };
 
-  template <class A, class B>
+  template <class A, class B, class Set = detail::all_ops>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
     const precision pr = cx.precision_of(n);
+    if (!Set::runs_in(pr == precision::inherit ? precision::f32 : pr))
+      fail_precision<Set>(cx, n, pr == precision::inherit ? precision::f32 : pr);
     const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
     const conv_shape cs = shape_of(cx, s);
     if (pr == precision::bf16 && cl && !cs.is_depthwise() && s.gate < 0 && cx.opt.winograd &&
@@ -214,7 +217,7 @@ struct conv2d_rule : op_rule {
           "bf16: 3x3 stride-1 convs where Winograd pays run as f32 Winograd F(4x4, 3x3), "
           "faster than bf16's direct conv and more accurate (compile_options::winograd = "
           "false keeps them bf16)");
-      return lower_part<part::dense_f32, A, B>(cx, s, n, info, cmds);
+      return lower_part<part::dense_f32, A, B, Set>(cx, s, n, info, cmds);
     }
     const bool bf16_out = cx.T(s.out).type == dtype::bf16;
     const part p = cs.is_depthwise()                                  ? part::depthwise
@@ -230,9 +233,11 @@ struct conv2d_rule : op_rule {
                                                                   : part::dense_i8)
                        : part::dense_f32;
     switch (p) {
-#define KFUSE_CONV_PART(name) \
-  case part::name:            \
-    return lower_part<part::name, A, B>(cx, s, n, info, cmds);
+#define KFUSE_CONV_PART(name)                                         \
+  case part::name:                                                    \
+    if constexpr (part_runs_in<Set>(part::name))                      \
+      return lower_part<part::name, A, B, Set>(cx, s, n, info, cmds); \
+    break;
       KFUSE_CONV_PART(depthwise)
       KFUSE_CONV_PART(gated)
       KFUSE_CONV_PART(few_channel)
@@ -246,11 +251,36 @@ struct conv2d_rule : op_rule {
       KFUSE_CONV_PART(dense_i8_nchw)
 #undef KFUSE_CONV_PART
     }
+    fail_precision<Set>(cx, n, part_precision(p));
+  }
+
+  /// The precision whose kernels a part instantiates (dense_f32 also runs bf16 plans' Winograd
+  /// convs; the depthwise, gated and stem parts take every precision, each branch guarded).
+  static constexpr precision part_precision(part p) {
+    switch (p) {
+      case part::dense_bf16:
+      case part::dense_bf16_to_bf16:
+      case part::dense_bf16_nchw:
+        return precision::bf16;
+      case part::dense_i8:
+      case part::dense_i8_to_u8:
+      case part::dense_i8_to_bf16:
+      case part::dense_i8_nchw:
+        return precision::int8;
+      default:
+        return precision::f32;
+    }
+  }
+  template <class Set>
+  static constexpr bool part_runs_in(part p) {
+    return p == part::depthwise || p == part::gated || p == part::few_channel ||
+           (p == part::dense_f32 ? Set::runs_in(precision::f32) || Set::runs_in(precision::bf16)
+                                 : Set::runs_in(part_precision(p)));
   }
 
   /// One part's lowering (defined below the class: not inline, so that kfuse::runtime can build
   /// each part in its own object and declare the others extern).
-  template <part P, class A, class B>
+  template <part P, class A, class B, class Set = detail::all_ops>
   static void lower_part(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                          step_info& info, std::vector<detail::plan_command>& cmds);
 
@@ -451,31 +481,43 @@ struct conv2d_rule : op_rule {
   }
 };
 
-template <conv2d_rule::part P, class A, class B>
+template <conv2d_rule::part P, class A, class B, class Set>
 void conv2d_rule::lower_part(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                              step_info& info, std::vector<detail::plan_command>& cmds) {
   const conv_shape cs = shape_of(cx, s);
   const precision pr = cx.precision_of(n);
   const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
+  // bf16 tensors appear in bf16 plans and in int8 plans (int8_bf16_nhwc, bf16_plan_stem).
+  constexpr bool bf16_tensors = Set::runs_in(precision::bf16) || Set::runs_in(precision::int8);
   if constexpr (P == part::depthwise) {
     // An int8 depthwise runs in bf16 when its producer writes bf16 (int8_bf16_nhwc), else in
     // f32: its cost is memory, not arithmetic.
-    if (pr == precision::bf16 || (pr == precision::int8 && cx.T(s.x).type == dtype::bf16))
-      return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
-                : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
+    if constexpr (bf16_tensors) {
+      if (pr == precision::bf16 || (pr == precision::int8 && cx.T(s.x).type == dtype::bf16))
+        return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
+                  : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
+    }
     return cl ? lower_depthwise<f32, nhwc, A, B>(cx, s, n, info, cmds, cs)
               : lower_depthwise<f32, nchw, A, B>(cx, s, n, info, cmds, cs);
   } else if constexpr (P == part::gated) {
-    if (pr == precision::int8)
-      return cx.T(s.out).type == dtype::u8
-                 ? lower_gated<i8, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8")
-                 : lower_gated<i8, A, B>(cx, s, n, info, cmds, cs, "int8");
-    return pr == precision::bf16 ? lower_gated<bf16, A, B>(cx, s, n, info, cmds, cs, "bf16")
-                                 : lower_gated<f32, A, B>(cx, s, n, info, cmds, cs, "f32");
+    if (pr == precision::int8) {
+      if constexpr (Set::runs_in(precision::int8))
+        return cx.T(s.out).type == dtype::u8
+                   ? lower_gated<i8, A, B, std::uint8_t>(cx, s, n, info, cmds, cs, "int8")
+                   : lower_gated<i8, A, B>(cx, s, n, info, cmds, cs, "int8");
+    } else if (pr == precision::bf16) {
+      if constexpr (Set::runs_in(precision::bf16))
+        return lower_gated<bf16, A, B>(cx, s, n, info, cmds, cs, "bf16");
+    } else {
+      if constexpr (Set::runs_in(precision::f32))
+        return lower_gated<f32, A, B>(cx, s, n, info, cmds, cs, "f32");
+    }
+    fail_precision<Set>(cx, n, pr == precision::inherit ? precision::f32 : pr);
   } else if constexpr (P == part::few_channel) {
-    return cx.T(s.out).type == dtype::bf16
-               ? lower_few_channel<A, B, bf16_t>(cx, s, n, info, cmds, cs)
-               : lower_few_channel<A, B, float>(cx, s, n, info, cmds, cs);
+    if constexpr (bf16_tensors)
+      if (cx.T(s.out).type == dtype::bf16)
+        return lower_few_channel<A, B, bf16_t>(cx, s, n, info, cmds, cs);
+    return lower_few_channel<A, B, float>(cx, s, n, info, cmds, cs);
   } else if constexpr (P == part::dense_bf16) {
     return lower_dense<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs, "bf16");
   } else if constexpr (P == part::dense_bf16_to_bf16) {  // bf16 absorbed: the consumer reads bf16

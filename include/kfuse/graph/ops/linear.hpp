@@ -55,6 +55,7 @@ inline tensor_quant int8_input_quant(const detail::compile_context& cx, const no
 struct linear_rule : op_rule {
   static constexpr op_kind kind = op_kind::linear;
   static constexpr bool absorbs_chain = true;
+  static constexpr bool by_precision = true;
   static bool optional_slot(std::size_t slot) { return slot == 2; }
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
@@ -96,22 +97,31 @@ struct linear_rule : op_rule {
     return cx.precision_of(cx.node_of(c)) == precision::bf16;
   }
 
-  template <class A, class B>
+  template <class A, class B, class Set = detail::all_ops>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
-    switch (cx.precision_of(n)) {
+    const precision pr = cx.precision_of(n);
+    switch (pr) {
       case precision::bf16:
-        return lower_precision<bf16, A, B>(cx, s, n, info, cmds);
+        if constexpr (Set::runs_in(precision::bf16))
+          return lower_precision<bf16, A, B, Set>(cx, s, n, info, cmds);
+        break;
       case precision::int8:
-        return lower_precision<i8, A, B>(cx, s, n, info, cmds);
+        if constexpr (Set::runs_in(precision::int8))
+          return lower_precision<i8, A, B, Set>(cx, s, n, info, cmds);
+        break;
       default:
-        return lower_precision<f32, A, B>(cx, s, n, info, cmds);
+        if constexpr (Set::runs_in(precision::f32))
+          return lower_precision<f32, A, B, Set>(cx, s, n, info, cmds);
+        break;
     }
+    fail_precision<Set>(cx, n, pr == precision::inherit ? precision::f32 : pr);
   }
 
   /// The lowering of one recipe (defined below the class: not inline, so that kfuse::runtime
-  /// builds each recipe's kernels in an object of its own).
-  template <class Recipe, class A, class B>
+  /// builds each recipe's kernels in an object of its own). A u8 output (the quantization of
+  /// an int8 consumer's input fused) only where Set has int8.
+  template <class Recipe, class A, class B, class Set = detail::all_ops>
   static void lower_precision(detail::compile_context& cx, const detail::step& s,
                               const node_desc& n, step_info& info,
                               std::vector<detail::plan_command>& cmds);
@@ -175,7 +185,7 @@ struct linear_rule : op_rule {
   }
 };
 
-template <class Recipe, class A, class B>
+template <class Recipe, class A, class B, class Set>
 void linear_rule::lower_precision(detail::compile_context& cx, const detail::step& s,
                                   const node_desc& n, step_info& info,
                                   std::vector<detail::plan_command>& cmds) {
@@ -185,7 +195,10 @@ void linear_rule::lower_precision(detail::compile_context& cx, const detail::ste
   if constexpr (std::is_same_v<Recipe, bf16>) {
     lower_recipe<bf16, A, B>(cx, s, n, info, cmds, recipe);
   } else if (cx.T(s.out).type == dtype::u8) {  // quantize fused (f32 and int8 recipes)
-    lower_recipe<Recipe, A, B, std::uint8_t>(cx, s, n, info, cmds, recipe);
+    if constexpr (Set::runs_in(precision::int8))
+      lower_recipe<Recipe, A, B, std::uint8_t>(cx, s, n, info, cmds, recipe);
+    else
+      fail_precision<Set>(cx, n, precision::int8);
   } else {
     lower_recipe<Recipe, A, B>(cx, s, n, info, cmds, recipe);
   }

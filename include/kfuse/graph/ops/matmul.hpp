@@ -35,6 +35,7 @@ void matmul_cmd(const command& c) {
 
 struct matmul_rule : op_rule {
   static constexpr op_kind kind = op_kind::matmul;
+  static constexpr bool by_precision = true;
   static constexpr bool absorbs_chain = true;
   /// Slots 0 and 1 of the command are a and b: two left for fused operands.
   static constexpr int chain_operand_slots = 2;
@@ -58,15 +59,19 @@ struct matmul_rule : op_rule {
     cx.set_out(n, g.out_shape, dtype::f32, tensor_layout::plain);
   }
 
-  template <class A, class B>
+  template <class A, class B, class Set = detail::all_ops>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
     // bf16 plans run the products on bf16 (vdpbf16ps where the arch has it); int8 keeps them in
     // f32 (the linears around them carry the int8 speed-up).
-    if (cx.precision_of(n) == precision::bf16)
-      lower_recipe<bf16, A, B>(cx, s, info, cmds, "bf16");
-    else
-      lower_recipe<f32, A, B>(cx, s, info, cmds, "f32");
+    if (cx.precision_of(n) == precision::bf16) {
+      if constexpr (Set::runs_in(precision::bf16))
+        return lower_recipe<bf16, A, B>(cx, s, info, cmds, "bf16");
+      fail_precision<Set>(cx, n, precision::bf16);
+    }
+    if constexpr (Set::runs_in(precision::f32) || Set::runs_in(precision::int8))
+      return lower_recipe<f32, A, B>(cx, s, info, cmds, "f32");
+    fail_precision<Set>(cx, n, precision::f32);
   }
 
   template <class Recipe, class A, class B>

@@ -10,16 +10,22 @@
 //   static void lower(compile_context&, const step&, const node_desc&,  replay commands for a
 //                     step_info&, std::vector<plan_command>&);          live step of this op
 //
-// and may override the hooks below (the defaults suit an op that absorbs nothing).
+// and may override the hooks below (the defaults suit an op that absorbs nothing). A rule whose
+// kernels differ by precision (by_precision) takes a third template argument, the op set whose
+// precisions it may instantiate (graph/compiler/op_set.hpp), defaulting to every precision.
 #include <cstddef>
 
 #include "kfuse/graph/compiler/context.hpp"
+#include "kfuse/graph/compiler/op_set.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
 
 struct op_rule {
+  /// lower<A, B, Set> instantiates only the precisions Set runs in (Set::runs_in).
+  static constexpr bool by_precision = false;
+
   /// Input slots that may be left empty (tensor_id{}): a bias, a norm's gamma / beta.
   static bool optional_slot(std::size_t) { return false; }
 
@@ -51,6 +57,19 @@ struct op_rule {
   /// conv, which would convert an f32 input), so the producer may write bf16.
   static bool reads_bf16(const detail::compile_context&, const detail::step&) { return false; }
 };
+
+/// Node n runs in precision p, which the selective set Set leaves out.
+template <class Set>
+[[noreturn]] void fail_precision(const detail::compile_context& cx, const node_desc& n,
+                                 precision p) {
+  std::string how = "this plan compiler";
+  if constexpr (detail::is_selective_op_set<Set>) how += " (" + detail::op_set_call(Set{}) + ")";
+  const std::string name(precision_name(p));
+  cx.fail_node(n, "runs in " + name + ", which " + how +
+                      " was not built for: add precision::" + name +
+                      " to the set's in<...>, compile in a precision it has, or link "
+                      "kfuse::runtime and call kfuse::compile from kfuse/runtime.hpp");
+}
 
 }  // namespace graph_ops
 

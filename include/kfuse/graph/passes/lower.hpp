@@ -35,17 +35,33 @@ void lower_step(prebuilt_ops, compile_context& cx, const step& s, const node_des
       s.op, [&](auto rule) { lower_prebuilt<decltype(rule), A, B>(cx, s, n, info, cmds); });
 }
 
-template <class A, class B, op_kind... K>
-void lower_step(ops<K...> set, compile_context& cx, const step& s, const node_desc& n,
-                step_info& info, std::vector<plan_command>& cmds) {
-  const bool lowered =
-      ((s.op == K ? (graph_ops::rule_of<K>::type::template lower<A, B>(cx, s, n, info, cmds), true)
-                  : false) ||
-       ...);
+/// Rule R's lowering in the precisions of set Set (rules whose kernels differ by precision take
+/// the set; the others have one lowering).
+template <class R, class A, class B, class Set>
+void lower_in_set(compile_context& cx, const step& s, const node_desc& n, step_info& info,
+                  std::vector<plan_command>& cmds) {
+  if constexpr (R::by_precision)
+    R::template lower<A, B, Set>(cx, s, n, info, cmds);
+  else
+    R::template lower<A, B>(cx, s, n, info, cmds);
+}
+
+template <class A, class B, class Set>
+requires is_selective_op_set<Set>
+void lower_step(Set set, compile_context& cx, const step& s, const node_desc& n, step_info& info,
+                std::vector<plan_command>& cmds) {
+  bool lowered = false;
+  graph_ops::with_rule(s.op, [&](auto rule) {
+    using R = decltype(rule);
+    if constexpr (Set::contains(R::kind)) {
+      lower_in_set<R, A, B, Set>(cx, s, n, info, cmds);
+      lowered = true;
+    }
+  });
   if (!lowered) {
     const std::string op(op_name(s.op));
-    cx.fail_node(n, "runs op " + op + ", which this plan compiler was not built for (compile<ops<" +
-                        op_set_names(set) + ">>): add op_kind::" + op +
+    cx.fail_node(n, "runs op " + op + ", which this plan compiler was not built for (" +
+                        op_set_call(set) + "): add op_kind::" + op +
                         " to the set, or link kfuse::runtime and call kfuse::compile from "
                         "kfuse/runtime.hpp (it runs every op)");
   }

@@ -775,19 +775,13 @@ struct conv2d : image_kernel_types<Layout, Ep> {
             float* pt_part = chunks > 1 ? part + (kt - kt0) * MR * NR : nullptr;
             detail::nchw_int_args ia{};
             if constexpr (integer) ia = {vsum, w.sums_.data() + kk, shift_minus_zero};
-            auto call = [&]<bool First, bool Last>() {
-              detail::nchw_tile_rows<MK, vec, NV, First, Last, MR>(
-                  rows, wrow, crsp, panel, q1 - q0, o, P, flat0, kk, np, ep, pt_part, ia);
-            };
-            const bool first = ch == 0, last = ch + 1 == chunks;
-            if (first && last)
-              call.template operator()<true, true>();
-            else if (first)
-              call.template operator()<true, false>();
-            else if (last)
-              call.template operator()<false, true>();
+            const bool first = ch == 0;
+            if (ch + 1 == chunks)
+              detail::nchw_tile_rows<MK, vec, NV, true, MR>(rows, wrow, crsp, panel, q1 - q0, o, P,
+                                                            flat0, kk, np, ep, pt_part, ia, first);
             else
-              call.template operator()<false, false>();
+              detail::nchw_tile_rows<MK, vec, NV, false, MR>(rows, wrow, crsp, panel, q1 - q0, o, P,
+                                                             flat0, kk, np, ep, pt_part, ia, first);
           }
         }
       }

@@ -238,6 +238,18 @@ KFUSE_INLINE void nhwc_tile(const nhwc_pixels<TX>& in, const conv_shape& s,
   store_tile<true>(acc, out, s.k, flat0, s.k, ch0, ch_valid, ep);
 }
 
+/// nhwc_tile out of line, for tiles of fewer than MR - 1 pixels (the ends of rows and maps):
+/// one copy per shape instead of one per call site, as gemm_tile_outlined.
+template <class MK, class V, int Rows, int NV, int NR, class TX, class Out, class Ep>
+KFUSE_NOINLINE void nhwc_tile_outlined(const nhwc_pixels<TX>& in, const conv_shape& s,
+                                       const typename MK::storage* wblock, const nhwc_chunk& ck,
+                                       index_t cgp, Out* out, index_t flat0, index_t ch0,
+                                       index_t ch_valid, const std::int32_t* sums,
+                                       std::int32_t a_zero, const Ep& ep) {
+  nhwc_tile<MK, V, Rows, NV, NR>(in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums, a_zero,
+                                 ep);
+}
+
 /// Dispatches `rows` (Floor < rows <= Rows) to the tile of that many rows.
 template <class MK, class V, int MR, int NV, int Rows, int NR, int Floor = 0, class TX, class Out,
           class Ep>
@@ -247,12 +259,15 @@ KFUSE_INLINE void nhwc_tile_rows(int rows, const nhwc_pixels<TX>& in, const conv
                                  index_t ch_valid, const std::int32_t* sums, std::int32_t a_zero,
                                  const Ep& ep) {
   if constexpr (Rows > Floor) {
-    if (rows == Rows)
+    if (rows != Rows)
+      nhwc_tile_rows<MK, V, MR, NV, Rows - 1, NR, Floor>(rows, in, s, wblock, ck, cgp, out, flat0,
+                                                         ch0, ch_valid, sums, a_zero, ep);
+    else if constexpr (Rows >= MR - 1)
       nhwc_tile<MK, V, Rows, NV, NR>(in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums,
                                      a_zero, ep);
     else
-      nhwc_tile_rows<MK, V, MR, NV, Rows - 1, NR, Floor>(rows, in, s, wblock, ck, cgp, out, flat0,
-                                                         ch0, ch_valid, sums, a_zero, ep);
+      nhwc_tile_outlined<MK, V, Rows, NV, NR>(in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid,
+                                              sums, a_zero, ep);
   }
 }
 
@@ -271,8 +286,8 @@ KFUSE_INLINE void nhwc_tile_any(int rows, const nhwc_pixels<TX>& in, const conv_
       nhwc_tile_rows<MK, V, MR, decltype(nv)::value, MR, NR, MR - 2>(
           rows, in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid, sums, a_zero, ep);
     });
-  nhwc_tile_rows<MK, V, MR, NV, MR, NR>(rows, in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid,
-                                        sums, a_zero, ep);
+  nhwc_tile_rows<MK, V, MR, NV, MR - 2, NR>(rows, in, s, wblock, ck, cgp, out, flat0, ch0, ch_valid,
+                                            sums, a_zero, ep);
 }
 
 // -------------------------------------------------------------------------------- NHWC patches
@@ -459,15 +474,16 @@ struct nchw_int_args {
 };
 
 /// Rows output channels x NV vectors of pixels, accumulated over panel rows [0, kq) with weights
-/// rows `w` (lda apart); First/Last as in gemm_tile (partial sums in `part`).
-template <class MK, class V, int Rows, int NV, bool First, bool Last, class TW, class Out, class Ep>
+/// rows `w` (lda apart); `first` / Last as in gemm_tile (partial sums in `part`).
+template <class MK, class V, int Rows, int NV, bool Last, class TW, class Out, class Ep>
 KFUSE_INLINE void nchw_tile(const TW* KFUSE_RESTRICT w, index_t lda,
                             const typename MK::storage* KFUSE_RESTRICT panel, index_t kq,
                             Out* KFUSE_RESTRICT out, index_t ldo, index_t flat0, index_t ch0,
-                            index_t np, const Ep& ep, float* part, const nchw_int_args& ia) {
+                            index_t np, const Ep& ep, float* part, const nchw_int_args& ia,
+                            bool first) {
   constexpr int L = V::lanes, NR = NV * L;
   V acc[Rows][NV];
-  start_tile(acc, part, First);
+  start_tile(acc, part, first);
   MK::template accumulate<V, Rows, NV, NR>(acc, strided_rows<TW>{w, lda}, panel, 0, kq);
   if constexpr (!Last) {
     save_tile(acc, part);
@@ -490,18 +506,34 @@ KFUSE_INLINE void nchw_tile(const TW* KFUSE_RESTRICT w, index_t lda,
   store_tile<false>(acc, out, ldo, flat0, ldo, ch0, np, ep);
 }
 
-template <class MK, class V, int NV, bool First, bool Last, int Rows, class TW, class Out, class Ep>
+/// nchw_tile out of line, for the last channel tile's fewer rows (as gemm_tile_outlined).
+template <class MK, class V, int Rows, int NV, bool Last, class TW, class Out, class Ep>
+KFUSE_NOINLINE void nchw_tile_outlined(const TW* w, index_t lda, const typename MK::storage* panel,
+                                       index_t kq, Out* out, index_t ldo, index_t flat0,
+                                       index_t ch0, index_t np, const Ep& ep, float* part,
+                                       const nchw_int_args& ia, bool first) {
+  nchw_tile<MK, V, Rows, NV, Last>(w, lda, panel, kq, out, ldo, flat0, ch0, np, ep, part, ia,
+                                   first);
+}
+
+/// Dispatches `rows` (1 <= rows <= Rows) to the tile of that many rows: MR rows inline, fewer
+/// out of line.
+template <class MK, class V, int NV, bool Last, int MR, int Rows = MR, class TW, class Out,
+          class Ep>
 KFUSE_INLINE void nchw_tile_rows(int rows, const TW* w, index_t lda,
                                  const typename MK::storage* panel, index_t kq, Out* out,
                                  index_t ldo, index_t flat0, index_t ch0, index_t np, const Ep& ep,
-                                 float* part, const nchw_int_args& ia) {
+                                 float* part, const nchw_int_args& ia, bool first) {
   if constexpr (Rows >= 1) {
-    if (rows == Rows)
-      nchw_tile<MK, V, Rows, NV, First, Last>(w, lda, panel, kq, out, ldo, flat0, ch0, np, ep, part,
-                                              ia);
+    if (rows != Rows)
+      nchw_tile_rows<MK, V, NV, Last, MR, Rows - 1>(rows, w, lda, panel, kq, out, ldo, flat0, ch0,
+                                                    np, ep, part, ia, first);
+    else if constexpr (Rows == MR)
+      nchw_tile<MK, V, Rows, NV, Last>(w, lda, panel, kq, out, ldo, flat0, ch0, np, ep, part, ia,
+                                       first);
     else
-      nchw_tile_rows<MK, V, NV, First, Last, Rows - 1>(rows, w, lda, panel, kq, out, ldo, flat0,
-                                                       ch0, np, ep, part, ia);
+      nchw_tile_outlined<MK, V, Rows, NV, Last>(w, lda, panel, kq, out, ldo, flat0, ch0, np, ep,
+                                                part, ia, first);
   }
 }
 
@@ -586,19 +618,35 @@ KFUSE_INLINE void band_tile(const float* KFUSE_RESTRICT w, index_t lda,
   }
 }
 
-template <class V, int NV, int Rows, class Out, class Ep>
+/// band_tile out of line, for the last channel tile's fewer rows (as gemm_tile_outlined).
+template <class V, int Rows, int NV, class Out, class Ep>
+KFUSE_NOINLINE void band_tile_outlined(const float* w, index_t lda, const float* band,
+                                       const index_t* taps, index_t ntaps, index_t v0,
+                                       index_t nv_valid, index_t wph, index_t OW, Out* out,
+                                       index_t P, index_t flat_row0, index_t pix0, index_t ch0,
+                                       const Ep& ep, float* part, bool first, bool last) {
+  band_tile<V, Rows, NV>(w, lda, band, taps, ntaps, v0, nv_valid, wph, OW, out, P, flat_row0, pix0,
+                         ch0, ep, part, first, last);
+}
+
+/// Dispatches `rows` (1 <= rows <= Rows) to the tile of that many rows: MR rows inline, fewer
+/// out of line.
+template <class V, int NV, int MR, int Rows = MR, class Out, class Ep>
 KFUSE_INLINE void band_tile_rows(int rows, const float* w, index_t lda, const float* band,
                                  const index_t* taps, index_t ntaps, index_t v0, index_t nv_valid,
                                  index_t wph, index_t OW, Out* out, index_t P, index_t flat_row0,
                                  index_t pix0, index_t ch0, const Ep& ep, float* part, bool first,
                                  bool last) {
   if constexpr (Rows >= 1) {
-    if (rows == Rows)
+    if (rows != Rows)
+      band_tile_rows<V, NV, MR, Rows - 1>(rows, w, lda, band, taps, ntaps, v0, nv_valid, wph, OW,
+                                          out, P, flat_row0, pix0, ch0, ep, part, first, last);
+    else if constexpr (Rows == MR)
       band_tile<V, Rows, NV>(w, lda, band, taps, ntaps, v0, nv_valid, wph, OW, out, P, flat_row0,
                              pix0, ch0, ep, part, first, last);
     else
-      band_tile_rows<V, NV, Rows - 1>(rows, w, lda, band, taps, ntaps, v0, nv_valid, wph, OW, out,
-                                      P, flat_row0, pix0, ch0, ep, part, first, last);
+      band_tile_outlined<V, Rows, NV>(w, lda, band, taps, ntaps, v0, nv_valid, wph, OW, out, P,
+                                      flat_row0, pix0, ch0, ep, part, first, last);
   }
 }
 

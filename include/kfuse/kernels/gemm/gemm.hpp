@@ -95,17 +95,17 @@ KFUSE_INLINE void finish_tile(V (&acc)[Rows][NV], Out* KFUSE_RESTRICT c, index_t
 
 // One register tile: Rows x NV vectors of C, accumulated by micro-kernel MK over rows k0..k1 of K.
 // `bp` points at the tile's panel. With a partial-sum buffer `part` (Rows x NV x L floats) the
-// tile starts from `part` unless First and ends by saving to `part` unless Last; when Last, every
-// epilogue stage runs on the registers and C is stored once.
-template <class MK, class V, int Rows, int NV, int NR, bool First = true, bool Last = true,
-          class TA, class Out, class Ep>
+// tile starts from `part` unless `first` and ends by saving to `part` unless Last; when Last,
+// every epilogue stage runs on the registers and C is stored once.
+template <class MK, class V, int Rows, int NV, int NR, bool Last = true, class TA, class Out,
+          class Ep>
 KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
                             const typename MK::storage* KFUSE_RESTRICT bp, index_t k0, index_t k1,
                             Out* KFUSE_RESTRICT c, index_t ldc, index_t row0, index_t col0,
                             index_t N, const Ep& ep, const int_args& ia, float* part = nullptr,
-                            index_t flat_base = 0) {
+                            index_t flat_base = 0, bool first = true) {
   V acc[Rows][NV];
-  start_tile(acc, part, First);
+  start_tile(acc, part, first);
   const strided_rows<TA> ar{a, lda};
   if constexpr (MK::integer && V::lanes > 1)
     accumulate_tile<MK, V, Rows, NV, NR>(acc, ar, bp, k0, k1);
@@ -116,6 +116,22 @@ KFUSE_INLINE void gemm_tile(const TA* KFUSE_RESTRICT a, index_t lda,
     return;
   }
   finish_tile<MK, V, Rows, NV>(acc, c, ldc, row0, col0, N, ep, ia, flat_base);
+}
+
+/// gemm_tile out of line, for the tiles other than the full MR-row ones: the rows of a small M
+/// and of the last row tile, and the K-chunked halves of a 7- or 8-row tile. Each shape is then
+/// compiled once per kernel instead of once per call site (the tile code was nearly all of a
+/// kernel's build time); such a tile runs once per panel, where the call costs nothing
+/// measurable. The full tiles, which run for every MR rows, stay inline (out of line, a K = 16
+/// gemm ran 6% slower).
+template <class MK, class V, int Rows, int NV, int NR, bool Last = true, class TA, class Out,
+          class Ep>
+KFUSE_NOINLINE void gemm_tile_outlined(const TA* a, index_t lda, const typename MK::storage* bp,
+                                       index_t k0, index_t k1, Out* c, index_t ldc, index_t row0,
+                                       index_t col0, index_t N, const Ep& ep, const int_args& ia,
+                                       float* part, index_t flat_base, bool first) {
+  gemm_tile<MK, V, Rows, NV, NR, Last>(a, lda, bp, k0, k1, c, ldc, row0, col0, N, ep, ia, part,
+                                       flat_base, first);
 }
 
 // A full panel for `rows` rows, 1 <= rows <= Rows. Tiles of more than MR rows (the small-M path,
@@ -133,36 +149,33 @@ KFUSE_INLINE void gemm_panel_rows(int rows, const TA* a, index_t lda,
     if (rows != Rows) {
       gemm_panel_rows<MK, V, MR, NV, Rows - 1>(rows, a, lda, bp, K, c, ldc, row0, col0, N, ep, ia,
                                                flat_base);
-    } else if constexpr (Rows <= MR) {
+    } else if constexpr (Rows == MR) {
       gemm_tile<MK, V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia, nullptr,
                                      flat_base);
+    } else if constexpr (Rows < MR) {
+      gemm_tile_outlined<MK, V, Rows, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia,
+                                              nullptr, flat_base, true);
     } else {
       constexpr int G0 = Rows / 2, G1 = Rows - G0;
       constexpr index_t kc = 512;  // 512 k of one panel: 128 KiB of f32 weights with NR = 64
       const TA* a1 = a + G0 * lda;
-      if (K <= kc) {
-        gemm_tile<MK, V, G0, NV, NR>(a, lda, bp, 0, K, c, ldc, row0, col0, N, ep, ia, nullptr,
-                                     flat_base);
-        gemm_tile<MK, V, G1, NV, NR>(a1, lda, bp, 0, K, c, ldc, row0 + G0, col0, N, ep, ia, nullptr,
-                                     flat_base);
-        return;
-      }
       alignas(64) float part0[G0 * NV * L], part1[G1 * NV * L];
-      gemm_tile<MK, V, G0, NV, NR, true, false>(a, lda, bp, 0, kc, c, ldc, row0, col0, N, ep, ia,
-                                                part0);
-      gemm_tile<MK, V, G1, NV, NR, true, false>(a1, lda, bp, 0, kc, c, ldc, row0 + G0, col0, N, ep,
-                                                ia, part1);
-      index_t k = kc;
-      for (; k + kc < K; k += kc) {
-        gemm_tile<MK, V, G0, NV, NR, false, false>(a, lda, bp, k, k + kc, c, ldc, row0, col0, N, ep,
-                                                   ia, part0);
-        gemm_tile<MK, V, G1, NV, NR, false, false>(a1, lda, bp, k, k + kc, c, ldc, row0 + G0, col0,
-                                                   N, ep, ia, part1);
-      }
-      gemm_tile<MK, V, G0, NV, NR, false, true>(a, lda, bp, k, K, c, ldc, row0, col0, N, ep, ia,
-                                                part0, flat_base);
-      gemm_tile<MK, V, G1, NV, NR, false, true>(a1, lda, bp, k, K, c, ldc, row0 + G0, col0, N, ep,
-                                                ia, part1, flat_base);
+      index_t k = 0;
+      do {  // at least once: K = 0 still stores the epilogue of zero sums
+        const index_t k1 = K - k <= kc ? K : k + kc;
+        if (k1 == K) {
+          gemm_tile_outlined<MK, V, G0, NV, NR>(a, lda, bp, k, K, c, ldc, row0, col0, N, ep, ia,
+                                                part0, flat_base, k == 0);
+          gemm_tile_outlined<MK, V, G1, NV, NR>(a1, lda, bp, k, K, c, ldc, row0 + G0, col0, N, ep,
+                                                ia, part1, flat_base, k == 0);
+        } else {
+          gemm_tile_outlined<MK, V, G0, NV, NR, false>(a, lda, bp, k, k1, c, ldc, row0, col0, N, ep,
+                                                       ia, part0, flat_base, k == 0);
+          gemm_tile_outlined<MK, V, G1, NV, NR, false>(a1, lda, bp, k, k1, c, ldc, row0 + G0, col0,
+                                                       N, ep, ia, part1, flat_base, k == 0);
+        }
+        k = k1;
+      } while (k < K);
     }
   }
 }
