@@ -99,6 +99,14 @@ TEST_CASE("selective build: a precision outside the set is an error naming the n
                           Contains("add precision::" + std::string(precision_name(pr))) &&
                           Contains("kfuse::runtime"));
   }
+  // bf16 tensors have kernels of their own: an f32 set's eltwise and softmax refuse them.
+  graph g;
+  auto x = g.input("x", {2, 8}, dtype::bf16);
+  g.output(g.softmax("prob", g.relu("act", x)));
+  CHECK_THROWS_WITH(
+      compile<mlp_f32>(g, {.threads = 1}),
+      Contains("node 'act' (eltwise): runs in bf16") && Contains("add precision::bf16"));
+  CHECK_NOTHROW(compile<mlp_ops::in<precision::f32, precision::bf16>>(g, {.threads = 1}));
   // The same plan in a precision the set has compiles.
   CHECK_NOTHROW(compile<mlp_ops::in<precision::f32, precision::bf16>>(
       mlp_graph(m, 2), {.threads = 1, .prec = precision::bf16}));

@@ -487,12 +487,10 @@ void conv2d_rule::lower_part(detail::compile_context& cx, const detail::step& s,
   const conv_shape cs = shape_of(cx, s);
   const precision pr = cx.precision_of(n);
   const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
-  // bf16 tensors appear in bf16 plans and in int8 plans (int8_bf16_nhwc, bf16_plan_stem).
-  constexpr bool bf16_tensors = Set::runs_in(precision::bf16) || Set::runs_in(precision::int8);
   if constexpr (P == part::depthwise) {
     // An int8 depthwise runs in bf16 when its producer writes bf16 (int8_bf16_nhwc), else in
     // f32: its cost is memory, not arithmetic.
-    if constexpr (bf16_tensors) {
+    if constexpr (bf16_tensors<Set>()) {
       if (pr == precision::bf16 || (pr == precision::int8 && cx.T(s.x).type == dtype::bf16))
         return cl ? lower_depthwise<bf16, nhwc, A, B>(cx, s, n, info, cmds, cs)
                   : lower_depthwise<bf16, nchw, A, B>(cx, s, n, info, cmds, cs);
@@ -514,7 +512,7 @@ void conv2d_rule::lower_part(detail::compile_context& cx, const detail::step& s,
     }
     fail_precision<Set>(cx, n, pr == precision::inherit ? precision::f32 : pr);
   } else if constexpr (P == part::few_channel) {
-    if constexpr (bf16_tensors)
+    if constexpr (bf16_tensors<Set>())
       if (cx.T(s.out).type == dtype::bf16)
         return lower_few_channel<A, B, bf16_t>(cx, s, n, info, cmds, cs);
     return lower_few_channel<A, B, float>(cx, s, n, info, cmds, cs);

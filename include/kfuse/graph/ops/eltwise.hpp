@@ -69,6 +69,8 @@ inline const char* stage_p0_name(stage_kind k) {
 struct eltwise_rule : op_rule {
   static constexpr op_kind kind = op_kind::eltwise;
   static constexpr bool absorbs_chain = true;
+  // bf16 tensors (bf16 and int8 plans) and quantized outputs (int8) have kernels of their own.
+  static constexpr bool by_precision = true;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
     const plan_tensor& x = cx.T(n.inputs[0]);
@@ -126,8 +128,8 @@ struct eltwise_rule : op_rule {
     return to != dtype::bf16 && cx.T(p.x).type == dtype::f32;
   }
 
-  template <class A, class B>
-  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc&,
+  template <class A, class B, class Set = detail::all_ops>
+  static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
     const plan_tensor& x = cx.T(s.x);
     auto p = std::make_shared<eltwise_params>();
@@ -138,22 +140,28 @@ struct eltwise_rule : op_rule {
     p->shape = cx.rows_for(x, detail::chain_per_channel(s.chain));
     c.begin = 0;
     c.end = p->shape.rows;
-    const bool bf = x.type == dtype::bf16;
     const bool just_relu = s.chain.size() == 1 && s.chain[0].kind == stage_kind::relu;
     const dtype to = cx.T(s.out).type;
     if (to == dtype::u8 || to == dtype::i8) {
-      p->out_q = cx.out_quant_params(s);
-      c.fn = to == dtype::u8 ? &eltwise_chain_quantize_cmd<A, B, std::uint8_t>
-                             : &eltwise_chain_quantize_cmd<A, B, std::int8_t>;
-    } else if (just_relu) {
-      c.fn = bf ? &eltwise_relu_cmd<A, B, bf16_t> : &eltwise_relu_cmd<A, B, float>;
+      if constexpr (Set::runs_in(precision::int8)) {
+        p->out_q = cx.out_quant_params(s);
+        c.fn = to == dtype::u8 ? &eltwise_chain_quantize_cmd<A, B, std::uint8_t>
+                               : &eltwise_chain_quantize_cmd<A, B, std::int8_t>;
+      } else {
+        fail_precision<Set>(cx, n, precision::int8);
+      }
+    } else if (x.type == dtype::bf16) {
+      if constexpr (bf16_tensors<Set>())
+        c.fn = just_relu ? &eltwise_relu_cmd<A, B, bf16_t> : &eltwise_chain_cmd<A, B, bf16_t>;
+      else
+        fail_precision<Set>(cx, n, precision::bf16);
     } else {
-      c.fn = bf ? &eltwise_chain_cmd<A, B, bf16_t> : &eltwise_chain_cmd<A, B, float>;
+      c.fn = just_relu ? &eltwise_relu_cmd<A, B, float> : &eltwise_chain_cmd<A, B, float>;
     }
-    const double n = double(shape_numel(x.shape));
+    const double count = double(shape_numel(x.shape));
     info.bytes = double(x.bytes) + double(cx.T(s.out).bytes) +
-                 double(detail::operand_count(s.chain)) * n * 4;
-    info.flops = n * double(s.chain.size());
+                 double(detail::operand_count(s.chain)) * count * 4;
+    info.flops = count * double(s.chain.size());
     c.threads = cx.threads_for(info.bytes, info.flops);
     c.params = cx.own(p);
     info.kernel = "eltwise" + cx.chain_suffix(s, s.chain);

@@ -58,6 +58,13 @@ struct op_rule {
   static bool reads_bf16(const detail::compile_context&, const detail::step&) { return false; }
 };
 
+/// Whether set Set's plans hold bf16 tensors: bf16 plans, and int8 plans (an int8 conv writes
+/// bf16 for the depthwise conv it feeds, conv2d_rule::int8_bf16_nhwc).
+template <class Set>
+constexpr bool bf16_tensors() {
+  return Set::runs_in(precision::bf16) || Set::runs_in(precision::int8);
+}
+
 /// Node n runs in precision p, which the selective set Set leaves out.
 template <class Set>
 [[noreturn]] void fail_precision(const detail::compile_context& cx, const node_desc& n,

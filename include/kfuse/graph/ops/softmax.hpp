@@ -10,6 +10,7 @@ namespace graph_ops {
 
 struct softmax_rule : op_rule {
   static constexpr op_kind kind = op_kind::softmax;
+  static constexpr bool by_precision = true;  // bf16 tensors have a kernel of their own
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
     const plan_tensor& x = cx.T(n.inputs[0]);
@@ -24,7 +25,7 @@ struct softmax_rule : op_rule {
     cx.set_out(n, x.shape, x.type, x.layout);
   }
 
-  template <class A, class B>
+  template <class A, class B, class Set = detail::all_ops>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
     using K = softmax_kernel<A, B>;
@@ -45,10 +46,15 @@ struct softmax_rule : op_rule {
     info.flops = 5.0 * double(shape_numel(x.shape));
     info.kernel =
         std::string(n.log ? "log_softmax" : "softmax") + " axis " + std::to_string(n.axis);
-    with_elem<f32, bf16>(x.type, [&]<class Elem> {
-      using T = storage_t<Elem>;
-      add_kernel_command<K, T, T>(cx, p, pr, c, info, cmds);
-    });
+    if constexpr (bf16_tensors<Set>()) {
+      with_elem<f32, bf16>(x.type, [&]<class Elem> {
+        using T = storage_t<Elem>;
+        add_kernel_command<K, T, T>(cx, p, pr, c, info, cmds);
+      });
+    } else {
+      if (x.type == dtype::bf16) fail_precision<Set>(cx, n, precision::bf16);
+      add_kernel_command<K, float, float>(cx, p, pr, c, info, cmds);
+    }
   }
 };
 
