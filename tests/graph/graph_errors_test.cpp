@@ -3,6 +3,7 @@
 
 using namespace kfuse;
 using Catch::Contains;
+using Catch::StartsWith;
 
 namespace {
 std::vector<float> zeros(std::size_t n) { return std::vector<float>(n, 0.f); }
@@ -162,4 +163,12 @@ TEST_CASE("graph errors: conv2d geometry", "[graph]") {
   CHECK_THROWS_WITH(
       compile(g3),
       Contains("node 'c3' (conv2d): input 'x' must be 4-D (N, C, H, W) with layout nchw or nhwc"));
+  // The kernel's own check, as the node's error (its "pool2d: " prefix dropped).
+  graph g4;
+  auto x4 = g4.input("x", {1, 4, 2, 2}, dtype::f32, tensor_layout::nchw);
+  pool2d_params pp;
+  pp.kernel_h = pp.kernel_w = 3;
+  g4.output(g4.pool2d("p4", x4, pp));
+  CHECK_THROWS_WITH(compile(g4), StartsWith("graph: node 'p4' (pool2d): ") &&
+                                     !Contains("(pool2d): pool2d") && Contains("not positive"));
 }

@@ -206,6 +206,19 @@ struct compile_context {
       fail_node(n, e.what());
     }
   }
+  /// Runs `check`, a kernel's check whose kfuse::error reads "<kernel>: <problem>"; the problem
+  /// is thrown again as node n's ("node 'x' (conv2d): <problem>": the node names the op).
+  template <class F>
+  void check_for_node(const node_desc& n, std::string_view kernel, F&& check) const {
+    try {
+      check();
+    } catch (const error& e) {
+      std::string_view what = e.what();
+      if (what.starts_with(kernel) && what.substr(kernel.size()).starts_with(": "))
+        what.remove_prefix(kernel.size() + 2);
+      fail_node(n, std::string(what));
+    }
+  }
   /// The output tensor of node n: shape, type and layout (its declared quant params kept).
   void set_out(const node_desc& n, std::vector<index_t> shape, dtype type, tensor_layout layout) {
     plan_tensor& o = T(n.output);

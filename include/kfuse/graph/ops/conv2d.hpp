@@ -121,11 +121,7 @@ struct conv2d_rule : op_rule {
                           std::to_string(w.shape[1] * cp.groups) + " (" +
                           std::to_string(w.shape[1]) + " per group x " + std::to_string(cp.groups) +
                           " groups)");
-    try {
-      detail::check_conv_shape("conv2d", cs);
-    } catch (const error& e) {
-      cx.fail_node(n, std::string(e.what()).substr(8));  // drop "conv2d: "
-    }
+    cx.check_for_node(n, "conv2d", [&] { detail::check_conv_shape("conv2d", cs); });
     cx.need_bias(n, cs.k, "output channels");
     cx.set_out(n, {cs.n, cs.k, cs.out_h(), cs.out_w()}, dtype::f32, x.layout);
   }

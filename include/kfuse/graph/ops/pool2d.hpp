@@ -53,11 +53,7 @@ struct pool2d_rule : op_rule {
       if (n.pool.pad_top || n.pool.pad_left || n.pool.pad_bottom || n.pool.pad_right)
         cx.fail_node(n, "global pooling takes no padding");
     const pool_shape ps = shape_of(x, n.pool);
-    try {
-      detail::check_pool_shape("pool2d", ps);
-    } catch (const error& e) {
-      cx.fail_node(n, std::string(e.what()).substr(8));  // drop "pool2d: "
-    }
+    cx.check_for_node(n, "pool2d", [&] { detail::check_pool_shape("pool2d", ps); });
     cx.set_out(n, {ps.n, ps.c, ps.out_h(), ps.out_w()}, x.type, x.layout);
     cx.pass_quant(n, x);
   }
