@@ -250,8 +250,8 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
   if (n == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "none", 0};
   constexpr index_t target = index_t(1) << 14;  // ~64 KiB of f32 input per chunk
   const bool stream = use_streaming_stores<V>(out, rows, cols);
-  const index_t grain = streaming_grain(std::max<index_t>(1, target / cols), rows,
-                                        pool_threads(opt.threads, "norm"), stream);
+  const int pool = pool_threads(opt.threads, "norm");
+  const index_t grain = streaming_grain(std::max<index_t>(1, target / cols), rows, pool, stream);
   const int affine = (gamma.empty() ? 0 : norm_gamma) | (beta.empty() ? 0 : norm_beta);
   auto rows_with = [&]<int Affine, bool Stream>() {
     parallel_for(
@@ -294,8 +294,7 @@ run_info norm_impl(std::string_view k, const In* in, Out* out, index_t rows, ind
       run.template operator()<0>();
       break;
   }
-  const int used =
-      int(std::min<index_t>(pool_threads(opt.threads, "norm"), (rows + grain - 1) / grain));
+  const int used = int(std::min<index_t>(pool, (rows + grain - 1) / grain));
   const char* mk = Rms ? (stream ? "rms rows, streaming stores" : "rms rows")
                        : (stream ? "rows (shifted sums), streaming stores" : "rows (shifted sums)");
   return run_info{k, A::name, simd::impl_name<A, B>(), mk, used};

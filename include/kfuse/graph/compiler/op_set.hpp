@@ -7,13 +7,13 @@
 //   plan p = compile<ops<op_kind::linear, op_kind::eltwise, op_kind::softmax>>(g);
 //
 // A graph holding another op then fails with a kfuse::error naming the node and the op. The
-// set may also name the precisions its linears, convs and matmuls run in (each precision is
-// its own set of kernels, and f32 alone is what most graphs need):
+// set may also name the precisions its kernels run in (linear, conv2d and matmul have kernels
+// per precision, eltwise and softmax per tensor type; f32 alone is what most graphs need):
 //
 //   compile<ops<op_kind::linear, op_kind::eltwise, op_kind::softmax>::in<precision::f32>>(g);
 //
-// A node of another precision (a bf16 or int8 plan, or a node's own precision) then fails the
-// same way.
+// A node of another precision (a bf16 or int8 plan, a node's own precision, a bf16 tensor)
+// then fails the same way.
 // kfuse/graph/compile.hpp's compile<A, B> instantiates every op (all_ops); kfuse::runtime links
 // each op's lowering from its own prebuilt object (prebuilt_ops).
 #include <string>

@@ -200,8 +200,7 @@ struct conv2d_rule : op_rule {
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
     const precision pr = cx.precision_of(n);
-    if (!Set::runs_in(pr == precision::inherit ? precision::f32 : pr))
-      fail_precision<Set>(cx, n, pr == precision::inherit ? precision::f32 : pr);
+    if (!Set::runs_in(pr)) fail_precision<Set>(cx, n, pr);
     const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
     const conv_shape cs = shape_of(cx, s);
     if (pr == precision::bf16 && cl && !cs.is_depthwise() && s.gate < 0 && cx.opt.winograd &&
@@ -506,7 +505,7 @@ void conv2d_rule::lower_part(detail::compile_context& cx, const detail::step& s,
       if constexpr (Set::runs_in(precision::f32))
         return lower_gated<f32, A, B>(cx, s, n, info, cmds, cs, "f32");
     }
-    fail_precision<Set>(cx, n, pr == precision::inherit ? precision::f32 : pr);
+    fail_precision<Set>(cx, n, pr);
   } else if constexpr (P == part::few_channel) {
     if constexpr (bf16_tensors<Set>())
       if (cx.T(s.out).type == dtype::bf16)

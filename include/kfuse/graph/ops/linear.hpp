@@ -115,7 +115,7 @@ struct linear_rule : op_rule {
           return lower_precision<f32, A, B, Set>(cx, s, n, info, cmds);
         break;
     }
-    fail_precision<Set>(cx, n, pr == precision::inherit ? precision::f32 : pr);
+    fail_precision<Set>(cx, n, pr);
   }
 
   /// The lowering of one recipe (defined below the class: not inline, so that kfuse::runtime
