@@ -171,6 +171,35 @@ class BatchCentered(nn.Module):
         return self.fc(x - x.mean(dim=0, keepdim=True))
 
 
+def channel_shuffle(x, groups):
+    n, c, h, w = x.shape
+    return x.view(n, groups, c // groups, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+
+
+class ShuffleUnits(nn.Module):
+    """ShuffleNet v2 units as torchvision writes them (a stride-2 unit, a stride-1 unit with
+    chunk), a 4-group shuffle and a Split into uneven channel runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.b1 = nn.Sequential(nn.Conv2d(16, 16, 3, 2, 1, groups=16), nn.Conv2d(16, 8, 1),
+                                nn.ReLU())
+        self.b2 = nn.Sequential(nn.Conv2d(16, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, 2, 1, groups=8),
+                                nn.Conv2d(8, 8, 1), nn.ReLU())
+        self.b3 = nn.Sequential(nn.Conv2d(8, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, 1, 1, groups=8),
+                                nn.Conv2d(8, 8, 1), nn.ReLU())
+        self.head = nn.Conv2d(8, 6, 1)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        x = channel_shuffle(torch.cat((self.b1(x), self.b2(x)), 1), 2)
+        x1, x2 = x.chunk(2, dim=1)
+        x = channel_shuffle(torch.cat((x1, self.b3(x2)), 1), 2)
+        a, b, c = torch.split(channel_shuffle(x, 4), [4, 4, 8], dim=1)
+        return torch.cat((a * 2, b, self.head(c)), 1)
+
+
 # Models whose axis 0 is the symbolic dimension "batch" (kfuse-run's --split tests).
 DYNAMIC_BATCH = {"small_cnn_dyn_b4", "batch_centered_dyn_b4"}
 
@@ -182,6 +211,7 @@ MODELS = {
     "upsampling_b2": (Upsampling, (2, 4, 5, 7)),
     "layernorm_op12_b2": (LayerNormOpset12, (2, 3, 12)),
     "encoder_b2": (Encoder, (2, 9, 32)),
+    "shuffle_units_b2": (ShuffleUnits, (2, 3, 12, 12)),
     "small_cnn_dyn_b4": (SmallCnn, (4, 3, 24, 24)),
     "batch_centered_dyn_b4": (BatchCentered, (4, 8)),
 }

@@ -10,6 +10,7 @@
 #include "kfuse/kernels/attention.hpp"
 #include "kfuse/kernels/batch_norm.hpp"
 #include "kfuse/kernels/broadcast.hpp"
+#include "kfuse/kernels/channel_shuffle.hpp"
 #include "kfuse/kernels/conv/conv2d.hpp"
 #include "kfuse/kernels/conv/conv_transpose2d.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"

@@ -253,12 +253,34 @@ run_value context::as_plain(const run_value& v, const std::string& name) {
 
 run_value context::reshape(const run_value& v, std::vector<index_t> shape,
                            const std::string& name) {
+  if (const run_value* image = image_viewed_by(v.id); image && image->shape == shape) return *image;
   run_value r = v;
   std::vector<index_t> gshape = shape.empty() ? std::vector<index_t>{1} : shape;
   // A 4-D result is an nchw view (the same memory order as plain), ready for conv and pooling.
   r.layout = gshape.size() == 4 ? tensor_layout::nchw : tensor_layout::plain;
   r.id = g.reshape(unique(name), v.id, gshape, r.layout);
   r.shape = std::move(shape);
+  if (v.shape.size() == 4 && v.layout != tensor_layout::plain && r.shape.size() != 4)
+    image_views_[r.id.index] = v;
+  return r;
+}
+
+const run_value* context::image_viewed_by(tensor_id id) const {
+  const auto it = image_views_.find(id.index);
+  return it == image_views_.end() ? nullptr : &it->second;
+}
+
+run_value context::channel_shuffle(const run_value& v, int groups, index_t first, index_t count,
+                                   const std::string& name) {
+  run_value r = v;
+  const auto it = shuffles_.find(v.id.index);
+  if (groups == 1 && it != shuffles_.end()) {  // a run of a whole shuffle: one node
+    r.id = g.channel_shuffle(unique(name), it->second.source.id, it->second.groups, first, count);
+  } else {
+    r.id = g.channel_shuffle(unique(name), v.id, groups, first, count);
+    if (first == 0 && count == v.shape[1]) shuffles_[r.id.index] = {v, groups};
+  }
+  r.shape[1] = count;
   return r;
 }
 

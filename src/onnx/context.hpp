@@ -135,6 +135,12 @@ class context {
   run_value as_plain(const run_value& v, const std::string& name);
   /// v with another shape (a graph reshape; plain result).
   run_value reshape(const run_value& v, std::vector<index_t> shape, const std::string& name);
+  /// Channels [first, first + count) of image v's channel shuffle over `groups` (groups 1: a
+  /// channel slice). A run of a shuffle this context built reads the shuffle's own source.
+  run_value channel_shuffle(const run_value& v, int groups, index_t first, index_t count,
+                            const std::string& name);
+  /// The image (4-D) that run-time tensor `id` is a reshape of, or nullptr.
+  const run_value* image_viewed_by(tensor_id id) const;
   /// v expanded to `shape` (NumPy broadcast), in layout l (4-D only; else plain).
   run_value broadcast(const run_value& v, std::vector<index_t> shape, tensor_layout l,
                       const std::string& name);
@@ -148,6 +154,16 @@ class context {
 
  private:
   std::set<std::string> names_;
+  // Reshapes of 4-D images by their output's tensor index (ShuffleNet's reshape to
+  // [N, g, C / g, H, W]): a transpose of the channel axes becomes a channel_shuffle of the image,
+  // and a reshape back to the image's shape is the image itself.
+  std::unordered_map<std::int32_t, run_value> image_views_;
+  // Whole channel shuffles by their output's tensor index: their source and groups.
+  struct shuffled {
+    run_value source;
+    int groups = 1;
+  };
+  std::unordered_map<std::int32_t, shuffled> shuffles_;
 };
 
 /// One op's import: reads n's inputs from cx, adds graph nodes or constants for its outputs.

@@ -7,11 +7,11 @@
 # (arch_table.def's sets: host = avx512_bf16 or the machine's best, reference = generic.)
 kfuse_arch_set(host graph_host)
 kfuse_arch_set(reference graph_reference)
-kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "ci;threads"
-                    ARCHS ${graph_host})
+kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp graph/ops/channel_shuffle_test.cpp
+                    graph/ops/conv2d_grouped_test.cpp LABELS "ci;threads" ARCHS ${graph_host})
 if(KFUSE_FULL_TESTS)
-  kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp LABELS "full;threads"
-                      ARCHS ${graph_reference})
+  kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp graph/ops/channel_shuffle_test.cpp
+                      graph/ops/conv2d_grouped_test.cpp LABELS "full;threads" ARCHS ${graph_reference})
 endif()
 kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp LABELS "ci"
                     ARCHS ${graph_host})

@@ -57,7 +57,7 @@ double run_model(const std::string& name, kfuse::tensor_layout layout, int threa
 
 TEST_CASE("onnx: PyTorch exports match PyTorch in both layouts, on 1 and 2 threads") {
   for (const char* name : {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2", "upsampling_b2",
-                           "layernorm_op12_b2", "encoder_b2"})
+                           "layernorm_op12_b2", "encoder_b2", "shuffle_units_b2"})
     for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc})
       for (int threads : {1, 2}) {
         INFO(name << " layout " << kfuse::layout_name(layout) << " threads " << threads);
@@ -151,6 +151,29 @@ TEST_CASE("onnx: decomposed activations become one stage each") {
   opt.fuse_patterns = false;
   kfuse::onnx::model m = kfuse::onnx::load(models + "/decomposed_b2.onnx", opt);
   CHECK(m.rewrites.empty());
+}
+
+// ShuffleNet's reshape -> transpose -> reshape and the chunk / Split after it: channel_shuffle
+// nodes (runs of a shuffle read its source), no strided view, and the whole model in NHWC.
+TEST_CASE("onnx: channel shuffles and channel slices become channel_shuffle nodes") {
+  const kfuse::onnx::model m = kfuse::onnx::load(models + "/shuffle_units_b2.onnx");
+  int shuffles = 0, views = 0;
+  for (const kfuse::node_desc& n : m.graph.nodes()) {
+    views += n.op == kfuse::op_kind::strided_view;
+    shuffles += n.op == kfuse::op_kind::channel_shuffle && n.shuffle.groups > 1;
+  }
+  CHECK(views == 0);
+  // Three whole shuffles, the chunk's two halves and the Split's three runs (of the shuffles
+  // they read); the first and last whole shuffles are read only through their runs.
+  CHECK(shuffles == 8);
+  const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+  std::string kernels;
+  for (const kfuse::step_info& s : p.steps()) kernels += s.kernel + "\n";
+  CHECK(kernels.find("channel_shuffle nhwc groups 2 channels 0+8") != std::string::npos);
+  CHECK(kernels.find("channel_shuffle nhwc groups 4 channels 8+8") != std::string::npos);
+  CHECK(kernels.find("reshape of nhwc") == std::string::npos);
+  CHECK(p.report().text().find(" node(s) whose outputs nothing reads do not run") !=
+        std::string::npos);
 }
 
 TEST_CASE("onnx: supported_ops lists the default-domain ops, sorted") {

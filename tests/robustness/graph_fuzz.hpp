@@ -395,6 +395,10 @@ inline std::string describe(const kfuse::graph& g) {
       case op_kind::attention:
         s << " scale " << n.attention.scale << (n.attention.causal ? " causal" : "");
         break;
+      case op_kind::channel_shuffle:
+        s << " groups " << n.shuffle.groups << " channels " << n.shuffle.first << "+"
+          << n.shuffle.count;
+        break;
     }
     const auto& o = g.tensors()[std::size_t(n.output.index)];
     if (o.has_quant) s << " -> quant{" << o.quant.scale << ", " << o.quant.zero_point << "}";

@@ -7,6 +7,7 @@
 //   graph_checks   tensors copied (the plan owns its constants), names, quant params, ids,
 //                  topological order, inputs and outputs
 //   build_steps    each node validated and inferred by its op's rule, then one step per node
+//   unread_steps   steps whose outputs nothing reads do not run
 //   narrow_int8    an int8 plan's convs of at most 16 output channels run in f32
 //   fusion         eltwise chains into producers' epilogues, batch norms folded into convs
 //   qkv_merge      an attention's Q / K / V linears of one input become one linear
@@ -38,6 +39,7 @@
 #include "kfuse/graph/passes/narrow_int8.hpp"
 #include "kfuse/graph/passes/qkv_merge.hpp"
 #include "kfuse/graph/passes/quantize_absorption.hpp"
+#include "kfuse/graph/passes/unread_steps.hpp"
 #include "kfuse/graph/passes/view_absorption.hpp"
 #include "kfuse/graph/replay.hpp"
 #include "kfuse/kernels/gemm/dot_rates.hpp"
@@ -74,6 +76,7 @@ inline void analyze(compile_context& cx) {
   check_io(cx);
   build_steps(cx);
   cx.d->report.nodes_before = int(cx.g.nodes().size());
+  drop_unread_steps(cx);
   keep_narrow_int8_in_f32(cx);
   if (cx.opt.fuse) {
     fuse_chains(cx);

@@ -86,6 +86,7 @@ struct node_desc {
   pool2d_params pool{};                            // pool2d
   resize_params resize{};                          // resize
   attention_params attention{};                    // attention
+  channel_shuffle_params shuffle{};                // channel_shuffle
   precision prec = precision::inherit;             // linear (conv2d: conv.prec)
   int axis = -1;                                   // softmax, concat, flatten
   bool log = false;                                // softmax: log_softmax
@@ -285,6 +286,16 @@ class graph {
     n.pads = std::move(pads);
     n.padding = mode;
     n.value = value;
+    return add_node(std::move(n));
+  }
+  /// x's channels in `groups` groups, transposed as ShuffleNet's channel shuffle (a reshape to
+  /// [N, groups, C / groups, H, W], axes 1 and 2 swapped, a reshape back), of which the channels
+  /// [first, first + count) are the output (count -1: to the last; groups 1: a channel slice).
+  /// x: a 4-D image, nchw or nhwc (the output keeps its layout and type).
+  tensor_id channel_shuffle(std::string name, tensor_id x, int groups, index_t first = 0,
+                            index_t count = -1) {
+    node_desc n = make(std::move(name), op_kind::channel_shuffle, {x});
+    n.shuffle = {groups, first, count};
     return add_node(std::move(n));
   }
   /// The int64 index of the maximum / minimum along `axis` (ties: the first, or the last with

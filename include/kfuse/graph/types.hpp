@@ -71,7 +71,8 @@ enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
   X(reduce)           /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp over any axes */   \
   X(pad)              /* constant / reflect / edge padding (negative pads crop) on any axes */    \
   X(arg_reduce)       /* int64 index of the max / min along one axis (ArgMax / ArgMin) */         \
-  X(max_pool_indices) /* int64 input index of each max-pooling window's maximum */
+  X(max_pool_indices) /* int64 input index of each max-pooling window's maximum */                \
+  X(channel_shuffle)  /* an image's channels shuffled over groups, or a run of them (a slice) */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {
@@ -153,6 +154,13 @@ struct resize_params {
   // of outputs that sample outside the input
   double roi_h0 = 0, roi_h1 = 1, roi_w0 = 0, roi_w1 = 1;
   float extrapolation = 0.f;
+};
+
+/// channel_shuffle: the channels in `groups` groups, transposed (ShuffleNet's shuffle; 1: none),
+/// and the run [first, first + count) of the result kept (count -1: to the last channel).
+struct channel_shuffle_params {
+  int groups = 1;
+  index_t first = 0, count = -1;
 };
 
 /// attention: the scale of Q.K^T (0: 1 / sqrt(head_dim)) and a causal mask.

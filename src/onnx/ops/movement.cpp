@@ -55,9 +55,44 @@ value read_view(context& cx, const node_proto& n, const value& x, const view& v,
   return y;
 }
 
+// Whether v reads channels [first, first + v.shape[1]) of every image of x (a 4-D image): a
+// Slice or Split along the channels, which stays in an NHWC plan as a channel_shuffle node.
+bool channel_run(const run_value& x, const view& v, index_t& first) {
+  const std::vector<index_t>& s = x.shape;
+  if (s.size() != 4 || x.layout == tensor_layout::plain || v.shape.size() != 4 ||
+      v.result != v.shape || v.shape[1] < 1 || v.shape[0] != s[0] || v.shape[2] != s[2] ||
+      v.shape[3] != s[3] || v.strides != row_major_strides(s))
+    return false;
+  const index_t hw = s[2] * s[3];
+  first = v.offset / hw;
+  return v.offset % hw == 0 && first + v.shape[1] <= s[1];
+}
+
 // Output k of n is input 0 read through v.
 void emit(context& cx, const node_proto& n, int k, const view& v) {
-  cx.set_alias(n, k, read_view(cx, n, cx.in(n, 0), v, n.output(k)));
+  const value& x = cx.in(n, 0);
+  index_t first = 0;
+  if (!x.is_const && channel_run(x.r, v, first))
+    return cx.set_run(n, k, cx.channel_shuffle(x.r, 1, first, v.shape[1], n.output(k)));
+  cx.set_alias(n, k, read_view(cx, n, x, v, n.output(k)));
+}
+
+// ShuffleNet's channel shuffle, x.view(N, g, C / g, H, W).transpose(1, 2) of an image: one
+// channel_shuffle node (the reshape back to [N, C, H, W] that follows returns it).
+bool import_channel_shuffle(context& cx, const node_proto& n) {
+  const value& x = cx.in(n, 0);
+  const run_value* viewed = x.is_const ? nullptr : cx.image_viewed_by(x.r.id);
+  if (!viewed) return false;
+  const run_value image = *viewed;
+  const std::vector<index_t>&s = x.r.shape, &is = image.shape;
+  if (cx.attr_ints(n, "perm") != std::vector<std::int64_t>{0, 2, 1, 3, 4} || s.size() != 5 ||
+      s[0] != is[0] || s[1] * s[2] != is[1] || s[3] != is[2] || s[4] != is[3] ||
+      s[1] > (index_t(1) << 30))
+    return false;
+  const run_value shuffled =
+      cx.channel_shuffle(image, int(s[1]), 0, is[1], n.output(0) + "/channel_shuffle");
+  cx.set_run(n, 0, cx.reshape(shuffled, {s[0], s[2], s[1], s[3], s[4]}, n.output(0)));
+  return true;
 }
 
 view transpose_view(context& cx, const node_proto& n, const std::vector<index_t>& s) {
@@ -190,6 +225,8 @@ view depth_space_view(context& cx, const node_proto& n, const std::vector<index_
 }  // namespace
 
 void import_transpose(context& cx, const node_proto& n) {
+  cx.only_attrs(n, {"perm"});
+  if (import_channel_shuffle(cx, n)) return;
   const view v = transpose_view(cx, n, shape_of(cx.in(n, 0)));
   bool identity = true;
   for (std::size_t d = 0; d + 1 < v.strides.size(); ++d)

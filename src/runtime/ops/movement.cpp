@@ -1,6 +1,7 @@
 // kfuse::runtime: the lowerings (kernels) of the data-movement ops for this object's arch.
 #include "kfuse/graph/compiler/prebuilt_lowering.hpp"
 #include "kfuse/graph/ops/broadcast.hpp"
+#include "kfuse/graph/ops/channel_shuffle.hpp"
 #include "kfuse/graph/ops/concat.hpp"
 #include "kfuse/graph/ops/convert_layout.hpp"
 #include "kfuse/graph/ops/custom.hpp"
@@ -16,4 +17,5 @@ KFUSE_PREBUILD_LOWERING(broadcast)
 KFUSE_PREBUILD_LOWERING(strided_view)
 KFUSE_PREBUILD_LOWERING(gather)
 KFUSE_PREBUILD_LOWERING(pad)
+KFUSE_PREBUILD_LOWERING(channel_shuffle)
 KFUSE_PREBUILD_LOWERING(custom)

@@ -8,6 +8,7 @@
 #include "kfuse/graph/ops/broadcast.hpp"
 #include "kfuse/graph/ops/cached_attention.hpp"
 #include "kfuse/graph/ops/cast.hpp"
+#include "kfuse/graph/ops/channel_shuffle.hpp"
 #include "kfuse/graph/ops/concat.hpp"
 #include "kfuse/graph/ops/conv2d.hpp"
 #include "kfuse/graph/ops/conv_transpose2d.hpp"

@@ -9,11 +9,12 @@
 //
 // The region: the 4-D f32 NCHW graph inputs, and the outputs of the ops whose NHWC form computes
 // the same logical (N, C, H, W) result from region inputs: conv2d, conv_transpose2d, pool2d,
-// batch_norm, resize, concat, convert_layout (a copy in NHWC: the importer's conversions around
-// an NHWC-only op keep the region whole), cast (quantize / dequantize: per-tensor, so an int8
-// chain keeps its fused quantize and its exit moves u8), broadcast into an nchw target (a
-// squeeze-excite gate at batch > 1) and eltwise (a same-shape operand must be in the region too; a
-// per-channel one may come from anywhere). Nothing changes unless the region holds a conv2d.
+// batch_norm, resize, concat, channel_shuffle, convert_layout (a copy in NHWC: the importer's
+// conversions around an NHWC-only op keep the region whole), cast (quantize / dequantize:
+// per-tensor, so an int8 chain keeps its fused quantize and its exit moves u8), broadcast into an
+// nchw target (a squeeze-excite gate at batch > 1) and eltwise (a same-shape operand must be in the
+// region too; a per-channel one may come from anywhere). Nothing changes unless the region holds a
+// conv2d.
 #include <algorithm>
 #include <string>
 #include <unordered_set>
@@ -39,6 +40,7 @@ inline bool nhwc_capable(const node_desc& n, bool& every_slot) {
     case op_kind::cast:              // elementwise, per-tensor quant params
     case op_kind::concat:
     case op_kind::eltwise:
+    case op_kind::channel_shuffle:
       return true;
     case op_kind::broadcast:  // into an nchw target: its output layout becomes nhwc
       return n.to_layout == tensor_layout::nchw && n.shape.size() == 4;
