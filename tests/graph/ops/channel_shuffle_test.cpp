@@ -86,7 +86,7 @@ TEST_CASE("graph: a ShuffleNet unit in an NCHW graph runs in NHWC, its shuffle i
   for (std::size_t i = 0; i < y1.size(); ++i) REQUIRE(std::fabs(y1[i] - y2[i]) <= 1e-5f);
 }
 
-TEST_CASE("graph: channel_shuffle moves bf16 and u8 tensors exactly; an unread one does not run",
+TEST_CASE("graph: channel_shuffle moves bf16 and u8 tensors exactly, an unread one does not run",
           "[graph]") {
   const index_t N = 1, C = 6, HW = 4;
   std::vector<float> x(std::size_t(N * C * HW));

@@ -98,6 +98,12 @@ TEST_CASE("conv2d: bad geometry throws at pack time", "[conv2d][errors]") {
   s = shape_3x3();
   s.pad_left = -1;
   CHECK_THROWS_WITH(C::pack(w.data(), s), Contains("padding must not be negative"));
+  s = shape_3x3();
+  s.diagonal = 3;  // C = 8, K = 4
+  CHECK_THROWS_WITH(C::pack(w.data(), s),
+                    Contains("diagonal blocks (3) do not divide a group's 8 input and 4 output"));
+  s.diagonal = 0;
+  CHECK_THROWS_WITH(C::pack(w.data(), s), Contains("diagonal blocks (0)"));
 }
 
 TEST_CASE("conv2d: weights packed for one layout are refused by the other", "[conv2d][errors]") {

@@ -22,6 +22,11 @@ using kt::ref_stage;
 
 using kt::make;
 
+conv_shape diagonal(conv_shape s, index_t blocks) {
+  s.diagonal = blocks;
+  return s;
+}
+
 std::vector<conv_shape> test_shapes() {
   return {
       make(1, 3, 7, 7, 5, 3, 3, 1, {1, 1, 1, 1}),           // odd channels, 3x3 pad 1
@@ -50,6 +55,13 @@ std::vector<conv_shape> test_shapes() {
       // of outputs.
       make(1, 3, 40, 30, 16, 3, 3, 2, {1, 1, 1, 1}),
       make(1, 300, 5, 5, 8, 3, 3, 1, {1, 1, 1, 1}),
+      // Block-diagonal groups (conv_shape::diagonal): NHWC diagonal tiles where a block is one
+      // vector of outputs (2 x 16 / 3 x 16 / 4 x 16 on AVX-512, 2 x 8 on AVX2), else the zeros
+      // are computed.
+      diagonal(make(1, 32, 9, 7, 32, 3, 3, 1, {1, 1, 1, 1}), 2),
+      diagonal(make(2, 96, 6, 5, 96, 3, 3, 2, {1, 1, 1, 1}, 1, 2), 3),
+      diagonal(make(1, 16, 7, 7, 64, 3, 3, 1, {1, 1, 1, 1}), 4),
+      diagonal(make(1, 8, 7, 7, 16, 3, 3, 1, {1, 0, 1, 0}), 2),
   };
 }
 

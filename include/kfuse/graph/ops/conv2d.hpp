@@ -443,6 +443,19 @@ struct conv2d_rule : op_rule {
       if (cs.groups % m == 0) best = m;
     return best;
   }
+  /// cs with `merge` groups run as one, then up to nv of those merged again as the diagonal
+  /// blocks of one group (the largest count of at least 2 dividing the groups; 1: none).
+  static conv_shape diagonal_shape(conv_shape cs, index_t merge, int nv, int lanes) {
+    cs.groups /= merge;
+    if (cs.k / cs.groups != lanes) return cs;
+    for (index_t d = std::min<index_t>(nv, cs.groups); d >= 2; --d)
+      if (cs.groups % d == 0) {
+        cs.groups /= d;
+        cs.diagonal = d;
+        return cs;
+      }
+    return cs;
+  }
   /// OIHW weights [K, C / groups, R, S] of conv cs as those of cs with `merge` groups run as one:
   /// [K, merge * C / groups, R, S], each output channel's own group's inputs in place, zero
   /// elsewhere.
@@ -473,11 +486,16 @@ struct conv2d_rule : op_rule {
       std::vector<detail::op_stage> chain;
       std::vector<float> w = weights(cx, s, useful, chain);
       conv_shape cs = useful;
-      const index_t merge =
-          std::is_same_v<L, nhwc> ? merged_groups(cs, simd::vec_for<A, B>::lanes) : 1;
+      index_t merge = std::is_same_v<L, nhwc> ? merged_groups(cs, K::L) : 1;
+      // f32: groups of one vector of outputs (merged or not) run up to NV at a time as the
+      // diagonal blocks of one group (conv_shape::diagonal), whose tiles skip the zero blocks.
+      const conv_shape ds = diagonal_shape(cs, merge, K::NV, K::L);
+      const index_t diagonal = std::is_same_v<L, nhwc> && K::diagonal_tiles(ds) ? ds.diagonal : 1;
+      merge *= diagonal;
       if (merge > 1) {
         w = block_diagonal(w, cs, merge);
         cs.groups /= merge;
+        cs.diagonal = diagonal;
       }
       const plan_tensor& x = cx.T(s.x);
       detail::plan_command c;
@@ -509,7 +527,8 @@ struct conv2d_rule : op_rule {
       info.kernel =
           "conv2d " + std::string(recipe) + " " + std::string(L::name) + (wino ? " winograd" : "") +
           (merge > 1
-               ? " groups " + std::to_string(useful.groups) + " as " + std::to_string(cs.groups)
+               ? " groups " + std::to_string(useful.groups) + " as " + std::to_string(cs.groups) +
+                     (diagonal > 1 ? "x" + std::to_string(diagonal) : "")
                : "") +
           cx.chain_suffix(s, chain);
       add_kernel_command<K, conv_input_t<Recipe>, Out>(cx, p, cs, c, info, cmds);

@@ -110,6 +110,12 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     return pack(oihw, s);
   }
 
+  /// Block-diagonal groups (conv_shape::diagonal) whose blocks are one vector of output channels
+  /// each run as diagonal tiles (detail::nhwc_diagonal_tile): f32 NHWC, 2 to NV blocks per group.
+  static constexpr bool diagonal_tiles(const conv_shape& s) {
+    return is_nhwc && std::is_same_v<Elem, f32> && NV >= 2 && NV <= 4 && s.diagonal >= 2 &&
+           s.diagonal <= NV && s.k / s.groups == s.diagonal * L;
+  }
   /// True when this shape runs as one GEMM [N*H*W, C] x [C, K] (NHWC only).
   static constexpr bool gemm_shape(const conv_shape& s) { return is_nhwc && s.is_pointwise(); }
 
@@ -561,6 +567,10 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     return threads;
   }
 
+  /// The tile types diagonal_tiles() needs.
+  template <class TX>
+  static constexpr bool diagonal_capable =
+      std::is_same_v<Elem, f32>&& std::is_same_v<TX, float>&& NV >= 2 && NV <= 4;
   /// The NHWC path's chunks of input channels: a weight block larger than ~half of L2 (e.g.
   /// 3x3 x 512 channels x NR) is used in chunks that stay in L2 while every tile of a band of
   /// rows passes, with the partial sums of the band kept in the thread's slot.
@@ -632,7 +642,8 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     const TX pad = TX(integer ? za : 0);
     std::int32_t a_zero = 0;
     if constexpr (integer) a_zero = za + MK::template zero_point_shift<TX>;
-    const index_t cc = nhwc_chunk_channels(s);
+    const bool diagonal = diagonal_tiles(s);
+    const index_t cc = diagonal ? cg : nhwc_chunk_channels(s);
     const index_t chunks = (cg + cc - 1) / cc;
     // Work items ordered (group, K block, image, band of output rows): consecutive items share
     // the weight block, so each thread keeps its block in L2. An image is split into bands only
@@ -670,6 +681,15 @@ struct conv2d : image_kernel_types<Layout, Ep> {
             const detail::nhwc_chunk chunk{ck * cc, std::min(c_end, (ck + 1) * cc),
                                            chunks > 1 ? sl.part + t * MR * NR : nullptr, ck == 0,
                                            ck + 1 == chunks};
+            if constexpr (diagonal_capable<TX>) {
+              if (diagonal) {
+                detail::nhwc_diagonal_tile_rows<vec, MR, NV, NR>(
+                    rows, in.pixels(), s, wblock, cgp, cg / s.diagonal, y + pix0 * s.k + ch0,
+                    pix0 * s.k + ch0, ch0, ch_valid, ep);
+                p += rows;
+                continue;
+              }
+            }
             detail::nhwc_tile_any<MK, vec, MR, NV>(rows, in.pixels(), s, wblock, chunk, cgp,
                                                    y + pix0 * s.k + ch0, pix0 * s.k + ch0, ch0,
                                                    ch_valid, sums, a_zero, ep);

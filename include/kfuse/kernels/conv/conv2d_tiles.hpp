@@ -290,6 +290,65 @@ KFUSE_INLINE void nhwc_tile_any(int rows, const nhwc_pixels<TX>& in, const conv_
                                             sums, a_zero, ep);
 }
 
+/// A tile of a block-diagonal group (conv_shape::diagonal): vector j is its own diagonal block
+/// of cs input channels (mk_fma_diagonal), for each of the R x S taps. f32 only; one chunk.
+template <class V, int Rows, int NV, int NR, class Out, class Ep>
+KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_shape& s,
+                                     const float* KFUSE_RESTRICT wblock, index_t cgp, index_t cs,
+                                     Out* KFUSE_RESTRICT out, index_t flat0, index_t ch0,
+                                     index_t ch_valid, const Ep& ep) {
+  V acc[Rows][NV];
+  start_tile(acc, nullptr, true);
+  for (index_t r = 0; r < s.r; ++r) {
+    const float* const* row = in.px + r * in.mr;
+    if (!row[0]) continue;
+    pointer_rows<float, Rows> a;
+    for (index_t q = 0; q < s.s; ++q) {
+      const index_t off = q * s.dilation_w * in.pix;
+#pragma GCC unroll 8
+      for (int i = 0; i < Rows; ++i) a.p[i] = row[i] + off;
+      mk_fma_diagonal<float>::template accumulate<V, Rows, NV, NR>(
+          acc, a, wblock + (r * s.s + q) * cgp * NR, cs);
+    }
+  }
+  store_tile<true>(acc, out, s.k, flat0, s.k, ch0, ch_valid, ep);
+}
+
+template <class V, int Rows, int NV, int NR, class Out, class Ep>
+KFUSE_NOINLINE void nhwc_diagonal_tile_outlined(const nhwc_pixels<float>& in, const conv_shape& s,
+                                                const float* wblock, index_t cgp, index_t cs,
+                                                Out* out, index_t flat0, index_t ch0,
+                                                index_t ch_valid, const Ep& ep) {
+  nhwc_diagonal_tile<V, Rows, NV, NR>(in, s, wblock, cgp, cs, out, flat0, ch0, ch_valid, ep);
+}
+
+/// nhwc_diagonal_tile for `rows` pixels (at most MR; tiles of fewer than MR - 1 out of line) and
+/// W = ch_valid / L diagonal blocks (2 to NV: one block is a plain group).
+template <class V, int MR, int NV, int NR, int Rows = MR, class Out, class Ep>
+KFUSE_INLINE void nhwc_diagonal_tile_rows(int rows, const nhwc_pixels<float>& in,
+                                          const conv_shape& s, const float* wblock, index_t cgp,
+                                          index_t cs, Out* out, index_t flat0, index_t ch0,
+                                          index_t ch_valid, const Ep& ep) {
+  if constexpr (Rows > 0) {
+    if (rows != Rows)
+      return nhwc_diagonal_tile_rows<V, MR, NV, NR, Rows - 1>(rows, in, s, wblock, cgp, cs, out,
+                                                              flat0, ch0, ch_valid, ep);
+    const auto tile = [&]<int W>() KFUSE_INLINE_LAMBDA {
+      if constexpr (Rows >= MR - 1)
+        nhwc_diagonal_tile<V, Rows, W, NR>(in, s, wblock, cgp, cs, out, flat0, ch0, ch_valid, ep);
+      else
+        nhwc_diagonal_tile_outlined<V, Rows, W, NR>(in, s, wblock, cgp, cs, out, flat0, ch0,
+                                                    ch_valid, ep);
+    };
+    static_assert(NV >= 2 && NV <= 4);
+    if constexpr (NV >= 3)
+      if (ch_valid <= 2 * V::lanes) return tile.template operator()<2>();
+    if constexpr (NV >= 4)
+      if (ch_valid <= 3 * V::lanes) return tile.template operator()<3>();
+    tile.template operator()<NV>();
+  }
+}
+
 // -------------------------------------------------------------------------------- NHWC patches
 
 /// Few input channels (an RGB stem): each output pixel's R x S x C inputs are one short row of

@@ -19,6 +19,11 @@ struct conv_shape {
   index_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   index_t dilation_h = 1, dilation_w = 1;
   index_t groups = 1;
+  // Each group's weights are block-diagonal in this many blocks (output channels [j K/g/d,
+  // (j + 1) K/g/d) read only input channels [j C/g/d, (j + 1) C/g/d) of their group): groups
+  // merged into one by the caller (graph/ops/conv2d.hpp), whose zero blocks the NHWC f32 tiles
+  // skip. 1: dense groups. The weights must hold those zeros either way.
+  index_t diagonal = 1;
 
   constexpr index_t out_h() const noexcept {
     return (h + pad_top + pad_bottom - dilation_h * (r - 1) - 1) / stride_h + 1;
@@ -65,6 +70,10 @@ inline void check_conv_shape(std::string_view kernel, const conv_shape& s) {
   if (s.k % s.groups != 0)
     fail(kernel,
          "groups (" + num(s.groups) + ") do not divide the output channels (" + num(s.k) + ")");
+  if (s.diagonal < 1 || (s.c / s.groups) % s.diagonal != 0 || (s.k / s.groups) % s.diagonal != 0)
+    fail(kernel, "diagonal blocks (" + num(s.diagonal) + ") do not divide a group's " +
+                     num(s.c / s.groups) + " input and " + num(s.k / s.groups) +
+                     " output channels");
   // Every size the kernels compute from the shape, checked once here: padded extents (above),
   // dilated kernel, the input, output and weight counts, and the weights padded to whole
   // register blocks (at most 64 more output channels, 64 more input channels per group) in bytes.

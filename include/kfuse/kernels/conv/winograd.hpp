@@ -33,7 +33,7 @@ namespace detail {
 /// Shapes Winograd F(4x4, 3x3) computes: 3x3, stride 1, dilation 1, one group.
 constexpr bool winograd_shape(const conv_shape& s) {
   return s.r == 3 && s.s == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 &&
-         s.dilation_w == 1 && s.groups == 1 && s.out_h() > 0 && s.out_w() > 0;
+         s.dilation_w == 1 && s.groups == 1 && s.diagonal == 1 && s.out_h() > 0 && s.out_w() > 0;
 }
 
 /// The 4x4 output tiles of a shape: th x tw per image; tile g's image and first output pixel.

@@ -66,6 +66,30 @@ struct mk_fma {
   }
 };
 
+/// mk_fma over a block-diagonal panel (conv_shape::diagonal): vector j of the tile is its own
+/// group of `cs` input channels, so it reads A's values [j * cs, (j + 1) * cs) of each row and
+/// the panel rows of its block only (row j * cs + k, lanes j * L...), skipping the zero blocks.
+/// One broadcast per row and vector: NV independent accumulator chains per row, where a group
+/// of one vector's width alone had one.
+template <class TA>
+struct mk_fma_diagonal {
+  template <class V, int Rows, int NV, int NR, class AR>
+  static KFUSE_INLINE void accumulate(V (&acc)[Rows][NV], const AR& a,
+                                      const float* KFUSE_RESTRICT bp, index_t cs) {
+    constexpr int L = V::lanes;
+    for (index_t k = 0; k < cs; ++k) {
+      V b[NV];
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) b[j] = simd::load<V>(bp + (j * cs + k) * NR + j * L);
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int j = 0; j < NV; ++j)
+          acc[r][j] = simd::fma(V(to_float(a[r][j * cs + k])), b[j], acc[r][j]);
+    }
+  }
+};
+
 /// bf16 x bf16 -> f32 on every arch without vdpbf16ps: vdpbf16ps emulated on simd::vec with the
 /// same packed weights (bf16, k pairs: panel row kk holds (B[2kk][n], B[2kk+1][n]) for n in the
 /// panel) and the same arithmetic. Both operands are bf16 values (the weights are rounded to
