@@ -56,8 +56,8 @@ std::vector<conv_shape> test_shapes() {
       make(1, 3, 40, 30, 16, 3, 3, 2, {1, 1, 1, 1}),
       make(1, 300, 5, 5, 8, 3, 3, 1, {1, 1, 1, 1}),
       // Block-diagonal groups (conv_shape::diagonal): NHWC diagonal tiles where a block is one
-      // vector of outputs (2 x 16 / 3 x 16 / 4 x 16 on AVX-512, 2 x 8 on AVX2), else the zeros
-      // are computed.
+      // vector of outputs and there are 2 or NV of them (2 x 16 and 4 x 16 on AVX-512, 2 x 8 on
+      // AVX2), else (3 blocks) the zeros are computed.
       diagonal(make(1, 32, 9, 7, 32, 3, 3, 1, {1, 1, 1, 1}), 2),
       diagonal(make(2, 96, 6, 5, 96, 3, 3, 2, {1, 1, 1, 1}, 1, 2), 3),
       diagonal(make(1, 16, 7, 7, 64, 3, 3, 1, {1, 1, 1, 1}), 4),

@@ -443,13 +443,13 @@ struct conv2d_rule : op_rule {
       if (cs.groups % m == 0) best = m;
     return best;
   }
-  /// cs with `merge` groups run as one, then up to nv of those merged again as the diagonal
-  /// blocks of one group (the largest count of at least 2 dividing the groups; 1: none).
+  /// cs with `merge` groups run as one, then nv or 2 of those merged again as the diagonal
+  /// blocks of one group (the counts conv2d's diagonal tiles take; diagonal 1: none).
   static conv_shape diagonal_shape(conv_shape cs, index_t merge, int nv, int lanes) {
     cs.groups /= merge;
     if (cs.k / cs.groups != lanes) return cs;
-    for (index_t d = std::min<index_t>(nv, cs.groups); d >= 2; --d)
-      if (cs.groups % d == 0) {
+    for (index_t d : {index_t(nv), index_t(2)})
+      if (d >= 2 && cs.groups % d == 0) {
         cs.groups /= d;
         cs.diagonal = d;
         return cs;

@@ -111,10 +111,11 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   }
 
   /// Block-diagonal groups (conv_shape::diagonal) whose blocks are one vector of output channels
-  /// each run as diagonal tiles (detail::nhwc_diagonal_tile): f32 NHWC, 2 to NV blocks per group.
+  /// each run as diagonal tiles (detail::nhwc_diagonal_tile): f32 NHWC, 2 or NV blocks per
+  /// group (each other count would be two more tile bodies in every f32 conv's build).
   static constexpr bool diagonal_tiles(const conv_shape& s) {
-    return is_nhwc && std::is_same_v<Elem, f32> && NV >= 2 && NV <= 4 && s.diagonal >= 2 &&
-           s.diagonal <= NV && s.k / s.groups == s.diagonal * L;
+    return is_nhwc && std::is_same_v<Elem, f32> && NV >= 2 && NV <= 4 &&
+           (s.diagonal == 2 || s.diagonal == NV) && s.k / s.groups == s.diagonal * L;
   }
   /// True when this shape runs as one GEMM [N*H*W, C] x [C, K] (NHWC only).
   static constexpr bool gemm_shape(const conv_shape& s) { return is_nhwc && s.is_pointwise(); }
@@ -682,7 +683,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
                                            chunks > 1 ? sl.part + t * MR * NR : nullptr, ck == 0,
                                            ck + 1 == chunks};
             if constexpr (diagonal_capable<TX>) {
-              if (diagonal) {
+              if (diagonal && rows >= MR - 1) {
                 detail::nhwc_diagonal_tile_rows<vec, MR, NV, NR>(
                     rows, in.pixels(), s, wblock, cgp, cg / s.diagonal, y + pix0 * s.k + ch0,
                     pix0 * s.k + ch0, ch0, ch_valid, ep);

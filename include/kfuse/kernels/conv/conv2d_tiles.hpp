@@ -314,39 +314,28 @@ KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_sh
   store_tile<true>(acc, out, s.k, flat0, s.k, ch0, ch_valid, ep);
 }
 
-template <class V, int Rows, int NV, int NR, class Out, class Ep>
-KFUSE_NOINLINE void nhwc_diagonal_tile_outlined(const nhwc_pixels<float>& in, const conv_shape& s,
-                                                const float* wblock, index_t cgp, index_t cs,
-                                                Out* out, index_t flat0, index_t ch0,
-                                                index_t ch_valid, const Ep& ep) {
-  nhwc_diagonal_tile<V, Rows, NV, NR>(in, s, wblock, cgp, cs, out, flat0, ch0, ch_valid, ep);
-}
-
-/// nhwc_diagonal_tile for `rows` pixels (at most MR; tiles of fewer than MR - 1 out of line) and
-/// W = ch_valid / L diagonal blocks (2 to NV: one block is a plain group).
-template <class V, int MR, int NV, int NR, int Rows = MR, class Out, class Ep>
+/// nhwc_diagonal_tile for a full tile of MR or MR - 1 pixels (shorter tiles, the ends of small
+/// maps, run nhwc_tile_any over the whole block-diagonal block: its zeros are in the packed
+/// weights, and a copy of the diagonal tiles per row count cost 8 s of build per tier) and
+/// W = ch_valid / L diagonal blocks (2 or NV).
+template <class V, int MR, int NV, int NR, class Out, class Ep>
 KFUSE_INLINE void nhwc_diagonal_tile_rows(int rows, const nhwc_pixels<float>& in,
                                           const conv_shape& s, const float* wblock, index_t cgp,
                                           index_t cs, Out* out, index_t flat0, index_t ch0,
                                           index_t ch_valid, const Ep& ep) {
-  if constexpr (Rows > 0) {
-    if (rows != Rows)
-      return nhwc_diagonal_tile_rows<V, MR, NV, NR, Rows - 1>(rows, in, s, wblock, cgp, cs, out,
-                                                              flat0, ch0, ch_valid, ep);
-    const auto tile = [&]<int W>() KFUSE_INLINE_LAMBDA {
-      if constexpr (Rows >= MR - 1)
-        nhwc_diagonal_tile<V, Rows, W, NR>(in, s, wblock, cgp, cs, out, flat0, ch0, ch_valid, ep);
-      else
-        nhwc_diagonal_tile_outlined<V, Rows, W, NR>(in, s, wblock, cgp, cs, out, flat0, ch0,
-                                                    ch_valid, ep);
-    };
+  const auto tile = [&]<int Rows, int W>() KFUSE_INLINE_LAMBDA {
+    nhwc_diagonal_tile<V, Rows, W, NR>(in, s, wblock, cgp, cs, out, flat0, ch0, ch_valid, ep);
+  };
+  const auto width = [&]<int Rows>() KFUSE_INLINE_LAMBDA {
     static_assert(NV >= 2 && NV <= 4);
-    if constexpr (NV >= 3)
-      if (ch_valid <= 2 * V::lanes) return tile.template operator()<2>();
-    if constexpr (NV >= 4)
-      if (ch_valid <= 3 * V::lanes) return tile.template operator()<3>();
-    tile.template operator()<NV>();
-  }
+    if constexpr (NV > 2)
+      if (ch_valid <= 2 * V::lanes) return tile.template operator()<Rows, 2>();
+    tile.template operator()<Rows, NV>();
+  };
+  if (rows == MR)
+    width.template operator()<MR>();
+  else
+    width.template operator()<MR - 1>();
 }
 
 // -------------------------------------------------------------------------------- NHWC patches
