@@ -51,6 +51,7 @@
 #include "kfuse/kernels/conv/conv_weights.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
 #include "kfuse/kernels/conv/gated_conv2d.hpp"
+#include "kfuse/kernels/conv/nhwc_geometry.hpp"
 #include "kfuse/kernels/conv/winograd.hpp"
 #include "kfuse/kernels/gemm/gemm.hpp"
 #include "kfuse/kernels/kernel_contract.hpp"
@@ -572,35 +573,9 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   template <class TX>
   static constexpr bool diagonal_capable =
       std::is_same_v<Elem, f32>&& std::is_same_v<TX, float>&& NV >= 2 && NV <= 4;
-  /// The NHWC path's chunks of input channels: a weight block larger than ~half of L2 (e.g.
-  /// 3x3 x 512 channels x NR) is used in chunks that stay in L2 while every tile of a band of
-  /// rows passes, with the partial sums of the band kept in the thread's slot.
-  static index_t nhwc_chunk_channels(const conv_shape& s) {
-    const index_t cgp = (s.c / s.groups + G - 1) / G * G, rs = s.r * s.s;
-    using S = typename microkernel::storage;
-    const index_t block_bytes = rs * cgp * NR * index_t(sizeof(S));
-    return block_bytes <= 512 * 1024
-               ? cgp
-               : std::max<index_t>(G, index_t(384 * 1024) / (rs * NR * index_t(sizeof(S))) / G * G);
-  }
-  /// Rows with padding are read from padded copies; int8 never skips an all-padding row (its
-  /// taps must add the zero point's share, which the weight sums take back). A channel count
-  /// that is not a multiple of the k group is copied too, each pixel padded to the packed
-  /// weights' cgp channels (zero weights): every reduction is then whole k groups, and a row's S
-  /// taps one run (an int8 RGB stem: 7 calls of 7 quads per tile, not 49 of a partial quad).
-  static bool nhwc_copy_rows(const conv_shape& s) {
-    return s.pad_left > 0 || s.pad_right > 0 || s.pad_top > 0 || s.pad_bottom > 0 || integer ||
-           (s.c / s.groups) % G != 0;
-  }
-  /// The values per pixel of the rows the NHWC tiles read: the group's channels padded to the
-  /// k group in a copied row, all channels of the input otherwise.
-  static index_t nhwc_pixel_values(const conv_shape& s) {
-    return nhwc_copy_rows(s) ? (s.c / s.groups + G - 1) / G * G : s.c;
-  }
-  /// The output rows a tile of at most MR consecutive pixels can touch.
-  static index_t nhwc_span(const conv_shape& s) {
-    return std::min(s.out_h(), (s.out_w() + MR - 2) / s.out_w() + 1);
-  }
+  /// The NHWC path's geometry (copied rows, values per pixel, tile span, channel chunks).
+  static constexpr detail::nhwc_geometry nhwc_geom{
+      G, NR, MR, index_t(sizeof(typename microkernel::storage)), integer};
   /// One thread's slot of the NHWC path: its padded input rows, the rows a tile needs (R per
   /// output row it touches), the tile's pixel pointers and the partial sums of a band (chunked
   /// channels only; a band is at most the whole image).
@@ -616,11 +591,11 @@ struct conv2d : image_kernel_types<Layout, Ep> {
   template <class TX>
   static nhwc_slot<TX> nhwc_layout(detail::slot_cursor& cur, const conv_shape& s) {
     const index_t cg = s.c / s.groups, wp = s.w + s.pad_left + s.pad_right;
-    const index_t chunks = (cg + nhwc_chunk_channels(s) - 1) / nhwc_chunk_channels(s);
-    const index_t n_need = s.r * nhwc_span(s);
+    const index_t chunks = (cg + nhwc_geom.chunk_channels(s) - 1) / nhwc_geom.chunk_channels(s);
+    const index_t n_need = s.r * nhwc_geom.span(s);
     const index_t ntiles = (s.out_h() * s.out_w() + MR - 1) / MR;
-    detail::padded_rows<TX> rows(cur, nhwc_copy_rows(s) ? int(n_need) : 0,
-                                 wp * nhwc_pixel_values(s));
+    detail::padded_rows<TX> rows(cur, nhwc_geom.copy_rows(s) ? int(n_need) : 0,
+                                 wp * nhwc_geom.pixel_values(s));
     index_t* need = cur.take<index_t>(std::size_t(n_need));
     const TX** rowptr = cur.take<const TX*>(std::size_t(n_need));
     const TX** px = cur.take<const TX*>(std::size_t(s.r * MR));
@@ -635,8 +610,8 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     using MK = microkernel;
     const index_t OH = s.out_h(), OW = s.out_w(), cg = s.c / s.groups, kg = s.k / s.groups;
     const index_t KB = w.kblocks_, cgp = w.cgp_, rs = s.r * s.s;
-    const bool copy_rows = nhwc_copy_rows(s);
-    const index_t pix = nhwc_pixel_values(s);
+    const bool copy_rows = nhwc_geom.copy_rows(s);
+    const index_t pix = nhwc_geom.pixel_values(s);
     // The channels a chunk reduces end at the row's last value: the padding channels of a copy
     // are reduced too (against zero weights) so that each reduction is whole k groups.
     const index_t c_end = copy_rows ? pix : cg;
@@ -644,7 +619,7 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     std::int32_t a_zero = 0;
     if constexpr (integer) a_zero = za + MK::template zero_point_shift<TX>;
     const bool diagonal = diagonal_tiles(s);
-    const index_t cc = diagonal ? cg : nhwc_chunk_channels(s);
+    const index_t cc = diagonal ? cg : nhwc_geom.chunk_channels(s);
     const index_t chunks = (cg + cc - 1) / cc;
     // Work items ordered (group, K block, image, band of output rows): consecutive items share
     // the weight block, so each thread keeps its block in L2. An image is split into bands only
