@@ -31,9 +31,10 @@ struct kernel_table {
   void (*matmul)(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activations& a,
                  float* y, std::int64_t ldy);
   /// Quantizes one row of `cols` values (a multiple of 32) to two-level int8 blocks (panels.hpp):
-  /// the high values to q[0, cols), the low ones to q[cols, 2 cols) (zeros with `one_level`).
+  /// the high values to q[0, cols), the low ones to q[cols, 2 cols) (zeros with `one_level`);
+  /// per block its unit, its sum and its first half's sum.
   void (*quantize_row)(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
-                       std::int32_t* sum, bool one_level);
+                       std::int32_t* sum, std::int32_t* half_sum, bool one_level);
   /// The attention of heads [h0, h1) for token t.
   void (*attention)(const attention_args& a, int t, int h0, int h1, float* scratch);
 };

@@ -23,7 +23,7 @@ inline int min_int(int a, int b) { return a < b ? a : b; }
 // lo = round((x - D hi) / d) with d = D / 254 (|x - D hi| <= D / 2, so |lo| <= 127) ---------------
 
 void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
-                  std::int32_t* sum, bool one_level) {
+                  std::int32_t* sum, std::int32_t* half_sum, bool one_level) {
   for (std::int64_t b = 0; b < cols / qblock; ++b) {
     const float* xb = x + b * qblock;
     float amax = 0;
@@ -32,18 +32,23 @@ void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scal
     const float D = amax / 127.f;
     const float d = D / float(level_ratio);
     const float inv_D = D > 0 ? 1.f / D : 0.f, inv_d = d > 0 ? 1.f / d : 0.f;
-    std::int32_t s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < qblock; ++i) {
-      const float hi = std::nearbyint(xb[i] * inv_D);
-      float lo = one_level ? 0.f : std::nearbyint((xb[i] - hi * D) * inv_d);
-      lo = lo > 127.f ? 127.f : lo < -127.f ? -127.f : lo;
-      q[b * qblock + i] = std::int8_t(hi);
-      q[cols + b * qblock + i] = std::int8_t(lo);
-      s += std::int32_t(hi) * level_ratio + std::int32_t(lo);
+    std::int32_t s[2] = {0, 0};  // per 16-value half
+    for (int h = 0; h < 2; ++h) {
+      std::int32_t sh = 0;
+#pragma omp simd reduction(+ : sh)
+      for (int i = 16 * h; i < 16 * h + 16; ++i) {
+        const float hi = std::nearbyint(xb[i] * inv_D);
+        float lo = one_level ? 0.f : std::nearbyint((xb[i] - hi * D) * inv_d);
+        lo = lo > 127.f ? 127.f : lo < -127.f ? -127.f : lo;
+        q[b * qblock + i] = std::int8_t(hi);
+        q[cols + b * qblock + i] = std::int8_t(lo);
+        sh += std::int32_t(hi) * level_ratio + std::int32_t(lo);
+      }
+      s[h] = sh;
     }
     scale[b] = d;
-    sum[b] = s;
+    sum[b] = s[0] + s[1];
+    half_sum[b] = s[0];
   }
 }
 
@@ -85,42 +90,66 @@ float load_weight(panel_format f, const std::byte* col, int r) {
   }
 }
 
-// Weight value (u8, offset included) of row r, column c of a quantized block.
+// Weight value (u8, offset included) of row r, column c of a quantized block's values.
 inline int quant_at(panel_format f, const std::uint8_t* qs, int r, int c) {
   if (f == panel_format::q8) return qs[(c / 4) * 64 + r * 4 + c % 4];
   const int g = (c % 16) / 4, t = c % 4;
   const std::uint8_t byte = qs[g * 64 + r * 4 + t];
-  return c < 16 ? byte & 15 : byte >> 4;
+  const int low = c < 16 ? byte & 15 : byte >> 4;
+  if (f == panel_format::q5) return low | ((qs[256 + r * 4 + t] >> (g + 4 * (c / 16))) & 1) << 4;
+  if (f != panel_format::q6) return low;
+  const std::uint8_t high = qs[256 + (c / 16) * 64 + r * 4 + t];
+  return low | ((high >> (2 * g)) & 3) << 4;
+}
+
+// The offset of a quantized format's u8 values (q4m has a min instead).
+constexpr int quant_offset(panel_format f) {
+  return f == panel_format::q8   ? 128
+         : f == panel_format::q6 ? 32
+         : f == panel_format::q5 ? 16
+         : f == panel_format::q4 ? 8
+                                 : 0;
+}
+
+inline float half_at(const std::byte* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
 }
 
 [[maybe_unused]] void matmul_quant_scalar(const panel_matrix& w, std::int64_t p,
                                           const activations& a, float* y, std::int64_t ldy) {
   const std::byte* panel = w.panel(p);
-  const std::int64_t step = panel_step_bytes(w.format);
-  const int offset = w.format == panel_format::q8 ? 128 : w.format == panel_format::q4 ? 8 : 0;
+  const panel_format f = w.format;
+  const std::int64_t step = panel_step_bytes(f);
+  const int offset = quant_offset(f);
   const int valid = int(min_i64(panel_rows, w.rows - p * panel_rows));
   const std::int64_t blocks = w.cols / qblock;
   for (int t = 0; t < a.tokens; ++t) {
     const std::int8_t* xq = a.xq.q + t * a.xq.q_stride;
     const float* xd = a.xq.scale + t * a.xq.block_stride;
     const std::int32_t* xs = a.xq.sum + t * a.xq.block_stride;
+    const std::int32_t* xh = a.xq.half_sum + t * a.xq.block_stride;
     for (int r = 0; r < valid; ++r) {
       float acc = 0;
       for (std::int64_t b = 0; b < blocks; ++b) {
         const std::byte* blk = panel + b * step;
-        std::uint16_t h;
-        std::memcpy(&h, blk + 2 * r, 2);
-        const auto* qs = reinterpret_cast<const std::uint8_t*>(blk + quant_header_bytes(w.format));
-        std::int32_t dot = 0;
+        const auto* qs = reinterpret_cast<const std::uint8_t*>(blk + quant_header_bytes(f));
+        std::int32_t dot[2] = {0, 0};  // per 16-column half
         for (int c = 0; c < qblock; ++c)
-          dot += quant_at(w.format, qs, r, c) *
-                 (level_ratio * xq[b * qblock + c] + xq[a.xq.lo + b * qblock + c]);
-        dot -= offset * xs[b];
-        acc += float(dot) * (f16_to_f32(h) * xd[b]);
-        if (w.format == panel_format::q4m) {  // - min x the block's activation sum
-          std::memcpy(&h, blk + 2 * (panel_rows + r), 2);
-          acc -= f16_to_f32(h) * (xd[b] * float(xs[b]));
+          dot[c / 16] += quant_at(f, qs, r, c) *
+                         (level_ratio * xq[b * qblock + c] + xq[a.xq.lo + b * qblock + c]);
+        const float d = half_at(blk + 2 * r);
+        if (f == panel_format::q6) {  // per half: its int8 scale, 32 x its activation sum
+          const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 2 * panel_rows);
+          const float sum = float(dot[0] - offset * xh[b]) * float(sc[r]) +
+                            float(dot[1] - offset * (xs[b] - xh[b])) * float(sc[panel_rows + r]);
+          acc += sum * (d * xd[b]);
+          continue;
         }
+        acc += float(dot[0] + dot[1] - offset * xs[b]) * (d * xd[b]);
+        if (f == panel_format::q4m)  // - min x the block's activation sum
+          acc -= half_at(blk + 2 * (panel_rows + r)) * (xd[b] * float(xs[b]));
       }
       y[t * ldy + p * panel_rows + r] = acc;
     }
@@ -212,34 +241,78 @@ inline __m512i bcast4(const std::int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// q6's high two bits of group g (columns 4g..4g+3 of a half) moved to bits 4 and 5 of each byte
+// (16-bit shifts: the bits crossing a byte boundary are masked away).
+template <int G>
+inline __m512i q6_high_bits(__m512i h) {
+  const __m512i m = _mm512_set1_epi8(0x30);
+  if constexpr (G == 0) return _mm512_and_si512(_mm512_slli_epi16(h, 4), m);
+  if constexpr (G == 1) return _mm512_and_si512(_mm512_slli_epi16(h, 2), m);
+  if constexpr (G == 2) return _mm512_and_si512(h, m);
+  if constexpr (G == 3) return _mm512_and_si512(_mm512_srli_epi16(h, 2), m);
+}
+
+// q5's fifth bit of group g (bit g for columns 0-15, bit 4+g for 16-31) moved to bit 4.
+template <int G, int Half>
+inline __m512i q5_high_bit(__m512i h) {
+  constexpr int from = G + 4 * Half;
+  const __m512i m = _mm512_set1_epi8(0x10);
+  if constexpr (from < 4) return _mm512_and_si512(_mm512_slli_epi16(h, 4 - from), m);
+  if constexpr (from == 4) return _mm512_and_si512(h, m);
+  if constexpr (from > 4) return _mm512_and_si512(_mm512_srli_epi16(h, from - 4), m);
+}
+
+// Group G's two value vectors (columns 4G.. and 16+4G..) of a q5 or q6 block.
+template <panel_format F, int G>
+inline void wide_group(const std::byte* qs, __m512i qh0, __m512i qh1, __m512i* wv) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i v = _mm512_loadu_si512(qs + 64 * G);
+  const __m512i lo = _mm512_and_si512(v, low4),
+                hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+  if constexpr (F == panel_format::q5) {
+    wv[G] = _mm512_or_si512(lo, q5_high_bit<G, 0>(qh0));
+    wv[G + 4] = _mm512_or_si512(hi, q5_high_bit<G, 1>(qh0));
+  } else {
+    wv[G] = _mm512_or_si512(lo, q6_high_bits<G>(qh0));
+    wv[G + 4] = _mm512_or_si512(hi, q6_high_bits<G>(qh1));
+  }
+}
+
 // NT tokens x 16 rows of a quantized panel: per 32-column block, eight vpdpbusd per token on
-// weights loaded once, the offset correction, then one FMA with the two scales.
+// weights loaded once, the offset correction, then one FMA with the two scales (q6: per half).
 template <panel_format F, int NT, bool TwoLevels>
 void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_rows& xq, float* y,
                 std::int64_t ldy, __mmask16 mask) {
   constexpr std::int64_t step = panel_step_bytes(F);
-  constexpr int offset = F == panel_format::q8 ? 128 : F == panel_format::q4 ? 8 : 0;
+  constexpr int offset = quant_offset(F);
+  constexpr int H = F == panel_format::q6 ? 2 : 1;  // halves summed apart
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::byte* blk = panel + b * step;
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 64), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 128), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 192), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 256), _MM_HINT_T0);
-    if constexpr (F == panel_format::q8) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 320), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 384), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 448), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + 512), _MM_HINT_T0);
+    for (std::int64_t line = 0; line < step; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * step + line), _MM_HINT_T0);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    __m512 dw[H];
+    if constexpr (F == panel_format::q6) {
+      for (int h = 0; h < 2; ++h)
+        dw[h] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                     reinterpret_cast<const __m128i*>(blk + 32 + 16 * h)))));
+    } else {
+      dw[0] = d;
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     const std::byte* qs = blk + quant_header_bytes(F);
     __m512i wv[8];
     if constexpr (F == panel_format::q8) {
       for (int g = 0; g < 8; ++g) wv[g] = _mm512_loadu_si512(qs + 64 * g);
+    } else if constexpr (F == panel_format::q5 || F == panel_format::q6) {
+      const __m512i qh0 = _mm512_loadu_si512(qs + 256);
+      const __m512i qh1 = F == panel_format::q6 ? _mm512_loadu_si512(qs + 320) : qh0;
+      wide_group<F, 0>(qs, qh0, qh1, wv);
+      wide_group<F, 1>(qs, qh0, qh1, wv);
+      wide_group<F, 2>(qs, qh0, qh1, wv);
+      wide_group<F, 3>(qs, qh0, qh1, wv);
     } else {
       for (int g = 0; g < 4; ++g) {
         const __m512i v = _mm512_loadu_si512(qs + 64 * g);
@@ -249,23 +322,33 @@ void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_row
     }
     for (int t = 0; t < NT; ++t) {
       const std::int8_t* x = xq.q + t * xq.q_stride + b * qblock;
-      __m512i hi = _mm512_setzero_si512();
-      __m512i lo = _mm512_set1_epi32(-offset * xq.sum[t * xq.block_stride + b]);
-      for (int g = 0; g < 8; ++g) {
-        hi = _mm512_dpbusd_epi32(hi, wv[g], bcast4(x + 4 * g));
-        if constexpr (TwoLevels) lo = _mm512_dpbusd_epi32(lo, wv[g], bcast4(x + xq.lo + 4 * g));
+      const std::int32_t sum = xq.sum[t * xq.block_stride + b];
+      __m512i hi[H], lo[H];
+      if constexpr (F == panel_format::q6) {
+        const std::int32_t first = xq.half_sum[t * xq.block_stride + b];
+        lo[0] = _mm512_set1_epi32(-offset * first);
+        lo[1] = _mm512_set1_epi32(-offset * (sum - first));
+      } else {
+        lo[0] = _mm512_set1_epi32(-offset * sum);
       }
-      // 254 hi + lo, with 254 hi = 256 hi - 2 hi
-      const __m512i total = _mm512_add_epi32(
-          _mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
-      const float dx = xq.scale[t * xq.block_stride + b];
-      acc[t] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[t]);
+      for (int h = 0; h < H; ++h) hi[h] = _mm512_setzero_si512();
+      for (int g = 0; g < 8; ++g) {
+        const int h = g * H / 8;
+        hi[h] = _mm512_dpbusd_epi32(hi[h], wv[g], bcast4(x + 4 * g));
+        if constexpr (TwoLevels)
+          lo[h] = _mm512_dpbusd_epi32(lo[h], wv[g], bcast4(x + xq.lo + 4 * g));
+      }
+      const __m512 dx = _mm512_set1_ps(xq.scale[t * xq.block_stride + b]);
+      for (int h = 0; h < H; ++h) {
+        // 254 hi + lo, with 254 hi = 256 hi - 2 hi
+        const __m512i total = _mm512_add_epi32(
+            _mm512_sub_epi32(_mm512_slli_epi32(hi[h], 8), _mm512_slli_epi32(hi[h], 1)), lo[h]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw[h], dx), acc[t]);
+      }
       if constexpr (F == panel_format::q4m) {  // - min x the block's activation sum
         const __m512 mw = _mm512_cvtph_ps(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2 * panel_rows)));
-        acc[t] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(dx * float(xq.sum[t * xq.block_stride + b])),
-                                  acc[t]);
+        acc[t] = _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(float(sum))), acc[t]);
       }
     }
   }
@@ -285,6 +368,7 @@ void matmul_quant_avx512(const panel_matrix& w, std::int64_t p0, std::int64_t p1
       xq.q += t0 * xq.q_stride;
       xq.scale += t0 * xq.block_stride;
       xq.sum += t0 * xq.block_stride;
+      xq.half_sum += t0 * xq.block_stride;
       float* yt = y + t0 * ldy + p * panel_rows;
       switch (min_int(tile, a.tokens - t0)) {
         case 1:
@@ -334,6 +418,10 @@ void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activ
       return matmul_quant_avx512<panel_format::q4>(w, p0, p1, a, y, ldy);
     case panel_format::q4m:
       return matmul_quant_avx512<panel_format::q4m>(w, p0, p1, a, y, ldy);
+    case panel_format::q5:
+      return matmul_quant_avx512<panel_format::q5>(w, p0, p1, a, y, ldy);
+    case panel_format::q6:
+      return matmul_quant_avx512<panel_format::q6>(w, p0, p1, a, y, ldy);
   }
 }
 
@@ -424,8 +512,8 @@ void matmul_float_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
 }
 
 // u8 x s8 with vpmaddubsw: its 16-bit pair sums saturate above 32767, so q8 weights (u8 up to
-// 255) go through the sign trick (|w| x sign(x, w), at most 2 x 128 x 127); q4 nibbles (at most
-// 15) multiply directly.
+// 255) go through the sign trick (|w| x sign(x, w), at most 2 x 128 x 127); q4, q5 and q6 values
+// (at most 63: 2 x 63 x 127 fits) multiply directly.
 template <panel_format F>
 inline __m256i dot_group(__m256i w, __m256i x) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -444,12 +532,70 @@ inline __m256i bcast4_256(const std::int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// q6's high two bits of group g moved to bits 4 and 5 of each byte (as q6_high_bits above).
+inline __m256i q6_high_bits_256(__m256i h, int g) {
+  const __m256i m = _mm256_set1_epi8(0x30);
+  switch (g) {
+    case 0:
+      return _mm256_and_si256(_mm256_slli_epi16(h, 4), m);
+    case 1:
+      return _mm256_and_si256(_mm256_slli_epi16(h, 2), m);
+    case 2:
+      return _mm256_and_si256(h, m);
+    default:
+      return _mm256_and_si256(_mm256_srli_epi16(h, 2), m);
+  }
+}
+
+// q5's fifth bit of value group g (0-7) moved to bit 4 (as q5_high_bit above).
+inline __m256i q5_high_bit_256(__m256i h, int g) {
+  const __m256i m = _mm256_set1_epi8(0x10);
+  if (g < 4) return _mm256_and_si256(_mm256_sll_epi16(h, _mm_cvtsi32_si128(4 - g)), m);
+  return _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(g - 4)), m);
+}
+
+// Rows 0-7 and 8-15 of a quantized block's value group g (0-7: columns 4g..4g+3).
+template <panel_format F>
+inline void load_group_256(const std::byte* qs, int g, __m256i& w_lo, __m256i& w_hi) {
+  const auto* q = reinterpret_cast<const __m256i*>(qs);
+  if constexpr (F == panel_format::q8) {
+    w_lo = _mm256_loadu_si256(q + 2 * g);
+    w_hi = _mm256_loadu_si256(q + 2 * g + 1);
+    return;
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i v0 = _mm256_loadu_si256(q + 2 * (g & 3)),
+                v1 = _mm256_loadu_si256(q + 2 * (g & 3) + 1);
+  w_lo = g < 4 ? _mm256_and_si256(v0, low4) : _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
+  w_hi = g < 4 ? _mm256_and_si256(v1, low4) : _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
+  if constexpr (F == panel_format::q5) {
+    w_lo = _mm256_or_si256(w_lo, q5_high_bit_256(_mm256_loadu_si256(q + 8), g));
+    w_hi = _mm256_or_si256(w_hi, q5_high_bit_256(_mm256_loadu_si256(q + 9), g));
+  }
+  if constexpr (F == panel_format::q6) {
+    const auto* high = q + 8 + 2 * (g >> 2);
+    w_lo = _mm256_or_si256(w_lo, q6_high_bits_256(_mm256_loadu_si256(high), g & 3));
+    w_hi = _mm256_or_si256(w_hi, q6_high_bits_256(_mm256_loadu_si256(high + 1), g & 3));
+  }
+}
+
+// 8 rows' scales of a block: f16 d (times q6's int8 sub-block scale of half h) times dx.
+template <panel_format F>
+inline __m256 block_scale_256(const std::byte* blk, int rows0, int h, __m256 dx) {
+  __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2 * rows0)));
+  if constexpr (F == panel_format::q6) {
+    const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h + rows0));
+    d = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+  }
+  return _mm256_mul_ps(d, dx);
+}
+
 template <panel_format F>
 void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
                        const activations& a, float* y, std::int64_t ldy) {
   constexpr std::int64_t step = panel_step_bytes(F);
+  constexpr int H = F == panel_format::q6 ? 2 : 1;  // halves summed apart
   const std::int64_t blocks = w.cols / qblock;
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i ratio = _mm256_set1_epi32(level_ratio);
   for (std::int64_t p = p0; p < p1; ++p) {
     const std::byte* panel = w.panel(p);
@@ -460,22 +606,12 @@ void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
         const std::byte* blk = panel + b * step;
         const std::byte* qs = blk + quant_header_bytes(F);
         const std::int8_t* x = a.xq.q + t * a.xq.q_stride + b * qblock;
-        __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256();  // rows 0-7, 8-15
+        const std::int32_t sum = a.xq.sum[t * a.xq.block_stride + b];
+        __m256i s_lo[H], s_hi[H];  // rows 0-7, 8-15 (per half, q6)
+        for (int h = 0; h < H; ++h) s_lo[h] = s_hi[h] = _mm256_setzero_si256();
         for (int g = 0; g < 8; ++g) {
           __m256i w_lo, w_hi;
-          if constexpr (F == panel_format::q8) {
-            w_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 64 * g));
-            w_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 64 * g + 32));
-          } else {
-            const __m256i v0 =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 64 * (g & 3)));
-            const __m256i v1 =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 64 * (g & 3) + 32));
-            w_lo = g < 4 ? _mm256_and_si256(v0, low4)
-                         : _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
-            w_hi = g < 4 ? _mm256_and_si256(v1, low4)
-                         : _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
-          }
+          load_group_256<F>(qs, g, w_lo, w_hi);
           const __m256i xh = bcast4_256(x + 4 * g);
           __m256i d_lo = _mm256_mullo_epi32(dot_group<F>(w_lo, xh), ratio);
           __m256i d_hi = _mm256_mullo_epi32(dot_group<F>(w_hi, xh), ratio);
@@ -484,24 +620,28 @@ void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
             d_lo = _mm256_add_epi32(d_lo, dot_group<F>(w_lo, xl));
             d_hi = _mm256_add_epi32(d_hi, dot_group<F>(w_hi, xl));
           }
-          s_lo = _mm256_add_epi32(s_lo, d_lo);
-          s_hi = _mm256_add_epi32(s_hi, d_hi);
+          const int h = g * H / 8;
+          s_lo[h] = _mm256_add_epi32(s_lo[h], d_lo);
+          s_hi[h] = _mm256_add_epi32(s_hi[h], d_hi);
         }
-        if constexpr (F == panel_format::q4) {
-          const __m256i corr = _mm256_set1_epi32(8 * a.xq.sum[t * a.xq.block_stride + b]);
-          s_lo = _mm256_sub_epi32(s_lo, corr);
-          s_hi = _mm256_sub_epi32(s_hi, corr);
+        if constexpr (F != panel_format::q8 && F != panel_format::q4m) {  // offset x the sums
+          const std::int32_t first = a.xq.half_sum[t * a.xq.block_stride + b];
+          for (int h = 0; h < H; ++h) {
+            const std::int32_t part = H == 1 ? sum : h == 0 ? first : sum - first;
+            const __m256i corr = _mm256_set1_epi32(quant_offset(F) * part);
+            s_lo[h] = _mm256_sub_epi32(s_lo[h], corr);
+            s_hi[h] = _mm256_sub_epi32(s_hi[h], corr);
+          }
         }
         const __m256 dx = _mm256_set1_ps(a.xq.scale[t * a.xq.block_stride + b]);
-        const __m256 d_lo = _mm256_mul_ps(
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))), dx);
-        const __m256 d_hi = _mm256_mul_ps(
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))), dx);
-        acc_lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_lo), d_lo, acc_lo);
-        acc_hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_hi), d_hi, acc_hi);
+        for (int h = 0; h < H; ++h) {
+          acc_lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_lo[h]), block_scale_256<F>(blk, 0, h, dx),
+                                   acc_lo);
+          acc_hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_hi[h]), block_scale_256<F>(blk, 8, h, dx),
+                                   acc_hi);
+        }
         if constexpr (F == panel_format::q4m) {  // - min x the block's activation sum
-          const __m256 xs = _mm256_set1_ps(a.xq.scale[t * a.xq.block_stride + b] *
-                                           float(a.xq.sum[t * a.xq.block_stride + b]));
+          const __m256 xs = _mm256_set1_ps(a.xq.scale[t * a.xq.block_stride + b] * float(sum));
           const auto* mins = reinterpret_cast<const __m128i*>(blk + 2 * panel_rows);
           acc_lo = _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(mins)), xs, acc_lo);
           acc_hi = _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(mins + 1)), xs, acc_hi);
@@ -527,6 +667,10 @@ void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activ
       return matmul_quant_avx2<panel_format::q4>(w, p0, p1, a, y, ldy);
     case panel_format::q4m:
       return matmul_quant_avx2<panel_format::q4m>(w, p0, p1, a, y, ldy);
+    case panel_format::q5:
+      return matmul_quant_avx2<panel_format::q5>(w, p0, p1, a, y, ldy);
+    case panel_format::q6:
+      return matmul_quant_avx2<panel_format::q6>(w, p0, p1, a, y, ldy);
   }
 }
 

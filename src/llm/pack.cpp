@@ -3,7 +3,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -49,12 +48,11 @@ bool panel_format_of(std::uint32_t type, panel_format& out) {
     case tensor_type::q4_k:
       out = panel_format::q4m;
       return true;
-    case tensor_type::q5_0:  // exact: 5-bit values are int8 values
-      out = panel_format::q8;
+    case tensor_type::q5_0:
+      out = panel_format::q5;
       return true;
-    // Q6_K's 16-value sub-blocks each have a scale: requantized to q8_0 blocks at load.
     case tensor_type::q6_k:
-      out = panel_format::q8;
+      out = panel_format::q6;
       return true;
     default:
       return false;
@@ -142,14 +140,64 @@ void dequantize_q6_k(const std::uint8_t* b, float* y) {
   }
 }
 
-// One q8_0 block (f16 scale, 32 int8) of 32 floats, as llama.cpp's reference quantizer does.
-void quantize_q8_block(const float* x, std::uint8_t* out) {
-  float amax = 0;
-  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
-  const std::uint16_t h = f32_to_f16(d);
-  std::memcpy(out, &h, 2);
-  for (int i = 0; i < 32; ++i) out[2 + i] = std::uint8_t(std::int8_t(std::nearbyint(x[i] * id)));
+// One Q6_K super-block as 8 blocks of 36 bytes: its f16 d, the int8 scales of the block's two
+// 16-value halves, then the 32 values as bytes 0..63 (offset 32).
+void q6_k_to_blocks(const std::uint8_t* b, std::uint8_t* out) {
+  const std::uint8_t* ql = b;
+  const std::uint8_t* qh = b + 128;
+  const std::uint8_t* sc = b + 192;
+  std::uint8_t q[256];
+  for (int half = 0; half < 2; ++half, ql += 64, qh += 32)
+    for (int l = 0; l < 32; ++l) {
+      std::uint8_t* v = q + 128 * half + l;
+      v[0] = std::uint8_t((ql[l] & 0xf) | ((qh[l] >> 0) & 3) << 4);
+      v[32] = std::uint8_t((ql[l + 32] & 0xf) | ((qh[l] >> 2) & 3) << 4);
+      v[64] = std::uint8_t((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
+      v[96] = std::uint8_t((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
+    }
+  for (int j = 0; j < 8; ++j, out += 36) {
+    std::memcpy(out, b + 208, 2);
+    out[2] = sc[2 * j];
+    out[3] = sc[2 * j + 1];
+    std::memcpy(out + 4, q + 32 * j, 32);
+  }
+}
+
+// One q5 or q6 panel block (panels.hpp) from the converted blocks of the panel's `valid` rows:
+// [f16 d, (q6: two int8 scales,) 32 value bytes].
+void pack_wide_block(panel_format f, const std::uint8_t* const* rows, int valid, std::int64_t b,
+                     std::uint8_t* dst) {
+  const bool q6 = f == panel_format::q6;
+  const int in_header = q6 ? 4 : 2;
+  std::uint8_t* ql = dst + quant_header_bytes(f);
+  std::uint8_t* qh = ql + qblock / 2 * panel_rows;
+  for (int r = 0; r < valid; ++r) {
+    const std::uint8_t* s = rows[r] + b * (in_header + qblock);
+    std::memcpy(dst + 2 * r, s, 2);
+    if (q6) {
+      dst[2 * panel_rows + r] = s[2];
+      dst[3 * panel_rows + r] = s[3];
+    }
+    const std::uint8_t* q = s + in_header;
+    for (int g = 0; g < 4; ++g)
+      for (int t = 0; t < 4; ++t)
+        ql[(g * panel_rows + r) * 4 + t] =
+            std::uint8_t((q[4 * g + t] & 15) | (q[16 + 4 * g + t] & 15) << 4);
+    for (int t = 0; t < 4; ++t) {
+      if (q6) {  // two bits per value, one byte array per half
+        for (int h = 0; h < 2; ++h) {
+          int bits = 0;
+          for (int g = 0; g < 4; ++g) bits |= (q[16 * h + 4 * g + t] >> 4) << (2 * g);
+          qh[(h * panel_rows + r) * 4 + t] = std::uint8_t(bits);
+        }
+      } else {  // one bit per value: bit g for the first half, 4 + g for the second
+        int bits = 0;
+        for (int g = 0; g < 4; ++g)
+          bits |= (q[4 * g + t] >> 4) << g | (q[16 + 4 * g + t] >> 4) << (4 + g);
+        qh[r * 4 + t] = std::uint8_t(bits);
+      }
+    }
+  }
 }
 
 // dst[c][r] = rows[row0 + r][c] for the `valid` rows of a panel.
@@ -176,10 +224,10 @@ bool needs_conversion(std::uint32_t type) {
   }
 }
 
-// One row of a converted type as blocks of the panel format: q4m blocks of 20 bytes (f16 scale,
-// f16 min, 16 nibble bytes) from q4_1 (exact) and q4_k; q8_0 blocks of 34 bytes from q5_0 (exact:
-// 5-bit values fit int8) and q6_k (requantized).
-void convert_row(const gguf_tensor& t, std::int64_t row, std::uint8_t* out, float* row_f32) {
+// One row of a converted type as blocks the panel packer reads: q4m blocks of 20 bytes (f16
+// scale, f16 min, 16 nibble bytes) from q4_1 and q4_k; blocks of an f16 d, (q6_k: two int8
+// scales,) and 32 value bytes from q5_0 and q6_k (q6_k_to_blocks). All exact.
+void convert_row(const gguf_tensor& t, std::int64_t row, std::uint8_t* out) {
   const std::int64_t cols = t.dims[0];
   const auto* src = reinterpret_cast<const std::uint8_t*>(t.data);
   switch (tensor_type(t.type)) {
@@ -202,14 +250,13 @@ void convert_row(const gguf_tensor& t, std::int64_t row, std::uint8_t* out, floa
         std::memcpy(out, s, 2);
         for (int j = 0; j < qblock; ++j) {
           const int nib = j < 16 ? s[6 + j] & 0xf : s[6 + j - 16] >> 4;
-          out[2 + j] = std::uint8_t(std::int8_t((nib | int((qh >> j) & 1) << 4) - 16));
+          out[2 + j] = std::uint8_t(nib | int((qh >> j) & 1) << 4);
         }
       }
       return;
     default:  // q6_k
-      dequantize_row(t, row, row_f32);
-      for (std::int64_t b = 0; b < cols / qblock; ++b)
-        quantize_q8_block(row_f32 + b * qblock, out + b * 34);
+      for (std::int64_t sb = 0; sb < cols / 256; ++sb)
+        q6_k_to_blocks(src + (row * (cols / 256) + sb) * 210, out + sb * 8 * 36);
   }
 }
 }  // namespace
@@ -236,17 +283,14 @@ void pack_panels(const gguf_tensor& t, const panel_matrix& m, std::int64_t p0, s
   const auto* src = reinterpret_cast<const std::uint8_t*>(t.data);
   const bool convert = needs_conversion(t.type);
   const std::int64_t blocks = m.cols / qblock;
-  const std::int64_t converted_block = m.format == panel_format::q4m ? 20 : 34;
+  const std::int64_t converted_block = m.format == panel_format::q4m  ? 20
+                                       : m.format == panel_format::q6 ? 36
+                                                                      : 34;
   std::vector<std::uint8_t> converted;
-  std::vector<float> row_f32;
-  if (convert) {
-    converted.resize(std::size_t(panel_rows * blocks * converted_block));
-    row_f32.resize(std::size_t(m.cols));
-  }
+  if (convert) converted.resize(std::size_t(panel_rows * blocks * converted_block));
   for (std::int64_t p = p0; p < p1; ++p) {
     for (int r = 0; convert && r < panel_rows && p * panel_rows + r < m.rows; ++r)
-      convert_row(t, p * panel_rows + r, converted.data() + r * blocks * converted_block,
-                  row_f32.data());
+      convert_row(t, p * panel_rows + r, converted.data() + r * blocks * converted_block);
     auto* dst = reinterpret_cast<std::uint8_t*>(m.data.get() + p * m.panel_bytes);
     const int valid = int(std::min<std::int64_t>(panel_rows, m.rows - p * panel_rows));
     if (valid < panel_rows) std::memset(dst, 0, std::size_t(m.panel_bytes));  // padding rows
@@ -266,6 +310,11 @@ void pack_panels(const gguf_tensor& t, const panel_matrix& m, std::int64_t p0, s
     for (int r = 0; r < valid; ++r)
       rows[r] = convert ? converted.data() + r * blocks * converted_block
                         : src + (p * panel_rows + r) * blocks * src_block;
+    if (m.format == panel_format::q5 || m.format == panel_format::q6) {
+      for (std::int64_t b = 0; b < blocks; ++b, dst += panel_step_bytes(m.format))
+        pack_wide_block(m.format, rows, valid, b, dst);
+      continue;
+    }
     const int groups = m.format == panel_format::q8 ? qblock / 4 : qblock / 8;
     const std::uint32_t flip = m.format == panel_format::q8 ? 0x80808080u : 0;  // q8: u8 = q + 128
     const std::int64_t header = quant_header_bytes(m.format);
@@ -315,16 +364,16 @@ void dequantize_row(const gguf_tensor& t, std::int64_t row, float* out) {
         dequantize_q4_k(src + (row * (cols / 256) + b) * 144, out + b * 256);
       return;
     case tensor_type::q4_1:
-    case tensor_type::q5_0: {  // through the q4m / q8_0 blocks they become
+    case tensor_type::q5_0: {  // through the q4m / q5 blocks they become
       const bool q41 = t.type == std::uint32_t(tensor_type::q4_1);
       std::vector<std::uint8_t> blocks(std::size_t(cols / qblock * (q41 ? 20 : 34)));
-      convert_row(t, row, blocks.data(), out);
+      convert_row(t, row, blocks.data());
       for (std::int64_t b = 0; b < cols / qblock; ++b) {
         const std::uint8_t* s = blocks.data() + b * (q41 ? 20 : 34);
         const float d = half_at(s), m = q41 ? half_at(s + 2) : 0.f;
         for (int c = 0; c < qblock; ++c)
           out[b * qblock + c] = q41 ? d * float(c < 16 ? s[4 + c] & 15 : s[4 + c - 16] >> 4) - m
-                                    : d * float(std::int8_t(s[2 + c]));
+                                    : d * float(s[2 + c] - 16);
       }
       return;
     }

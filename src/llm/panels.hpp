@@ -11,9 +11,18 @@
 //   q4m (from Q4_K):  as q4, with 16 f16 mins after the scales: value = scale q - min, q the
 //                     nibble (Q4_K's 32-value sub-blocks with their 6-bit scales and mins applied
 //                     to the super-block's d and dmin: exact up to the f16 rounding of the product)
+//   q5 (from Q5_0):   as q4, then one [16 rows][4] byte array of the fifth bits: bit g of byte t
+//                     belongs to column 4g+t, bit 4+g to column 16+4g+t; values u8 = q + 16,
+//                     5.5 bits per weight (as Q5_0), exact
+//   q6 (from Q6_K):   per 32-column block: 16 f16 d (the rows' super-block scales), then 16 int8
+//                     scales of columns 0-15 and 16 of columns 16-31 (Q6_K's 16-value sub-blocks),
+//                     the low four bits as q4's nibbles, then two [16 rows][4] byte arrays of the
+//                     high two bits: bits 2g, 2g+1 of byte t of array h belong to column 16h+4g+t;
+//                     values u8 = q + 32 (q in -32..31), 7 bits per weight (Q6_K: 6.56), exact
 // Quantized formats multiply u8 weights by the int8 activations of a 32-column block; the offset
-// (128 or 8) times the block's activation sum is subtracted once per block; q4m subtracts its min
-// times the block's activation sum instead.
+// (128, 16 or 8) times the block's activation sum is subtracted once per block; q4m subtracts its
+// min times the block's activation sum instead; q6 sums its two 16-column halves apart (each has
+// its scale) and subtracts 32 times each half's activation sum.
 //
 // Activations are quantized in two int8 levels per 32-value block: x = d (254 hi + lo) with
 // hi = round(x / 254d) and lo the rounded remainder, so ~15 bits of each value survive (one level,
@@ -31,7 +40,7 @@ namespace kfuse::llm::detail {
 inline constexpr int panel_rows = 16;
 inline constexpr int qblock = 32;
 
-enum class panel_format { f32, f16, bf16, q8, q4, q4m };
+enum class panel_format { f32, f16, bf16, q8, q4, q4m, q5, q6 };
 
 inline const char* panel_format_name(panel_format f) {
   switch (f) {
@@ -47,15 +56,21 @@ inline const char* panel_format_name(panel_format f) {
       return "q4_0";
     case panel_format::q4m:
       return "q4_k";
+    case panel_format::q5:
+      return "q5_0";
+    case panel_format::q6:
+      return "q6_k";
   }
   return "?";
 }
 constexpr bool is_quantized(panel_format f) {
-  return f == panel_format::q8 || f == panel_format::q4 || f == panel_format::q4m;
+  return f == panel_format::q8 || f == panel_format::q4 || f == panel_format::q4m ||
+         f == panel_format::q5 || f == panel_format::q6;
 }
-/// Bytes before a quantized block's values: the 16 rows' f16 scales (and mins, q4m).
+/// Bytes before a quantized block's values: the 16 rows' f16 scales (and mins, q4m; and two
+/// int8 sub-block scales, q6).
 constexpr std::int64_t quant_header_bytes(panel_format f) {
-  return (f == panel_format::q4m ? 4 : 2) * panel_rows;
+  return (f == panel_format::q4m || f == panel_format::q6 ? 4 : 2) * panel_rows;
 }
 
 /// Bytes of one panel's 32-column block (quantized formats) or one panel column (float formats).
@@ -71,6 +86,10 @@ constexpr std::int64_t panel_step_bytes(panel_format f) {
     case panel_format::q4:
     case panel_format::q4m:
       return quant_header_bytes(f) + qblock / 2 * panel_rows;
+    case panel_format::q5:
+      return quant_header_bytes(f) + qblock / 2 * panel_rows + qblock / 8 * panel_rows;
+    case panel_format::q6:
+      return quant_header_bytes(f) + qblock / 2 * panel_rows + qblock / 4 * panel_rows;
   }
   return 0;
 }
@@ -95,11 +114,13 @@ struct panel_matrix {
 };
 
 /// Two-level int8 activations of `tokens` rows of `cols` values: per token the `cols` high
-/// values, then the `cols` low ones; per 32-value block the unit d and the sum 254 hi + lo.
+/// values, then the `cols` low ones; per 32-value block the unit d, the sum 254 hi + lo, and that
+/// sum over the block's first 16 values (q6's sub-blocks).
 struct quantized_rows {
   const std::int8_t* q = nullptr;
   const float* scale = nullptr;
   const std::int32_t* sum = nullptr;
+  const std::int32_t* half_sum = nullptr;
   std::int64_t q_stride = 0;      // int8 values between tokens (2 cols)
   std::int64_t block_stride = 0;  // blocks between tokens
   std::int64_t lo = 0;            // from a token's high values to its low ones (cols)

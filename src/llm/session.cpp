@@ -74,6 +74,7 @@ struct session::impl {
   buffer<std::int8_t> xq;
   buffer<float> xq_scale;
   buffer<std::int32_t> xq_sum;
+  buffer<std::int32_t> xq_half_sum;
   buffer<std::byte> k_cache, v_cache;
   std::vector<std::function<void()>> plan;
 
@@ -112,6 +113,7 @@ struct session::impl {
     xq.resize(2 * B * std::size_t(max_k));
     xq_scale.resize(B * std::size_t(max_k / qblock));
     xq_sum.resize(B * std::size_t(max_k / qblock));
+    xq_half_sum.resize(B * std::size_t(max_k / qblock));
     scores.resize(std::size_t(pool.size()) * std::size_t(n_ctx));
     const std::size_t es = cache == cache_type::bf16 ? 2 : 4;
     const std::size_t cache_bytes =
@@ -148,7 +150,7 @@ struct session::impl {
     activations a;
     a.x = src;
     a.x_stride = cols;
-    a.xq = {xq.p, xq_scale.p, xq_sum.p, 2 * cols, cols / qblock, cols, one_level()};
+    a.xq = {xq.p, xq_scale.p, xq_sum.p, xq_half_sum.p, 2 * cols, cols / qblock, cols, one_level()};
     a.tokens = tokens;
     return a;
   }
@@ -171,7 +173,8 @@ struct session::impl {
         }
         if (quantize)
           K.quantize_row(d, cols, xq.p + 2 * t * cols, xq_scale.p + t * (cols / qblock),
-                         xq_sum.p + t * (cols / qblock), one_level());
+                         xq_sum.p + t * (cols / qblock), xq_half_sum.p + t * (cols / qblock),
+                         one_level());
       }
     });
   }

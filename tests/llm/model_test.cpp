@@ -76,8 +76,8 @@ TEST_CASE("llm model: logits match an fp64 forward pass on the same weights", "[
   std::filesystem::remove(tm.path);
 }
 
-// Q4_K is read as it is (its scales and mins rounded to f16: ~0.05% of a block's scale); Q6_K is
-// requantized to q8_0 blocks at load: ~0.4% of a block's largest weight per value.
+// Q4_K and Q6_K are read as they are (Q4_K's scales and mins rounded to f16: ~0.05% of a block's
+// scale; Q6_K exact), so the mix stays as close as the exact formats above.
 TEST_CASE("llm model: q4_k / q6_k weights (the Q4_K_M mix) match the reference", "[llm][model]") {
   tiny_shape s;
   s.n_embd = 256;
@@ -91,7 +91,7 @@ TEST_CASE("llm model: q4_k / q6_k weights (the Q4_K_M mix) match the reference",
   const auto ids = some_ids(128, tm.n_vocab);
   const double c = worst_cosine(tm, sess.prefill_all_logits(ids), ids);
   INFO("worst cosine " << std::setprecision(9) << c);
-  CHECK(c >= 0.9999);
+  CHECK(c >= 0.99999);
   std::filesystem::remove(tm.path);
   // Q4_K alone: no requantization, only the f16 rounding of its scales and mins.
   s.k_mix = false;
@@ -186,12 +186,12 @@ TEST_CASE("llm model: a bf16 KV cache stays close to the f32 one", "[llm][model]
 }
 
 TEST_CASE("llm model: every kernel tier this CPU runs agrees with scalar", "[llm][model][tiers]") {
-  for (std::uint32_t type : {0u, 1u, 30u, 8u, 2u, 3u, 6u, 12u}) {
+  for (std::uint32_t type : {0u, 1u, 30u, 8u, 2u, 3u, 6u, 12u, 14u}) {
     tiny_shape s;
     s.type = type;
     s.head_type = type;
-    s.n_ff = 160;      // 10 panels: a tail of a 6-token tile and of the AVX2 paths
-    if (type == 12) {  // K-quant rows are multiples of 256 values
+    s.n_ff = 160;                    // 10 panels: a tail of a 6-token tile and of the AVX2 paths
+    if (type == 12 || type == 14) {  // K-quant rows are multiples of 256 values
       s.n_embd = 256;
       s.n_ff = 768;
     }
