@@ -22,8 +22,14 @@ struct attention_args {
   int n_head_kv = 0;
   int head_dim = 0;
   int n_ctx = 0;
-  float* scratch = nullptr;  // per worker: n_ctx floats
 };
+
+/// Floats of scratch one attention call needs: the transposed keys it reads (rounded up to whole
+/// 16-key blocks) and one row of scores.
+inline std::int64_t attention_scratch_floats(int n_ctx, int head_dim) {
+  const std::int64_t keys = (std::int64_t(n_ctx) + 15) / 16 * 16;
+  return keys * head_dim + keys;
+}
 
 struct kernel_table {
   const char* name;
@@ -35,8 +41,11 @@ struct kernel_table {
   /// per block its unit, its sum and its first half's sum.
   void (*quantize_row)(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
                        std::int32_t* sum, std::int32_t* half_sum, bool one_level);
-  /// The attention of heads [h0, h1) for token t.
-  void (*attention)(const attention_args& a, int t, int h0, int h1, float* scratch);
+  /// g[i] = silu(g[i]) * u[i] for i in [0, n) (SwiGLU).
+  void (*swiglu)(float* g, const float* u, std::int64_t n);
+  /// The attention of tokens [t0, t1) and query heads [h0, h1), heads that share one KV head;
+  /// `scratch` holds attention_scratch_floats(n_ctx, head_dim) floats.
+  void (*attention)(const attention_args& a, int t0, int t1, int h0, int h1, float* scratch);
 };
 
 const kernel_table& scalar_kernels();

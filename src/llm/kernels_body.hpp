@@ -22,8 +22,9 @@ inline int min_int(int a, int b) { return a < b ? a : b; }
 // ---- activation quantization: per 32 values, hi = round(x / D) with D = max|x| / 127, then
 // lo = round((x - D hi) / d) with d = D / 254 (|x - D hi| <= D / 2, so |lo| <= 127) ---------------
 
-void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
-                  std::int32_t* sum, std::int32_t* half_sum, bool one_level) {
+[[maybe_unused]] void quantize_row_generic(const float* x, std::int64_t cols, std::int8_t* q,
+                                           float* scale, std::int32_t* sum, std::int32_t* half_sum,
+                                           bool one_level) {
   for (std::int64_t b = 0; b < cols / qblock; ++b) {
     const float* xb = x + b * qblock;
     float amax = 0;
@@ -158,6 +159,43 @@ inline float half_at(const std::byte* p) {
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 // ---- AVX-512 (VNNI) --------------------------------------------------------------------------
+
+// quantize_row_generic's arithmetic, 16 values per instruction.
+void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
+                  std::int32_t* sum, std::int32_t* half_sum, bool one_level) {
+  constexpr int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512 limit = _mm512_set1_ps(127.f);
+  for (std::int64_t b = 0; b < cols / qblock; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + b * qblock), x1 = _mm512_loadu_ps(x + b * qblock + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float D = amax / 127.f;
+    const float d = D / float(level_ratio);
+    const float inv_D = D > 0 ? 1.f / D : 0.f, inv_d = d > 0 ? 1.f / d : 0.f;
+    std::int32_t s[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512 xv = h == 0 ? x0 : x1;
+      const __m512 hi = _mm512_roundscale_ps(_mm512_mul_ps(xv, _mm512_set1_ps(inv_D)), nearest);
+      __m512 lo = _mm512_setzero_ps();
+      if (!one_level) {
+        lo = _mm512_roundscale_ps(
+            _mm512_mul_ps(_mm512_fnmadd_ps(hi, _mm512_set1_ps(D), xv), _mm512_set1_ps(inv_d)),
+            nearest);
+        lo = _mm512_min_ps(_mm512_max_ps(lo, _mm512_sub_ps(_mm512_setzero_ps(), limit)), limit);
+      }
+      const __m512i hi_i = _mm512_cvtps_epi32(hi), lo_i = _mm512_cvtps_epi32(lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * qblock + 16 * h),
+                       _mm512_cvtepi32_epi8(hi_i));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + cols + b * qblock + 16 * h),
+                       _mm512_cvtepi32_epi8(lo_i));
+      // 254 hi + lo, with 254 hi = 256 hi - 2 hi
+      s[h] = _mm512_reduce_add_epi32(_mm512_add_epi32(
+          _mm512_sub_epi32(_mm512_slli_epi32(hi_i, 8), _mm512_slli_epi32(hi_i, 1)), lo_i));
+    }
+    scale[b] = d;
+    sum[b] = s[0] + s[1];
+    half_sum[b] = s[0];
+  }
+}
 
 inline __mmask16 row_mask(const panel_matrix& w, std::int64_t p) {
   const std::int64_t valid = min_i64(panel_rows, w.rows - p * panel_rows);
@@ -428,6 +466,11 @@ void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activ
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 // ---- AVX2: 16 rows as two 8-row halves ------------------------------------------------------
 
+void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
+                  std::int32_t* sum, std::int32_t* half_sum, bool one_level) {
+  quantize_row_generic(x, cols, q, scale, sum, half_sum, one_level);
+}
+
 inline __m256 load_half_column(panel_format f, const std::byte* col) {
   if (f == panel_format::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(col));
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(col));
@@ -677,6 +720,11 @@ void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activ
 #else
 // ---- scalar -----------------------------------------------------------------------------------
 
+void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
+                  std::int32_t* sum, std::int32_t* half_sum, bool one_level) {
+  quantize_row_generic(x, cols, q, scale, sum, half_sum, one_level);
+}
+
 void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activations& a, float* y,
             std::int64_t ldy) {
   for (std::int64_t p = p0; p < p1; ++p) {
@@ -688,65 +736,192 @@ void matmul(const panel_matrix& w, std::int64_t p0, std::int64_t p1, const activ
 }
 #endif
 
-// ---- attention (plain loops; the tier's flags vectorize them) ----------------------------------
+// ---- attention ---------------------------------------------------------------------------------
 
-inline float cache_at(const void* base, bool bf16, std::int64_t i) {
-  return bf16 ? bf16_to_f32(static_cast<const std::uint16_t*>(base)[i])
-              : static_cast<const float*>(base)[i];
-}
-
-void attention(const attention_args& a, int t, int h0, int h1, float* scores) {
+// One query (token t, head h) over the cache rows 0..pos0+t: plain loops the tier's flags
+// vectorize (a horizontal sum per key).
+void attention_one(const attention_args& a, int t, int h, float* scores) {
   const int dim = a.head_dim;
   const int group = a.n_head / a.n_head_kv;
-  const int last = a.pos0 + t;  // attends to cache rows 0..last
+  const int last = a.pos0 + t;
   const float scale = 1.f / std::sqrt(float(dim));
-  for (int h = h0; h < h1; ++h) {
-    const float* q = a.q + std::int64_t(t) * a.n_head * dim + std::int64_t(h) * dim;
-    float* out = a.out + std::int64_t(t) * a.n_head * dim + std::int64_t(h) * dim;
-    const std::int64_t kv_base = std::int64_t(h / group) * a.n_ctx * dim;
-    float best = -INFINITY;
-    for (int j = 0; j <= last; ++j) {
-      float s = 0;
-      if (a.bf16_cache) {
-        const auto* k = static_cast<const std::uint16_t*>(a.k) + kv_base + std::int64_t(j) * dim;
+  const float* q = a.q + std::int64_t(t) * a.n_head * dim + std::int64_t(h) * dim;
+  float* out = a.out + std::int64_t(t) * a.n_head * dim + std::int64_t(h) * dim;
+  const std::int64_t kv_base = std::int64_t(h / group) * a.n_ctx * dim;
+  float best = -INFINITY;
+  for (int j = 0; j <= last; ++j) {
+    float s = 0;
+    if (a.bf16_cache) {
+      const auto* k = static_cast<const std::uint16_t*>(a.k) + kv_base + std::int64_t(j) * dim;
 #pragma omp simd reduction(+ : s)
-        for (int i = 0; i < dim; ++i) s += q[i] * bf16_to_f32(k[i]);
-      } else {
-        const float* k = static_cast<const float*>(a.k) + kv_base + std::int64_t(j) * dim;
+      for (int i = 0; i < dim; ++i) s += q[i] * bf16_to_f32(k[i]);
+    } else {
+      const float* k = static_cast<const float*>(a.k) + kv_base + std::int64_t(j) * dim;
 #pragma omp simd reduction(+ : s)
-        for (int i = 0; i < dim; ++i) s += q[i] * k[i];
-      }
-      s *= scale;
-      scores[j] = s;
-      best = s > best ? s : best;
+      for (int i = 0; i < dim; ++i) s += q[i] * k[i];
     }
-    float total = 0;
-    for (int j = 0; j <= last; ++j) {
-      scores[j] = std::exp(scores[j] - best);
-      total += scores[j];
-    }
-    const float inv = 1.f / total;
-    for (int i = 0; i < dim; ++i) out[i] = 0;
-    for (int j = 0; j <= last; ++j) {
-      const float pj = scores[j] * inv;
-      if (a.bf16_cache) {
-        const auto* v = static_cast<const std::uint16_t*>(a.v) + kv_base + std::int64_t(j) * dim;
+    s *= scale;
+    scores[j] = s;
+    best = s > best ? s : best;
+  }
+  float total = 0;
+  for (int j = 0; j <= last; ++j) {
+    scores[j] = std::exp(scores[j] - best);
+    total += scores[j];
+  }
+  const float inv = 1.f / total;
+  for (int i = 0; i < dim; ++i) out[i] = 0;
+  for (int j = 0; j <= last; ++j) {
+    const float pj = scores[j] * inv;
+    if (a.bf16_cache) {
+      const auto* v = static_cast<const std::uint16_t*>(a.v) + kv_base + std::int64_t(j) * dim;
 #pragma omp simd
-        for (int i = 0; i < dim; ++i) out[i] += pj * bf16_to_f32(v[i]);
-      } else {
-        const float* v = static_cast<const float*>(a.v) + kv_base + std::int64_t(j) * dim;
+      for (int i = 0; i < dim; ++i) out[i] += pj * bf16_to_f32(v[i]);
+    } else {
+      const float* v = static_cast<const float*>(a.v) + kv_base + std::int64_t(j) * dim;
 #pragma omp simd
-        for (int i = 0; i < dim; ++i) out[i] += pj * v[i];
-      }
+      for (int i = 0; i < dim; ++i) out[i] += pj * v[i];
     }
   }
-  (void)cache_at;
+}
+
+#if defined(__AVX512F__)
+// exp of 16 floats: 2^n e^r with |r| <= ln2 / 2, a degree-6 polynomial (relative error ~2e-7).
+inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+  __m512 p = _mm512_set1_ps(1.f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
+}
+
+inline __m512 load_cache16(const void* base, bool bf16, std::int64_t i) {
+  if (!bf16) return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+  const __m256i h = _mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(static_cast<const std::uint16_t*>(base) + i));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// Tokens [t0, t1) of heads [h0, h1) (one KV head's): the keys they read are transposed once into
+// 16-key blocks [block][dim][16], then each query's scores come 16 keys per FMA without
+// horizontal sums, the softmax and P V 16 values at a time.
+void attention_blocked(const attention_args& a, int t0, int t1, int h0, int h1, float* scratch) {
+  const int dim = a.head_dim;
+  const int kv = h0 / (a.n_head / a.n_head_kv);
+  const int keys = a.pos0 + t1;  // the last token reads rows 0..keys-1
+  const int blocks = (keys + 15) / 16;
+  const std::int64_t kv_base = std::int64_t(kv) * a.n_ctx * dim;
+  float* kt = scratch;
+  float* scores = scratch + std::int64_t(blocks) * 16 * dim;
+  for (int j = 0; j < blocks * 16; ++j) {
+    float* col = kt + std::int64_t(j / 16) * 16 * dim + j % 16;
+    if (j >= keys) {
+      for (int i = 0; i < dim; ++i) col[i * 16] = 0;
+    } else if (a.bf16_cache) {
+      const auto* k = static_cast<const std::uint16_t*>(a.k) + kv_base + std::int64_t(j) * dim;
+      for (int i = 0; i < dim; ++i) col[i * 16] = bf16_to_f32(k[i]);
+    } else {
+      const float* k = static_cast<const float*>(a.k) + kv_base + std::int64_t(j) * dim;
+      for (int i = 0; i < dim; ++i) col[i * 16] = k[i];
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(1.f / std::sqrt(float(dim)));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int t = t0; t < t1; ++t)
+    for (int h = h0; h < h1; ++h) {
+      const float* q = a.q + std::int64_t(t) * a.n_head * dim + std::int64_t(h) * dim;
+      float* out = a.out + std::int64_t(t) * a.n_head * dim + std::int64_t(h) * dim;
+      const int n = a.pos0 + t + 1;  // keys this query reads
+      const int nb = (n + 15) / 16;
+      __m512 best = _mm512_set1_ps(-INFINITY);
+      int b = 0;
+      for (; b + 2 <= nb; b += 2) {  // two blocks: two FMA chains
+        const float* k0 = kt + std::int64_t(b) * 16 * dim;
+        const float* k1 = k0 + 16 * dim;
+        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+        for (int i = 0; i < dim; ++i) {
+          const __m512 qi = _mm512_set1_ps(q[i]);
+          s0 = _mm512_fmadd_ps(qi, _mm512_loadu_ps(k0 + 16 * i), s0);
+          s1 = _mm512_fmadd_ps(qi, _mm512_loadu_ps(k1 + 16 * i), s1);
+        }
+        _mm512_storeu_ps(scores + 16 * b, _mm512_mul_ps(s0, scale));
+        _mm512_storeu_ps(scores + 16 * b + 16, _mm512_mul_ps(s1, scale));
+      }
+      for (; b < nb; ++b) {
+        const float* k0 = kt + std::int64_t(b) * 16 * dim;
+        __m512 s0 = _mm512_setzero_ps();
+        for (int i = 0; i < dim; ++i)
+          s0 = _mm512_fmadd_ps(_mm512_set1_ps(q[i]), _mm512_loadu_ps(k0 + 16 * i), s0);
+        _mm512_storeu_ps(scores + 16 * b, _mm512_mul_ps(s0, scale));
+      }
+      // keys past this query's position do not count
+      const __mmask16 tail = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(n - 16 * (nb - 1)));
+      _mm512_storeu_ps(scores + 16 * (nb - 1),
+                       _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), tail,
+                                          _mm512_loadu_ps(scores + 16 * (nb - 1))));
+      for (b = 0; b < nb; ++b) best = _mm512_max_ps(best, _mm512_loadu_ps(scores + 16 * b));
+      const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(best));
+      __m512 total = _mm512_setzero_ps();
+      for (b = 0; b < nb; ++b) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(scores + 16 * b), top));
+        _mm512_storeu_ps(scores + 16 * b, e);
+        total = _mm512_add_ps(total, e);
+      }
+      const float inv = 1.f / _mm512_reduce_add_ps(total);
+      for (int i0 = 0; i0 < dim; i0 += 16) {  // out = P V, 16 dims at a time, two chains
+        __m512 o0 = _mm512_setzero_ps(), o1 = _mm512_setzero_ps();
+        const std::int64_t base = kv_base + i0;
+        int j = 0;
+        for (; j + 2 <= n; j += 2) {
+          o0 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]),
+                               load_cache16(a.v, a.bf16_cache, base + std::int64_t(j) * dim), o0);
+          o1 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j + 1]),
+                               load_cache16(a.v, a.bf16_cache, base + std::int64_t(j + 1) * dim),
+                               o1);
+        }
+        if (j < n)
+          o0 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]),
+                               load_cache16(a.v, a.bf16_cache, base + std::int64_t(j) * dim), o0);
+        _mm512_storeu_ps(out + i0, _mm512_mul_ps(_mm512_add_ps(o0, o1), _mm512_set1_ps(inv)));
+      }
+    }
+}
+#endif
+
+void swiglu(float* g, const float* u, std::int64_t n) {
+  std::int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1u);
+    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+    const __m512 silu = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.f), e));
+    _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, u + i)));
+  }
+#endif
+  for (; i < n; ++i) g[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+}
+
+void attention(const attention_args& a, int t0, int t1, int h0, int h1, float* scratch) {
+#if defined(__AVX512F__)
+  if (a.head_dim % 16 == 0 && t1 - t0 > 1) return attention_blocked(a, t0, t1, h0, h1, scratch);
+#endif
+  for (int t = t0; t < t1; ++t)
+    for (int h = h0; h < h1; ++h) attention_one(a, t, h, scratch);
 }
 
 }  // namespace
 
 const kernel_table& KFUSE_LLM_TABLE() {
-  static const kernel_table table{KFUSE_LLM_TIER_NAME, &matmul, &quantize_row, &attention};
+  static const kernel_table table{KFUSE_LLM_TIER_NAME, &matmul, &quantize_row, &swiglu, &attention};
   return table;
 }
 

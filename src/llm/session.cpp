@@ -114,7 +114,8 @@ struct session::impl {
     xq_scale.resize(B * std::size_t(max_k / qblock));
     xq_sum.resize(B * std::size_t(max_k / qblock));
     xq_half_sum.resize(B * std::size_t(max_k / qblock));
-    scores.resize(std::size_t(pool.size()) * std::size_t(n_ctx));
+    scores.resize(std::size_t(pool.size()) *
+                  std::size_t(detail::attention_scratch_floats(n_ctx, c.head_dim)));
     const std::size_t es = cache == cache_type::bf16 ? 2 : 4;
     const std::size_t cache_bytes =
         std::size_t(c.n_layer) * std::size_t(KV) * std::size_t(n_ctx) * es;
@@ -218,12 +219,9 @@ struct session::impl {
       K.matmul(wg, p0, p1, a, gate.p, F);
       K.matmul(wu, p0, p1, a, up.p, F);
       const std::int64_t r1 = std::min(p1 * panel_rows, F);
-      for (int t = 0; t < tokens; ++t) {
-        float* g = gate.p + t * F;
-        const float* u = up.p + t * F;
-        for (std::int64_t r = p0 * panel_rows; r < r1; ++r)
-          g[r] = g[r] / (1.f + std::exp(-g[r])) * u[r];
-      }
+      for (int t = 0; t < tokens; ++t)
+        K.swiglu(gate.p + t * F + p0 * panel_rows, up.p + t * F + p0 * panel_rows,
+                 r1 - p0 * panel_rows);
     });
   }
 
@@ -284,11 +282,19 @@ struct session::impl {
     a.n_head_kv = c.n_head_kv;
     a.head_dim = c.head_dim;
     a.n_ctx = n_ctx;
-    const std::int64_t items = std::int64_t(tokens) * c.n_head;
+    // One token: an item per head. A prompt: an item per 16 tokens and KV head (the kernel
+    // reorders the keys once for all of them).
+    const int span = tokens == 1 ? 1 : 16;
+    const int heads = tokens == 1 ? 1 : c.n_head / c.n_head_kv;
+    const std::int64_t token_items = (tokens + span - 1) / span;
+    const std::int64_t items = token_items * (c.n_head / heads);
+    const std::size_t per_worker = std::size_t(detail::attention_scratch_floats(n_ctx, c.head_dim));
     pool.parallel_for(0, items, 1, [&](range r, int worker) {
-      float* s = scores.p + std::size_t(worker) * std::size_t(n_ctx);
-      for (std::int64_t i = r.begin; i < r.end; ++i)
-        K.attention(a, int(i / c.n_head), int(i % c.n_head), int(i % c.n_head) + 1, s);
+      float* s = scores.p + std::size_t(worker) * per_worker;
+      for (std::int64_t i = r.begin; i < r.end; ++i) {
+        const int t0 = int(i % token_items) * span, h0 = int(i / token_items) * heads;
+        K.attention(a, t0, std::min(t0 + span, tokens), h0, h0 + heads, s);
+      }
     });
   }
 
