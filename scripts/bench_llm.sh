@@ -9,7 +9,7 @@
 #                                               qwen05-q4_k_m llama1b-q8_0 llama1b-q4_0)
 # Needs the peers (scripts/setup.sh --peers builds llama-bench). Serialized with flock on
 # /tmp/kfuse_bench.lock. Writes the table to docs/benchmarks/llm.md and the raw lines to
-# build/bench/llm-results/.
+# build/bench/llm-results/ (and llm.json, drawn as docs/plots/llm.png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 llama=${KFUSE_LLAMA_DIR:-$HOME/.cache/kfuse/llama}
@@ -67,6 +67,8 @@ rm -f "$out"/*.txt
 ) 9>/tmp/kfuse_bench.lock
 # docs/benchmarks/llm.md: its heading, this run, then the earlier runs (newest first).
 /usr/bin/python3 scripts/llm/bench_table.py "$out" "$md" "${models[@]}" | tee "$out/table.md"
+mkdir -p docs/plots
+/usr/bin/python3 scripts/plot_llm.py docs/plots/llm.png "$out/llm.json"
 log=docs/benchmarks/llm.md
 {
   echo "# LLM generation: kfuse-generate against llama.cpp (llama-bench), same run"

@@ -44,6 +44,7 @@ print(f"llama.cpp: node-llama-cpp 3.22.1's tree, native build without AMX (setup
 print("Medians of alternated rounds; t/s = tokens per second. Targets: tg128 >= 1.15x llama.cpp and "
       ">= 85% of the bandwidth bound; pp512 >= 1.0x; load (process wall time to load the model and "
       "decode one token) no slower.\n")
+results = []  # the rows again as JSON (llm.json, read by scripts/plot_llm.py)
 print("| model | threads | test | llama.cpp t/s | kfuse t/s | ratio | target | met | bound t/s | % of bound |")
 print("|---|---:|---|---:|---:|---:|---:|---|---:|---:|")
 for m in models:
@@ -65,11 +66,19 @@ for m in models:
                 bound, pct = f"{bnd:.1f}", f"{100 * b / bnd:.0f}%"
                 ok = ok and b / bnd >= 0.85
             print(f"| {m} | {t} | {test} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {target:.2f}x | {'yes' if ok else 'no'} | {bound} | {pct} |")
+            results.append({"model": m, "threads": t, "test": test, "llama.cpp": a, "kfuse": b,
+                            "bound": float(bound) if bound else None})
             fast = rows(os.path.join(out, f"kfuse_fast_{m}_{t}.txt"))
             if test == "pp512" and "pp512" in fast:
                 f = statistics.median(fast["pp512"])
                 print(f"| {m} | {t} | pp512 --fast-prefill | {a:.1f} | {f:.1f} | {f / a:.2f}x | 1.00x | {'yes' if f >= a else 'no'} | | |")
+                results.append({"model": m, "threads": t, "test": "pp512 --fast-prefill",
+                                "llama.cpp": a, "kfuse": f, "bound": None})
         la, ka = numbers(os.path.join(out, f"llama_load_{m}_{t}.txt")), numbers(os.path.join(out, f"kfuse_load_{m}_{t}.txt"))
         if la and ka:
             a, b = statistics.median(la), statistics.median(ka)
             print(f"| {m} | {t} | load s | {a:.2f} | {b:.2f} | {a / b:.2f}x | 1.00x | {'yes' if b <= a else 'no'} | | |")
+            results.append({"model": m, "threads": t, "test": "load s", "llama.cpp": a, "kfuse": b,
+                            "bound": None})
+import json
+json.dump({"cpu": cpu, "commit": commit, "rows": results}, open(os.path.join(out, "llm.json"), "w"), indent=1)
