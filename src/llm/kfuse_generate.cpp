@@ -33,6 +33,8 @@ const char* usage =
     "  --cache f32|bf16      KV cache type (default f32)\n"
     "  --fast-prefill        one int8 level for prompt tokens (llama.cpp's arithmetic; faster\n"
     "                        prefill, logits cosine ~0.9998 instead of 1 - 1e-7 against fp32)\n"
+    "  --no-huge-pages       4 KiB pages for the weights (slower decoding; avoids the seconds a\n"
+    "                        VM may take to fault in fresh huge pages at load)\n"
     "  --no-bos              do not add the vocabulary's BOS token\n"
     "  --no-special          do not parse special tokens (<|im_start|>) in the prompt\n"
     "  --ignore-eos          generate n tokens even past an end-of-generation token\n"
@@ -100,6 +102,7 @@ struct options {
   kfuse::llm::sampling sample;
   kfuse::llm::cache_type cache = kfuse::llm::cache_type::f32;
   bool fast_prefill = false;
+  bool huge_pages = true;
   bool bos = true, special = true, ignore_eos = false, tokens = false, tokenize = false,
        bench = false;
   std::string logits;
@@ -170,6 +173,8 @@ options parse(int argc, char** argv) {
       o.sample.seed = std::uint64_t(std::strtoull(value().c_str(), nullptr, 10));
     } else if (a == "--fast-prefill") {
       o.fast_prefill = true;
+    } else if (a == "--no-huge-pages") {
+      o.huge_pages = false;
     } else if (a == "--cache") {
       const std::string v = value();
       if (v != "f32" && v != "bf16") die("--cache: '" + v + "' (f32 or bf16)");
@@ -285,7 +290,7 @@ int main(int argc, char** argv) {
   }
   const options o = parse(argc, argv);
   try {
-    const kfuse::llm::model m = kfuse::llm::model::load(o.model);
+    const kfuse::llm::model m = kfuse::llm::model::load(o.model, {.huge_pages = o.huge_pages});
     if (o.bench) return bench(m, o);
     if (!o.prompt_set && !o.tokenize) die("no prompt (-p TEXT or -f FILE)");
     const std::vector<token_id> ids = prompt_ids(m, o);

@@ -177,16 +177,16 @@ model model::load(const std::string& path, const load_options& opt) {
       W.k_bias = to_f32(*L.bk);
       W.v_bias = to_f32(*L.bv);
     }
-    W.wq = detail::pack_matrix(*L.q, parallel);
-    W.wk = detail::pack_matrix(*L.k, parallel);
-    W.wv = detail::pack_matrix(*L.v, parallel);
-    W.wo = detail::pack_matrix(*L.o, parallel);
-    W.w_gate = detail::pack_matrix(*L.gate, parallel);
-    W.w_up = detail::pack_matrix(*L.up, parallel);
-    W.w_down = detail::pack_matrix(*L.down, parallel);
+    W.wq = detail::pack_matrix(*L.q, parallel, opt.huge_pages);
+    W.wk = detail::pack_matrix(*L.k, parallel, opt.huge_pages);
+    W.wv = detail::pack_matrix(*L.v, parallel, opt.huge_pages);
+    W.wo = detail::pack_matrix(*L.o, parallel, opt.huge_pages);
+    W.w_gate = detail::pack_matrix(*L.gate, parallel, opt.huge_pages);
+    W.w_up = detail::pack_matrix(*L.up, parallel, opt.huge_pages);
+    W.w_down = detail::pack_matrix(*L.down, parallel, opt.huge_pages);
   }
   I.output_norm = to_f32(out_norm);
-  I.output = detail::pack_matrix(head ? *head : embd, parallel);
+  I.output = detail::pack_matrix(head ? *head : embd, parallel, opt.huge_pages);
   I.embedding_info = embd;  // its data stays valid: the mapping moves, its address does not
   f.release_pages();
   I.file.emplace(std::move(f));

@@ -15,7 +15,7 @@ namespace kfuse::llm::detail {
 
 void aligned_free::operator()(std::byte* p) const noexcept { std::free(p); }
 
-aligned_bytes allocate_aligned(std::size_t bytes) {
+aligned_bytes allocate_aligned(std::size_t bytes, bool huge_pages) {
   // Weights of a few MiB and up: 2 MiB-aligned and marked for huge pages, so the repack faults in
   // 2 MiB at a time and decoding's streaming reads miss the TLB less.
   constexpr std::size_t huge = std::size_t(2) << 20;
@@ -23,7 +23,7 @@ aligned_bytes allocate_aligned(std::size_t bytes) {
   const std::size_t size = (bytes + align - 1) / align * align;
   void* p = std::aligned_alloc(align, size);
   if (!p) throw std::bad_alloc();
-  if (align == huge) ::madvise(p, size, MADV_HUGEPAGE);
+  if (align == huge && huge_pages) ::madvise(p, size, MADV_HUGEPAGE);
   return aligned_bytes(static_cast<std::byte*>(p));
 }
 
@@ -261,7 +261,7 @@ void convert_row(const gguf_tensor& t, std::int64_t row, std::uint8_t* out) {
 }
 }  // namespace
 
-panel_matrix allocate_panels(const gguf_tensor& t, panel_format f) {
+panel_matrix allocate_panels(const gguf_tensor& t, panel_format f, bool huge_pages) {
   if (t.dims.size() != 2)
     throw kfuse::error("tensor '" + t.name + "': expected 2 dimensions, has " +
                        std::to_string(t.dims.size()));
@@ -275,7 +275,7 @@ panel_matrix allocate_panels(const gguf_tensor& t, panel_format f) {
   m.panels = (m.rows + panel_rows - 1) / panel_rows;
   m.panel_bytes =
       is_quantized(f) ? m.cols / qblock * panel_step_bytes(f) : m.cols * panel_step_bytes(f);
-  m.data = allocate_aligned(std::size_t(m.panels * m.panel_bytes));
+  m.data = allocate_aligned(std::size_t(m.panels * m.panel_bytes), huge_pages);
   return m;
 }
 

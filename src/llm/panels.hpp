@@ -98,7 +98,8 @@ struct aligned_free {
   void operator()(std::byte* p) const noexcept;
 };
 using aligned_bytes = std::unique_ptr<std::byte[], aligned_free>;
-aligned_bytes allocate_aligned(std::size_t bytes);
+/// 64-byte aligned; from 2 MiB up, 2 MiB aligned and (with `huge_pages`) marked for huge pages.
+aligned_bytes allocate_aligned(std::size_t bytes, bool huge_pages = true);
 
 struct panel_matrix {
   panel_format format = panel_format::f32;

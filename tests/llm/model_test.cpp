@@ -168,6 +168,21 @@ TEST_CASE("llm model: decoding token by token equals one prefill", "[llm][model]
   std::filesystem::remove(tm.path);
 }
 
+TEST_CASE("llm model: weights in 4 KiB pages give the same logits", "[llm][model]") {
+  tiny_shape s;
+  s.type = 2;
+  s.n_embd = 1024;  // 2.6 MB of q4_0 panels per FFN matrix: past the 2 MiB huge-page threshold
+  s.n_head = 16;
+  s.n_ff = 4096;
+  const auto tm = make_tiny_model(s, "kfuse_llm_pages.gguf");
+  const auto ids = some_ids(9, tm.n_vocab, 3);
+  const model huge = model::load(tm.path.string());
+  const model small = model::load(tm.path.string(), {.huge_pages = false});
+  session a(huge, {.n_ctx = 16}), b(small, {.n_ctx = 16});
+  CHECK(a.prefill_all_logits(ids) == b.prefill_all_logits(ids));
+  std::filesystem::remove(tm.path);
+}
+
 TEST_CASE("llm model: a bf16 KV cache stays close to the f32 one", "[llm][model]") {
   tiny_shape s;
   s.type = 1;
