@@ -109,7 +109,7 @@ std::string num(double v) {
 
 /// How close results come to their bound: the largest |got - ref| / allowed per plan precision
 /// (KFUSE_FUZZ_STATS=1 prints it: a bound far above every error would test little).
-#define KFUSE_COUNT_OP(name) +1
+#define KFUSE_COUNT_OP(name, nhwc) +1
 constexpr int op_kinds = 0 KFUSE_GRAPH_OPS(KFUSE_COUNT_OP);
 #undef KFUSE_COUNT_OP
 struct tightness {

@@ -100,8 +100,8 @@ namespace detail {
 struct op_name_fn {
   constexpr std::string_view operator()(op_kind k) const noexcept {
     switch (k) {
-#define KFUSE_OP_NAME(name) \
-  case op_kind::name:       \
+#define KFUSE_OP_NAME(name, nhwc) \
+  case op_kind::name:             \
     return #name;
       KFUSE_GRAPH_OPS(KFUSE_OP_NAME)
 #undef KFUSE_OP_NAME

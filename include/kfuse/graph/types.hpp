@@ -41,45 +41,62 @@ struct tensor_id {
 /// weights quantized per output channel at compile time, f32 out unless a quantize is fused.
 enum class precision : std::uint8_t { inherit, f32, bf16, int8 };
 
-/// The graph ops, declared once: the op_kind enum, op_name() and the plan compiler's rule
-/// table (graph/ops/registry.hpp: X(name) is handled by graph_ops::name##_rule) come from it.
-/// A new op is one line here, its rule file in graph/ops/, and a builder call in graph.hpp.
-/// Append, never reorder.
-#define KFUSE_GRAPH_OPS(X)                                                                        \
-  X(eltwise)          /* a chain of eltwise stages (activation, scale, bias, add/mul a tensor) */ \
-  X(linear)           /* y = x . W^T (+ bias), W given as PyTorch [N, K] */                       \
-  X(conv2d)           /* 2-D convolution, OIHW weights, nchw or nhwc activations */               \
-  X(pool2d)           /* max / average / global pooling */                                        \
-  X(softmax)          /* over one axis */                                                         \
-  X(layer_norm)       /* over the last axis, optional affine */                                   \
-  X(rms_norm)         /* over the last axis, optional gamma */                                    \
-  X(batch_norm)       /* inference batch norm (per channel affine) */                             \
-  X(reshape)          /* a view with another shape (zero copy unless it must be materialized) */  \
-  X(concat)           /* along one axis */                                                        \
-  X(convert_layout)   /* nchw <-> nhwc */                                                         \
-  X(cast)             /* element type change (float types), or quantize / dequantize */           \
-  X(custom)           /* a user-supplied callable with declared output and cost */                \
-  X(broadcast)        /* NumPy broadcast of x to a target shape (ONNX Expand) */                  \
-  X(resize)           /* 2-D nearest / bilinear resampling of an image */                         \
-  X(conv_transpose2d) /* transposed 2-D convolution, nhwc, [C, K / groups, R, S] weights */       \
-  X(strided_view)     /* x read through strides and an offset (transpose, slice, tile) */         \
-  X(matmul)           /* a . b of two run-time tensors, broadcast batch dims (NumPy matmul) */    \
-  X(gather)           /* rows of a table picked by i32 / i64 indices (embeddings, ONNX Gather) */ \
-  X(attention)        /* fused softmax(Q.K^T * scale + bias) . V over heads, [B, S, H, d] */      \
-  X(cached_attention) /* a decoder step: new K / V rows into caller-owned caches, then attention  \
-                       */                                                                         \
-  X(reduce)           /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp over any axes */   \
-  X(pad)              /* constant / reflect / edge padding (negative pads crop) on any axes */    \
-  X(arg_reduce)       /* int64 index of the max / min along one axis (ArgMax / ArgMin) */         \
-  X(max_pool_indices) /* int64 input index of each max-pooling window's maximum */                \
-  X(channel_shuffle)  /* an image's channels shuffled over groups, or a run of them (a slice) */
+/// How an op takes part in an NHWC region (graph/passes/layout_choice.hpp): `no`, it stays out;
+/// `data`, its data input (input 0) is in the region and its other inputs are weights; `all`,
+/// every input is in the region (concat; eltwise: its same-shape operands); `target`, a broadcast
+/// into a 4-D NCHW target, whose layout becomes NHWC.
+enum class nhwc_support : std::uint8_t { no, data, all, target };
+
+/// The graph ops, declared once with their traits: the op_kind enum, op_name(), nhwc_support_of()
+/// and the plan compiler's rule table (graph/ops/registry.hpp: X(name, nhwc) is handled by
+/// graph_ops::name##_rule) come from it. A new op is one line here, its rule file in graph/ops/,
+/// and a builder call in graph.hpp. Append, never reorder.
+#define KFUSE_GRAPH_OPS(X)                                                                       \
+  X(eltwise, all)           /* a chain of eltwise stages (activation, scale, bias, add / mul) */ \
+  X(linear, no)             /* y = x . W^T (+ bias), W given as PyTorch [N, K] */                \
+  X(conv2d, data)           /* 2-D convolution, OIHW weights, nchw or nhwc activations */        \
+  X(pool2d, data)           /* max / average / global pooling */                                 \
+  X(softmax, no)            /* over one axis */                                                  \
+  X(layer_norm, no)         /* over the last axis, optional affine */                            \
+  X(rms_norm, no)           /* over the last axis, optional gamma */                             \
+  X(batch_norm, data)       /* inference batch norm (per channel affine) */                      \
+  X(reshape, no)            /* a view with another shape (a copy only when it must be) */        \
+  X(concat, all)            /* along one axis */                                                 \
+  X(convert_layout, data)   /* nchw <-> nhwc */                                                  \
+  X(cast, data)             /* element type change, or quantize / dequantize */                  \
+  X(custom, no)             /* a user-supplied callable with declared output and cost */         \
+  X(broadcast, target)      /* NumPy broadcast of x to a target shape (ONNX Expand) */           \
+  X(resize, data)           /* 2-D nearest / bilinear resampling of an image */                  \
+  X(conv_transpose2d, data) /* transposed 2-D convolution (nhwc), [C, K / groups, R, S] */       \
+  X(strided_view, no)       /* x read through strides and an offset (transpose, slice) */        \
+  X(matmul, no)             /* a . b of two run-time tensors, NumPy batch broadcast */           \
+  X(gather, no)             /* rows of a table picked by i32 / i64 indices (embeddings) */       \
+  X(attention, no)          /* fused softmax(Q.K^T * scale + bias) . V, [B, S, H, d] */          \
+  X(cached_attention, no)   /* a decoder step: K / V rows into caches, then attention */         \
+  X(reduce, no)             /* sum / mean / max / min / prod / L1 / L2 / log-sum-exp */          \
+  X(pad, no)                /* constant / reflect / edge padding (negative pads crop) */         \
+  X(arg_reduce, no)         /* int64 index of the max / min along one axis */                    \
+  X(max_pool_indices, no)   /* int64 input index of each max-pooling window's max */             \
+  X(channel_shuffle, data)  /* an image's channels shuffled over groups, or a run */
 
 /// Op kinds of graph nodes.
 enum class op_kind : std::uint8_t {
-#define KFUSE_OP_ENUM(name) name,
+#define KFUSE_OP_ENUM(name, nhwc) name,
   KFUSE_GRAPH_OPS(KFUSE_OP_ENUM)
 #undef KFUSE_OP_ENUM
 };
+
+/// An op's part in NHWC regions, as its line in KFUSE_GRAPH_OPS declares it.
+constexpr nhwc_support nhwc_support_of(op_kind k) noexcept {
+  switch (k) {
+#define KFUSE_OP_NHWC(name, nhwc) \
+  case op_kind::name:             \
+    return nhwc_support::nhwc;
+    KFUSE_GRAPH_OPS(KFUSE_OP_NHWC)
+#undef KFUSE_OP_NHWC
+  }
+  return nhwc_support::no;
+}
 
 /// One stage of an eltwise chain (the list: kfuse/epilogue/stage_list.hpp). Binary stages
 /// (bias, add, mul, div, max, min, pow, prelu: stage_reads_operand) read an operand: bias one

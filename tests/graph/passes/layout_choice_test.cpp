@@ -172,3 +172,35 @@ TEST_CASE("layout choice: conversions the graph has are kept, nhwc-only ops stay
     CHECK(a.tensor(a.step_of("cat").x).layout == tensor_layout::nhwc);
   }
 }
+
+TEST_CASE("layout choice: an op joins an nhwc region as its KFUSE_GRAPH_OPS line declares") {
+  // Every op of the list declares its nhwc trait (the list's X(name, nhwc) form makes it part of
+  // adding an op); the pass reads nothing else.
+  auto capable = [](op_kind k, bool& every_slot) {
+    node_desc n;
+    n.op = k;
+    return detail::nhwc_capable(n, every_slot);
+  };
+  bool every = false;
+#define KFUSE_CHECK_OP(name, nhwc)                                                                \
+  {                                                                                               \
+    INFO(#name);                                                                                  \
+    const bool joins = capable(op_kind::name, every);                                             \
+    CHECK(joins ==                                                                                \
+          (nhwc_support::nhwc == nhwc_support::data || nhwc_support::nhwc == nhwc_support::all)); \
+    if (joins) CHECK(every == (nhwc_support::nhwc == nhwc_support::all));                         \
+  }
+  KFUSE_GRAPH_OPS(KFUSE_CHECK_OP)
+#undef KFUSE_CHECK_OP
+  CHECK(nhwc_support_of(op_kind::conv2d) == nhwc_support::data);
+  CHECK(nhwc_support_of(op_kind::concat) == nhwc_support::all);
+  CHECK(nhwc_support_of(op_kind::linear) == nhwc_support::no);
+  // A broadcast joins only into a 4-D nchw target (its output becomes nhwc).
+  node_desc b;
+  b.op = op_kind::broadcast;
+  b.to_layout = tensor_layout::nchw;
+  b.shape = {1, 8, 4, 4};
+  CHECK(detail::nhwc_capable(b, every));
+  b.shape = {8, 16};
+  CHECK_FALSE(detail::nhwc_capable(b, every));
+}

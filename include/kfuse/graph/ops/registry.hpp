@@ -37,8 +37,8 @@ namespace graph_ops {
 template <class F>
 void with_rule(op_kind k, F&& f) {
   switch (k) {
-#define KFUSE_OP_RULE(name) \
-  case op_kind::name:       \
+#define KFUSE_OP_RULE(name, nhwc) \
+  case op_kind::name:             \
     return f(name##_rule{});
     KFUSE_GRAPH_OPS(KFUSE_OP_RULE)
 #undef KFUSE_OP_RULE
@@ -49,10 +49,10 @@ void with_rule(op_kind k, F&& f) {
 /// The rule of op kind K (graph_ops::<op>_rule), for code that names ops at compile time.
 template <op_kind K>
 struct rule_of;
-#define KFUSE_OP_RULE_OF(name)    \
-  template <>                     \
-  struct rule_of<op_kind::name> { \
-    using type = name##_rule;     \
+#define KFUSE_OP_RULE_OF(name, nhwc) \
+  template <>                        \
+  struct rule_of<op_kind::name> {    \
+    using type = name##_rule;        \
   };
 KFUSE_GRAPH_OPS(KFUSE_OP_RULE_OF)
 #undef KFUSE_OP_RULE_OF

@@ -29,24 +29,10 @@ namespace detail {
 /// Whether node n has an NHWC form computing the same logical result; every_slot: all its inputs
 /// are image data (concat, eltwise), else only the first (the rest are weights).
 inline bool nhwc_capable(const node_desc& n, bool& every_slot) {
-  every_slot = n.op == op_kind::concat || n.op == op_kind::eltwise;
-  switch (n.op) {
-    case op_kind::conv2d:
-    case op_kind::pool2d:
-    case op_kind::batch_norm:
-    case op_kind::resize:
-    case op_kind::conv_transpose2d:  // nhwc only: the importer converts around it
-    case op_kind::convert_layout:    // of a region tensor: becomes a copy in nhwc
-    case op_kind::cast:              // elementwise, per-tensor quant params
-    case op_kind::concat:
-    case op_kind::eltwise:
-    case op_kind::channel_shuffle:
-      return true;
-    case op_kind::broadcast:  // into an nchw target: its output layout becomes nhwc
-      return n.to_layout == tensor_layout::nchw && n.shape.size() == 4;
-    default:
-      return false;
-  }
+  const nhwc_support s = nhwc_support_of(n.op);
+  every_slot = s == nhwc_support::all;
+  if (s == nhwc_support::target) return n.to_layout == tensor_layout::nchw && n.shape.size() == 4;
+  return s != nhwc_support::no;
 }
 
 struct layout_rewrite {
