@@ -197,8 +197,8 @@ inline block_graph build_block(const block_weights& b, index_t batch, index_t h,
   auto sum = g.add("residual", n2, r.x);
   auto r2 = g.relu("relu2", sum);
   kfuse::pool2d_params gap;
-  using pool_mode = decltype(gap.kind);  // the graph's pooling enum
-  gap.kind = pool_mode::global_average;
+  gap.kind = kfuse::pool_kind::avg;
+  gap.global = true;
   auto pooled = g.pool2d("avgpool", r2, gap);
   r.pooled = g.flatten("flatten", pooled);
   auto fw = g.constant("fc.w", {block_weights::classes, c}, b.fc_w.data());
@@ -336,7 +336,8 @@ inline kfuse::graph build_mobile(const mobile_weights& m) {
     return hs ? g.hardswish(name("hswish"), x) : g.relu(name("relu"), x);
   };
   kfuse::pool2d_params gap;
-  gap.kind = kfuse::pool_mode::global_average;
+  gap.kind = kfuse::pool_kind::avg;
+  gap.global = true;
   auto x =
       g.input("x", {batch, 3, M::image, M::image}, kfuse::dtype::f32, kfuse::tensor_layout::nhwc);
   auto y = act(conv(x, 3, M::stem, 3, 2, 1), true);

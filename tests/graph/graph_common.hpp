@@ -130,7 +130,8 @@ struct cnn {
     auto d = g.hardswish("hswish",
                          g.conv2d("dw", r, g.constant("dw.w", {C, 1, 3, 3}, dw.data()), {}, dwp));
     pool2d_params gap;
-    gap.kind = pool_mode::global_average;
+    gap.kind = kfuse::pool_kind::avg;
+    gap.global = true;
     auto pooled = g.flatten("flatten", g.pool2d("gap", d, gap));
     g.output(g.linear("fc", pooled, g.constant("fc.w", {K, C}, fw.data()),
                       g.constant("fc.b", {K}, fb.data())));

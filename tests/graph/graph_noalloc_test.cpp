@@ -124,8 +124,8 @@ TEST_CASE("replay: convolutions and pooling take their scratch from the plan's a
     conv2d_params dp = p;
     dp.groups = 8;
     auto d = g.conv2d("dw", c1, g.constant("wd", {8, 1, 3, 3}, wd.data()), {}, dp);
-    pool2d_params mp{pool_mode::max, 3, 3, 2, 2, 1, 1, 1, 1};
-    pool2d_params ap{pool_mode::average, 2, 2, 1, 1};
+    pool2d_params mp{pool_kind::max, 3, 3, 2, 2, 1, 1, 1, 1};
+    pool2d_params ap{pool_kind::avg, 2, 2, 1, 1};
     g.output(g.pool2d("avg", g.pool2d("max", d, mp), ap));
     for (int threads : {1, 2}) {
       INFO("layout " << int(layout) << " threads " << threads);

@@ -456,7 +456,7 @@ TEST_CASE("graph: max_pool_indices gives each window's argmax as a flat input in
     for (bool col : {false, true}) {
       INFO("ceil_mode " << ceil << " column_major " << col);
       pool2d_params pp;
-      pp.kind = pool_mode::max;
+      pp.kind = kfuse::pool_kind::max;
       pp.kernel_h = 3;
       pp.kernel_w = 2;
       pp.stride_h = 2;
@@ -503,7 +503,7 @@ TEST_CASE("graph: max_pool_indices gives each window's argmax as a flat input in
                                     Catch::Matchers::Contains("nhwc"));
   graph g2;
   pool2d_params avg;
-  avg.kind = pool_mode::average;
+  avg.kind = kfuse::pool_kind::avg;
   g2.output(g2.max_pool_indices("ind", g2.input("x", {N, C, H, W}), avg));
   CHECK_THROWS_WITH(compile(g2), Catch::Matchers::Contains("windowed max pooling only"));
 }
@@ -928,7 +928,8 @@ struct block {
         bnorm("bn2", g.conv2d("conv2", r1, g.constant("w2", {C, C, 3, 3}, w2.data()), {}, same), 1);
     auto r2 = g.relu("relu2", g.add("residual", n2, x));
     pool2d_params gap;
-    gap.kind = pool_mode::global_average;
+    gap.kind = kfuse::pool_kind::avg;
+    gap.global = true;
     auto flat = g.flatten("flatten", g.pool2d("gap", r2, gap));
     g.output(g.linear("fc", flat, g.constant("fw", {classes, C}, fw.data()),
                       g.constant("fb", {classes}, fb.data())));
@@ -1080,7 +1081,7 @@ TEST_CASE("graph: max and average pooling nodes", "[graph]") {
   graph g;
   auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nchw);
   pool2d_params mp;
-  mp.kind = pool_mode::max;
+  mp.kind = kfuse::pool_kind::max;
   mp.kernel_h = mp.kernel_w = 3;
   mp.stride_h = mp.stride_w = 2;
   mp.pad_top = mp.pad_left = mp.pad_bottom = mp.pad_right = 1;
@@ -1703,7 +1704,8 @@ TEST_CASE("graph: a squeeze-excite gate fused into the pointwise conv's weights"
     auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nhwc);
     auto skip = g.input("skip", {N, K, H, W}, dtype::f32, tensor_layout::nhwc);
     pool2d_params gp;
-    gp.kind = pool_mode::global_average;
+    gp.kind = kfuse::pool_kind::avg;
+    gp.global = true;
     auto gate = g.hardsigmoid(
         "gate", g.conv2d("fc", g.pool2d("gap", x, gp), g.constant("w1", {C, C, 1, 1}, w1.data())));
     tensor_id gated;
@@ -1765,12 +1767,13 @@ TEST_CASE("graph: an nchw CNN runs its image ops in nhwc, the caller's layouts a
   auto c1 = g.relu("r1", g.conv2d("c1", x, g.constant("w1", {K, C, 3, 3}, w1.data()),
                                   g.constant("b1", {K}, b1.data()), cp));
   pool2d_params mp;
-  mp.kind = pool_mode::max;
+  mp.kind = kfuse::pool_kind::max;
   mp.kernel_h = mp.kernel_w = mp.stride_h = mp.stride_w = 2;
   auto p1 = g.pool2d("p1", c1, mp);  // [2, 8, 6, 5]
   auto s = g.add("s", g.conv2d("c2", p1, g.constant("w2", {K, K, 3, 3}, w2.data()), {}, cp), p1);
   pool2d_params gp;
-  gp.kind = pool_mode::global_average;
+  gp.kind = kfuse::pool_kind::avg;
+  gp.global = true;
   auto gate = g.sigmoid(
       "gate", g.conv2d("fc", g.pool2d("gap", s, gp), g.constant("wg", {K, K, 1, 1}, wg.data())));
   auto full = g.broadcast("expand", gate, {N, K, 6, 5}, tensor_layout::nchw);

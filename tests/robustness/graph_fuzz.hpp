@@ -299,7 +299,7 @@ inline std::string shape_str(const std::vector<index_t>& s) {
 inline std::string describe(const kfuse::graph& g) {
   std::ostringstream s;
   static constexpr const char* prec_names[] = {"inherit", "f32", "bf16", "int8"};
-  static constexpr const char* pool_names[] = {"max", "average", "global_max", "global_average"};
+  static constexpr const char* pool_names[] = {"max", "average", "global max", "global average"};
   auto name = [&](tensor_id id) -> std::string {
     if (id.index < 0 || std::size_t(id.index) >= g.tensors().size())
       return "<id " + std::to_string(id.index) + ">";
@@ -343,10 +343,10 @@ inline std::string describe(const kfuse::graph& g) {
       }
       case op_kind::pool2d: {
         const auto& p = n.pool;
-        s << " " << pool_names[int(p.kind)] << " " << p.kernel_h << "x" << p.kernel_w << " stride "
-          << p.stride_h << "x" << p.stride_w << " pad " << p.pad_top << "," << p.pad_left << ","
-          << p.pad_bottom << "," << p.pad_right << (p.ceil_mode ? " ceil" : "")
-          << (p.count_include_pad ? " count_include_pad" : "");
+        s << " " << pool_names[int(p.kind) + 2 * int(p.global)] << " " << p.kernel_h << "x"
+          << p.kernel_w << " stride " << p.stride_h << "x" << p.stride_w << " pad " << p.pad_top
+          << "," << p.pad_left << "," << p.pad_bottom << "," << p.pad_right
+          << (p.ceil_mode ? " ceil" : "") << (p.count_include_pad ? " count_include_pad" : "");
         break;
       }
       case op_kind::softmax:
@@ -1052,10 +1052,11 @@ class gen {
     const rt X = T[std::size_t(x)];
     const index_t N = X.shape[0], C = X.shape[1], H = X.shape[2], W = X.shape[3];
     kfuse::pool2d_params p;
-    p.kind = kfuse::pool_mode(ri(0, 3));
-    const bool global =
-        p.kind == kfuse::pool_mode::global_max || p.kind == kfuse::pool_mode::global_average;
-    const bool is_max = p.kind == kfuse::pool_mode::max || p.kind == kfuse::pool_mode::global_max;
+    const int mode = ri(0, 3);  // max, average, global max, global average
+    p.kind = mode % 2 == 0 ? kfuse::pool_kind::max : kfuse::pool_kind::avg;
+    p.global = mode >= 2;
+    const bool global = p.global;
+    const bool is_max = p.kind == kfuse::pool_kind::max;
     if (!global) {
       p.kernel_h = ri(1, 3);
       p.kernel_w = ri(1, 3);

@@ -798,12 +798,14 @@ std::vector<kind> invalid_kinds() {
   });
   add("pool2d: average of u8 / i8 without quant params", [pool](ctx& c) {
     kfuse::pool2d_params p;
-    p.kind = c.g().coin(0.5) ? kfuse::pool_mode::average : kfuse::pool_mode::global_average;
+    p.kind = kfuse::pool_kind::avg;
+    p.global = c.g().coin(0.5);
     return c.finish(pool(c, c.int_tensor(false), p));
   });
   add("pool2d: global pooling with padding", [pool](ctx& c) {
     kfuse::pool2d_params p;
-    p.kind = kfuse::pool_mode::global_max;
+    p.kind = kfuse::pool_kind::max;
+    p.global = true;
     p.pad_bottom = 1;
     return c.finish(pool(c, c.four_d(), p));
   });

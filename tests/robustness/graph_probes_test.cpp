@@ -267,7 +267,8 @@ TEST_CASE("graph probes: node parameters and weights without data", "[robustness
     graph g;
     auto x = g.input("x", {1, 2, 4, 4}, dtype::f32, tensor_layout::nchw);
     pool2d_params p;
-    p.kind = pool_mode::global_average;
+    p.kind = kfuse::pool_kind::avg;
+    p.global = true;
     p.pad_top = 1;
     g.output(g.pool2d("gap", x, p));
     CHECK_THROWS_WITH(compile(g), Contains("node 'gap' (pool2d): global pooling takes no padding"));

@@ -9,6 +9,7 @@
 #include "kfuse/epilogue/stage_list.hpp"
 #include "kfuse/types/elem.hpp"
 #include "kfuse/types/pad_mode.hpp"
+#include "kfuse/types/pool_kind.hpp"
 #include "kfuse/types/reduce_kind.hpp"
 #include "kfuse/types/resize_modes.hpp"
 
@@ -144,17 +145,16 @@ struct conv2d_params {
   precision prec = precision::inherit;
 };
 
-/// Pooling of a graph node (named apart from the kernel's kfuse::pool_kind {max, avg}, which
-/// has no global members: pool_shape::global carries that).
-enum class pool_mode : std::uint8_t { max, average, global_max, global_average };
-
+/// pool2d geometry. `kind` is the kernel's pool_kind; `global`: one window over the whole plane
+/// (the window, strides and pads unused).
 struct pool2d_params {
-  pool_mode kind = pool_mode::max;
+  pool_kind kind = pool_kind::max;
   int kernel_h = 2, kernel_w = 2;
   int stride_h = 2, stride_w = 2;
   int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   bool ceil_mode = false;
   bool count_include_pad = false;
+  bool global = false;
 };
 
 /// resize geometry: the output's H and W, and the scales the coordinate transform divides by

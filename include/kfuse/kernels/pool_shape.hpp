@@ -7,10 +7,9 @@
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/kernels/window_checks.hpp"
 #include "kfuse/layout/layout.hpp"
+#include "kfuse/types/pool_kind.hpp"
 
 namespace kfuse {
-
-enum class pool_kind { max, avg };
 
 struct pool_shape {
   index_t n = 1, c = 1, h = 1, w = 1;  // input (logical N, C, H, W)

@@ -82,8 +82,8 @@ void import_pool(context& cx, const node_proto& n) {
   x = cx.as_image(x, n.output(0));
 
   pool2d_params p;
-  p.kind = global ? (is_max ? pool_mode::global_max : pool_mode::global_average)
-                  : (is_max ? pool_mode::max : pool_mode::average);
+  p.kind = is_max ? pool_kind::max : pool_kind::avg;
+  p.global = global;
   index_t oh = 1, ow = 1;
   int dil_h = 1, dil_w = 1;
   bool column_major = false;  // storage_order 1: the Indices output counts W before H

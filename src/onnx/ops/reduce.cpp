@@ -104,7 +104,8 @@ void import_reduce(context& cx, const node_proto& n) {
   if ((t == "ReduceMean" || t == "ReduceMax") && r == 4 && !red[0] && !red[1] && red[2] &&
       red[3]) {  // over H and W of an image: global pooling (fusable, either layout)
     pool2d_params p;
-    p.kind = t == "ReduceMax" ? pool_mode::global_max : pool_mode::global_average;
+    p.kind = t == "ReduceMax" ? pool_kind::max : pool_kind::avg;
+    p.global = true;
     x = cx.as_image(x, n.output(0));
     run_value y = x;
     y.id = cx.g.pool2d(keep ? cx.out_name(n) : cx.unique(n.output(0) + "/pool"), x.id, p);

@@ -24,7 +24,8 @@ graph se_block(const se_options& o) {
   graph g;
   auto x = g.input("x", {o.n, o.c, o.hw, o.hw}, dtype::f32, o.layout);
   pool2d_params gp;
-  gp.kind = pool_mode::global_average;
+  gp.kind = kfuse::pool_kind::avg;
+  gp.global = true;
   auto pooled = g.pool2d("gap", x, gp);
   const auto w1 = filled(std::size_t(o.c * o.c)),
              w2 = filled(std::size_t(o.k * o.c * o.kernel * o.kernel));

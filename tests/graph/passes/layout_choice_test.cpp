@@ -64,7 +64,7 @@ TEST_CASE("layout choice: nothing to do without an nchw conv") {
   CHECK_FALSE(detail::choose_layout(conv_net(tensor_layout::nhwc, true), r));
   graph pool_only;
   pool2d_params mp;
-  mp.kind = pool_mode::max;
+  mp.kind = kfuse::pool_kind::max;
   mp.kernel_h = mp.kernel_w = mp.stride_h = mp.stride_w = 2;
   pool_only.output(pool_only.pool2d(
       "mp", pool_only.input("x", {1, 2, 4, 4}, dtype::f32, tensor_layout::nchw), mp));
@@ -88,7 +88,8 @@ TEST_CASE("layout choice: operands decide whether an eltwise joins, broadcasts f
   m.per_channel = true;
   auto scaled = g.eltwise("scaled", c, {m});
   pool2d_params gp;
-  gp.kind = pool_mode::global_average;
+  gp.kind = kfuse::pool_kind::avg;
+  gp.global = true;
   auto gate = g.broadcast("expand", g.pool2d("gap", scaled, gp), {2, 4, 6, 6}, tensor_layout::nchw);
   auto gated = g.mul("gated", scaled, gate);
   // A same-shape operand from outside the region: the add stays nchw, and its region operand
@@ -115,7 +116,8 @@ TEST_CASE("layout choice: a squeeze-excite gate from the region multiplies per c
   cp.pad_top = cp.pad_left = cp.pad_bottom = cp.pad_right = 1;
   auto c = g.conv2d("c", x, g.constant("w", {4, 3, 3, 3}, w.data()), {}, cp);
   pool2d_params gp;
-  gp.kind = pool_mode::global_average;
+  gp.kind = kfuse::pool_kind::avg;
+  gp.global = true;
   auto gate = g.sigmoid(
       "gate", g.conv2d("fc", g.pool2d("gap", c, gp), g.constant("wg", {4, 4, 1, 1}, wg.data())));
   eltwise_stage m{stage_kind::mul, 0, 0, gate};
@@ -154,7 +156,7 @@ TEST_CASE("layout choice: conversions the graph has are kept, nhwc-only ops stay
     auto x = g.input("x", {1, 3, 6, 6}, dtype::f32, tensor_layout::nchw);
     auto c = g.conv2d("c", x, g.constant("w", {4, 3, 3, 3}, w.data()), {}, cp);
     pool2d_params mp;
-    mp.kind = pool_mode::max;
+    mp.kind = kfuse::pool_kind::max;
     mp.kernel_h = mp.kernel_w = mp.stride_h = mp.stride_w = 2;
     auto down = g.pool2d("down", c, mp);
     conv2d_params tp;

@@ -20,9 +20,8 @@ struct pool2d_rule : op_rule {
     ps.c = x.shape[1];
     ps.h = x.shape[2];
     ps.w = x.shape[3];
-    ps.kind = (p.kind == pool_mode::max || p.kind == pool_mode::global_max) ? pool_kind::max
-                                                                            : pool_kind::avg;
-    ps.global = p.kind == pool_mode::global_max || p.kind == pool_mode::global_average;
+    ps.kind = p.kind;
+    ps.global = p.global;
     if (!ps.global) {
       ps.r = p.kernel_h;
       ps.s = p.kernel_w;
@@ -44,12 +43,11 @@ struct pool2d_rule : op_rule {
     if (x.type == dtype::f16 || x.type == dtype::i32 || x.type == dtype::i64)
       cx.fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
                           "; pooling takes f32, bf16, u8 or i8");
-    const bool average =
-        n.pool.kind == pool_mode::average || n.pool.kind == pool_mode::global_average;
-    if ((x.type == dtype::u8 || x.type == dtype::i8) && !x.has_quant && average)
+    if ((x.type == dtype::u8 || x.type == dtype::i8) && !x.has_quant &&
+        n.pool.kind == pool_kind::avg)
       cx.fail_node(n, "average pooling of " + std::string(dtype_name(x.type)) + " input '" +
                           x.name + "' needs its quant params (graph::set_quant)");
-    if (n.pool.kind == pool_mode::global_max || n.pool.kind == pool_mode::global_average)
+    if (n.pool.global)
       if (n.pool.pad_top || n.pool.pad_left || n.pool.pad_bottom || n.pool.pad_right)
         cx.fail_node(n, "global pooling takes no padding");
     const pool_shape ps = shape_of(x, n.pool);
@@ -86,7 +84,7 @@ struct pool2d_rule : op_rule {
       });
     });
     static constexpr const char* modes[] = {"max", "average", "global max", "global average"};
-    info.kernel = "pool2d " + std::string(modes[int(n.pool.kind)]) + " " +
+    info.kernel = "pool2d " + std::string(modes[int(n.pool.kind) + 2 * int(n.pool.global)]) + " " +
                   std::string(layout_name(x.layout)) +
                   (s.chain.empty() ? "" : " [" + cx.chain_text(s.chain) + "]");
   }
