@@ -45,6 +45,13 @@ inline std::uint16_t f32_to_f16(float f) {
   return std::uint16_t(sign | ((rounded - (112u << 23)) >> 13));
 }
 
+/// The f16 at p (any alignment) as f32.
+inline float f16_at(const void* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
 inline float bf16_to_f32(std::uint16_t b) { return std::bit_cast<float>(std::uint32_t(b) << 16); }
 
 inline std::uint16_t f32_to_bf16(float f) {

@@ -112,12 +112,6 @@ constexpr int quant_offset(panel_format f) {
                                  : 0;
 }
 
-inline float half_at(const std::byte* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 [[maybe_unused]] void matmul_quant_scalar(const panel_matrix& w, std::int64_t p,
                                           const activations& a, float* y, std::int64_t ldy) {
   const std::byte* panel = w.panel(p);
@@ -130,7 +124,6 @@ inline float half_at(const std::byte* p) {
     const std::int8_t* xq = a.xq.q + t * a.xq.q_stride;
     const float* xd = a.xq.scale + t * a.xq.block_stride;
     const std::int32_t* xs = a.xq.sum + t * a.xq.block_stride;
-    const std::int32_t* xh = a.xq.half_sum + t * a.xq.block_stride;
     for (int r = 0; r < valid; ++r) {
       float acc = 0;
       for (std::int64_t b = 0; b < blocks; ++b) {
@@ -140,17 +133,19 @@ inline float half_at(const std::byte* p) {
         for (int c = 0; c < qblock; ++c)
           dot[c / 16] += quant_at(f, qs, r, c) *
                          (level_ratio * xq[b * qblock + c] + xq[a.xq.lo + b * qblock + c]);
-        const float d = half_at(blk + 2 * r);
+        const float d = f16_at(blk + 2 * r);
         if (f == panel_format::q6) {  // per half: its int8 scale, 32 x its activation sum
           const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 2 * panel_rows);
-          const float sum = float(dot[0] - offset * xh[b]) * float(sc[r]) +
-                            float(dot[1] - offset * (xs[b] - xh[b])) * float(sc[panel_rows + r]);
+          const std::int64_t i = t * a.xq.block_stride + b;
+          const float sum =
+              float(dot[0] - offset * a.xq.part_sum(i, 0, 2)) * float(sc[r]) +
+              float(dot[1] - offset * a.xq.part_sum(i, 1, 2)) * float(sc[panel_rows + r]);
           acc += sum * (d * xd[b]);
           continue;
         }
         acc += float(dot[0] + dot[1] - offset * xs[b]) * (d * xd[b]);
         if (f == panel_format::q4m)  // - min x the block's activation sum
-          acc -= half_at(blk + 2 * (panel_rows + r)) * (xd[b] * float(xs[b]));
+          acc -= f16_at(blk + 2 * (panel_rows + r)) * (xd[b] * float(xs[b]));
       }
       y[t * ldy + p * panel_rows + r] = acc;
     }
@@ -159,6 +154,11 @@ inline float half_at(const std::byte* p) {
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 // ---- AVX-512 (VNNI) --------------------------------------------------------------------------
+
+// 254 hi + lo of two-level int8 values (or of their dot products), with 254 hi = 256 hi - 2 hi.
+inline __m512i level_total(__m512i hi, __m512i lo) {
+  return _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
+}
 
 // quantize_row_generic's arithmetic, 16 values per instruction.
 void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scale,
@@ -187,9 +187,7 @@ void quantize_row(const float* x, std::int64_t cols, std::int8_t* q, float* scal
                        _mm512_cvtepi32_epi8(hi_i));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + cols + b * qblock + 16 * h),
                        _mm512_cvtepi32_epi8(lo_i));
-      // 254 hi + lo, with 254 hi = 256 hi - 2 hi
-      s[h] = _mm512_reduce_add_epi32(_mm512_add_epi32(
-          _mm512_sub_epi32(_mm512_slli_epi32(hi_i, 8), _mm512_slli_epi32(hi_i, 1)), lo_i));
+      s[h] = _mm512_reduce_add_epi32(level_total(hi_i, lo_i));
     }
     scale[b] = d;
     sum[b] = s[0] + s[1];
@@ -360,16 +358,12 @@ void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_row
     }
     for (int t = 0; t < NT; ++t) {
       const std::int8_t* x = xq.q + t * xq.q_stride + b * qblock;
-      const std::int32_t sum = xq.sum[t * xq.block_stride + b];
-      __m512i hi[H], lo[H];
-      if constexpr (F == panel_format::q6) {
-        const std::int32_t first = xq.half_sum[t * xq.block_stride + b];
-        lo[0] = _mm512_set1_epi32(-offset * first);
-        lo[1] = _mm512_set1_epi32(-offset * (sum - first));
-      } else {
-        lo[0] = _mm512_set1_epi32(-offset * sum);
+      const std::int64_t i = t * xq.block_stride + b;
+      __m512i hi[H], lo[H];  // lo starts at - offset x the activations' sum (of its half)
+      for (int h = 0; h < H; ++h) {
+        hi[h] = _mm512_setzero_si512();
+        lo[h] = _mm512_set1_epi32(-offset * xq.part_sum(i, h, H));
       }
-      for (int h = 0; h < H; ++h) hi[h] = _mm512_setzero_si512();
       for (int g = 0; g < 8; ++g) {
         const int h = g * H / 8;
         hi[h] = _mm512_dpbusd_epi32(hi[h], wv[g], bcast4(x + 4 * g));
@@ -377,16 +371,13 @@ void quant_tile(const std::byte* panel, std::int64_t blocks, const quantized_row
           lo[h] = _mm512_dpbusd_epi32(lo[h], wv[g], bcast4(x + xq.lo + 4 * g));
       }
       const __m512 dx = _mm512_set1_ps(xq.scale[t * xq.block_stride + b]);
-      for (int h = 0; h < H; ++h) {
-        // 254 hi + lo, with 254 hi = 256 hi - 2 hi
-        const __m512i total = _mm512_add_epi32(
-            _mm512_sub_epi32(_mm512_slli_epi32(hi[h], 8), _mm512_slli_epi32(hi[h], 1)), lo[h]);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw[h], dx), acc[t]);
-      }
+      for (int h = 0; h < H; ++h)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(level_total(hi[h], lo[h])),
+                                 _mm512_mul_ps(dw[h], dx), acc[t]);
       if constexpr (F == panel_format::q4m) {  // - min x the block's activation sum
         const __m512 mw = _mm512_cvtph_ps(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2 * panel_rows)));
-        acc[t] = _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(float(sum))), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(float(xq.sum[i]))), acc[t]);
       }
     }
   }
@@ -649,7 +640,6 @@ void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
         const std::byte* blk = panel + b * step;
         const std::byte* qs = blk + quant_header_bytes(F);
         const std::int8_t* x = a.xq.q + t * a.xq.q_stride + b * qblock;
-        const std::int32_t sum = a.xq.sum[t * a.xq.block_stride + b];
         __m256i s_lo[H], s_hi[H];  // rows 0-7, 8-15 (per half, q6)
         for (int h = 0; h < H; ++h) s_lo[h] = s_hi[h] = _mm256_setzero_si256();
         for (int g = 0; g < 8; ++g) {
@@ -668,10 +658,9 @@ void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
           s_hi[h] = _mm256_add_epi32(s_hi[h], d_hi);
         }
         if constexpr (F != panel_format::q8 && F != panel_format::q4m) {  // offset x the sums
-          const std::int32_t first = a.xq.half_sum[t * a.xq.block_stride + b];
           for (int h = 0; h < H; ++h) {
-            const std::int32_t part = H == 1 ? sum : h == 0 ? first : sum - first;
-            const __m256i corr = _mm256_set1_epi32(quant_offset(F) * part);
+            const __m256i corr =
+                _mm256_set1_epi32(quant_offset(F) * a.xq.part_sum(t * a.xq.block_stride + b, h, H));
             s_lo[h] = _mm256_sub_epi32(s_lo[h], corr);
             s_hi[h] = _mm256_sub_epi32(s_hi[h], corr);
           }
@@ -684,7 +673,8 @@ void matmul_quant_avx2(const panel_matrix& w, std::int64_t p0, std::int64_t p1,
                                    acc_hi);
         }
         if constexpr (F == panel_format::q4m) {  // - min x the block's activation sum
-          const __m256 xs = _mm256_set1_ps(a.xq.scale[t * a.xq.block_stride + b] * float(sum));
+          const std::int64_t i = t * a.xq.block_stride + b;
+          const __m256 xs = _mm256_set1_ps(a.xq.scale[i] * float(a.xq.sum[i]));
           const auto* mins = reinterpret_cast<const __m128i*>(blk + 2 * panel_rows);
           acc_lo = _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(mins)), xs, acc_lo);
           acc_hi = _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(mins + 1)), xs, acc_hi);

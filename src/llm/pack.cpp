@@ -66,12 +66,6 @@ void throw_unsupported(const gguf_tensor& t) {
 }
 
 namespace {
-float half_at(const std::uint8_t* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 // Sub-block j's 6-bit scale and min of a Q4_K super-block's 12 packed bytes `sc`.
 void q4_k_scale_min(const std::uint8_t* sc, int j, int& s, int& m) {
   if (j < 4) {
@@ -86,7 +80,7 @@ void q4_k_scale_min(const std::uint8_t* sc, int j, int& s, int& m) {
 // Q4_K: 256 values as 8 sub-blocks of 32, each with a 6-bit scale and min (12 packed bytes) of
 // the super-block's f16 d and dmin: value = d sc q - dmin m, q a nibble.
 void dequantize_q4_k(const std::uint8_t* b, float* y) {
-  const float d = half_at(b), dmin = half_at(b + 2);
+  const float d = f16_at(b), dmin = f16_at(b + 2);
   const std::uint8_t* sc = b + 4;
   const std::uint8_t* q = b + 16;
   for (int chunk = 0; chunk < 4; ++chunk, q += 32) {
@@ -103,7 +97,7 @@ void dequantize_q4_k(const std::uint8_t* b, float* y) {
 // One Q4_K super-block as 8 q4m blocks of 20 bytes: f16 scale d sc, f16 min dmin m, then 16
 // bytes holding value i in the low nibble and value 16 + i in the high one of byte i.
 void q4_k_to_q4m(const std::uint8_t* b, std::uint8_t* out) {
-  const float d = half_at(b), dmin = half_at(b + 2);
+  const float d = f16_at(b), dmin = f16_at(b + 2);
   const std::uint8_t* sc = b + 4;
   const std::uint8_t* q = b + 16;
   for (int j = 0; j < 8; ++j, out += 20) {
@@ -115,28 +109,6 @@ void q4_k_to_q4m(const std::uint8_t* b, std::uint8_t* out) {
     const std::uint8_t* src = q + (j / 2) * 32;  // sub-block j: nibble (j % 2) of its chunk
     auto nib = [&](int i) { return j % 2 == 0 ? src[i] & 0xf : src[i] >> 4; };
     for (int i = 0; i < 16; ++i) out[4 + i] = std::uint8_t(nib(i) | (nib(16 + i) << 4));
-  }
-}
-
-// Q6_K: 256 values as 16 sub-blocks of 16 with int8 scales of an f16 d; 6-bit values (low
-// nibbles in ql, high two bits in qh) offset by 32.
-void dequantize_q6_k(const std::uint8_t* b, float* y) {
-  const std::uint8_t* ql = b;
-  const std::uint8_t* qh = b + 128;
-  const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
-  const float d = half_at(b + 208);
-  for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, y += 128) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = ((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * float(sc[is]) * float(q1);
-      y[l + 32] = d * float(sc[is + 2]) * float(q2);
-      y[l + 64] = d * float(sc[is + 4]) * float(q3);
-      y[l + 96] = d * float(sc[is + 6]) * float(q4);
-    }
   }
 }
 
@@ -160,6 +132,19 @@ void q6_k_to_blocks(const std::uint8_t* b, std::uint8_t* out) {
     out[2] = sc[2 * j];
     out[3] = sc[2 * j + 1];
     std::memcpy(out + 4, q + 32 * j, 32);
+  }
+}
+
+// Q6_K: 256 values as 16 sub-blocks of 16 with int8 scales of an f16 d; 6-bit values offset by
+// 32 (through the blocks q6_k_to_blocks makes of them).
+void dequantize_q6_k(const std::uint8_t* b, float* y) {
+  std::uint8_t blocks[8 * 36];
+  q6_k_to_blocks(b, blocks);
+  const float d = f16_at(b + 208);
+  for (int j = 0; j < 8; ++j, y += 32) {
+    const std::uint8_t* s = blocks + 36 * j;
+    for (int i = 0; i < 32; ++i)
+      y[i] = d * float(std::int8_t(s[2 + i / 16])) * float(int(s[4 + i]) - 32);
   }
 }
 
@@ -370,7 +355,7 @@ void dequantize_row(const gguf_tensor& t, std::int64_t row, float* out) {
       convert_row(t, row, blocks.data());
       for (std::int64_t b = 0; b < cols / qblock; ++b) {
         const std::uint8_t* s = blocks.data() + b * (q41 ? 20 : 34);
-        const float d = half_at(s), m = q41 ? half_at(s + 2) : 0.f;
+        const float d = f16_at(s), m = q41 ? f16_at(s + 2) : 0.f;
         for (int c = 0; c < qblock; ++c)
           out[b * qblock + c] = q41 ? d * float(c < 16 ? s[4 + c] & 15 : s[4 + c - 16] >> 4) - m
                                     : d * float(s[2 + c] - 16);

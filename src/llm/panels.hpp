@@ -126,6 +126,11 @@ struct quantized_rows {
   std::int64_t block_stride = 0;  // blocks between tokens
   std::int64_t lo = 0;            // from a token's high values to its low ones (cols)
   bool one_level = false;         // the low values are all zero: kernels may skip them
+
+  /// Block i's activation sum, or that of half h of it (halves 2: q6's sub-blocks).
+  std::int32_t part_sum(std::int64_t i, int h, int halves) const {
+    return halves == 1 ? sum[i] : h == 0 ? half_sum[i] : sum[i] - half_sum[i];
+  }
 };
 inline constexpr int level_ratio = 254;
 
