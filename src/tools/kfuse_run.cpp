@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kfuse/graph/split_replay.hpp"
+#include "kfuse/onnx/export_qdq.hpp"
 #include "kfuse/onnx/importer.hpp"
 #include "kfuse/runtime.hpp"
 #include "kfuse/tools/accuracy.hpp"
@@ -385,11 +386,38 @@ void apply_quant(kfuse::graph& g, const quant_by_name& q) {
   for (const auto& [name, tq] : q) g.set_quant(g.find(name), tq);
 }
 
+/// --export-qdq: the model in QDQ form with the calibrated parameters of `q` (those of the
+/// model's own tensors: the graph's other names are the importer's).
+void export_qdq(const run_args& a, const quant_by_name& q, const std::vector<std::string>& names) {
+  std::vector<kfuse::onnx::qdq_activation> act;
+  for (const auto& [name, tq] : q)
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      act.push_back({name, tq.scale, tq.zero_point});
+  const kfuse::onnx::qdq_export_report r = kfuse::onnx::export_qdq(a.model, a.export_qdq, act);
+  std::printf("export-qdq: %s: %zu nodes with int8 weights, %zu activations quantized%s\n",
+              a.export_qdq.c_str(), r.quantized.size(), r.activations,
+              r.kept_float.empty() ? "" : "; left in float:");
+  for (const std::string& k : r.kept_float) std::printf("  %s\n", k.c_str());
+}
+
 /// Calibrates the model's graph for --prec int8 on --calib data or, without it, on the run's own
 /// input; returns the parameters by tensor name.
 quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
                              std::vector<host_tensor>& inputs) {
-  const std::vector<kfuse::tensor_id> targets = kfuse::calibration_targets(m.graph);
+  std::vector<kfuse::tensor_id> targets = kfuse::calibration_targets(m.graph);
+  const std::size_t own = targets.size();  // what the int8 plan reads; the rest is for the export
+  const std::vector<std::string> qdq_names = a.export_qdq.empty()
+                                                 ? std::vector<std::string>{}
+                                                 : kfuse::onnx::qdq_activation_names(a.model);
+  for (const std::string& name : qdq_names)
+    for (std::size_t t = 0; t < m.graph.tensors().size(); ++t) {
+      const kfuse::tensor_desc& d = m.graph.tensors()[t];
+      const kfuse::tensor_id id{std::int32_t(t)};
+      if (d.name == name && !d.is_constant && d.type == kfuse::dtype::f32 &&
+          std::none_of(targets.begin(), targets.end(),
+                       [&](kfuse::tensor_id o) { return o.index == id.index; }))
+        targets.push_back(id);
+    }
   if (targets.empty()) {
     std::printf("calibration: no linear / conv node, nothing to quantize\n");
     return {};
@@ -429,6 +457,8 @@ quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
   quant_by_name q;
   for (std::size_t i = 0; i < cal.tensors.size(); ++i)
     q.emplace_back(m.graph.tensor(cal.tensors[i]).name, cal.quant[i]);
+  if (!a.export_qdq.empty()) export_qdq(a, q, qdq_names);
+  q.resize(own);
   return q;
 }
 

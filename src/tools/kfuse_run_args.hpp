@@ -29,6 +29,7 @@ struct run_args {
   std::map<std::string, std::string> expects;          // --expect OUTPUT=FILE.npy
   kfuse::precision prec = kfuse::precision::f32;       // --prec
   std::string calib_dir;                               // --calib
+  std::string export_qdq;                              // --export-qdq OUT.onnx
   kfuse::tensor_layout layout = kfuse::tensor_layout::nchw;
   bool auto_layout = true;  // --layout auto (the default): the faster of nchw and nhwc, timed
   int threads = 0;          // 0: the default pool's size
@@ -82,6 +83,9 @@ Plan:
                          stacked along axis 0 (split into batches of the model's batch size; the
                          same number for every input; token ids and masks too); needs --prec
                          int8. Without it an int8 run calibrates on its own inputs
+  --export-qdq OUT.onnx  also write the model as ONNX QDQ (QuantizeLinear / DequantizeLinear)
+                         with this run's calibration and kfuse's int8 weights, for another
+                         runtime's int8 kernels (ONNX Runtime's); needs --prec int8 and opset 13+
   --threads N            threads a node may use (default 0: the default pool's size)
   --conv auto|direct     f32 3x3 stride-1 convs of an NHWC plan: auto (default) runs them as
                          Winograd F(4x4, 3x3) where kfuse's cost model says it pays (3-4x fewer
@@ -247,6 +251,8 @@ inline run_args parse_args(std::span<const std::string_view> args) {
         bad("--prec: '" + std::string(v) + "' is not one of f32, bf16, int8");
     } else if (opt == "--calib") {
       a.calib_dir = std::string(value());
+    } else if (opt == "--export-qdq") {
+      a.export_qdq = std::string(value());
     } else if (opt == "--layout") {
       const std::string_view v = value();
       a.auto_layout = v == "auto";
@@ -288,6 +294,8 @@ inline run_args parse_args(std::span<const std::string_view> args) {
   if (a.model.empty()) bad("no model given (usage: kfuse-run MODEL.onnx [options]; see --help)");
   if (!a.calib_dir.empty() && a.prec != kfuse::precision::int8)
     bad("--calib calibrates an int8 plan: add --prec int8");
+  if (!a.export_qdq.empty() && a.prec != kfuse::precision::int8)
+    bad("--export-qdq writes an int8 plan's quantization: add --prec int8");
   return a;
 }
 

@@ -4,18 +4,18 @@
 # ones. They compile plans through the tests' plan compiler instance, so one arch only.
 if(TARGET kfuse_onnx)
   kfuse_arch_set(host onnx_host)
-  foreach(t importer importer_errors importer_fuzz conformance)
+  foreach(t importer importer_errors importer_fuzz conformance export_qdq)
     kfuse_add_arch_test(onnx_${t} SOURCES onnx/${t}_test.cpp LABELS "ci" ARCHS ${onnx_host})
   endforeach()
   foreach(arch IN LISTS onnx_host)
-    foreach(t importer importer_errors importer_fuzz conformance)
+    foreach(t importer importer_errors importer_fuzz conformance export_qdq)
       if(TARGET onnx_${t}_${arch})
         target_link_libraries(onnx_${t}_${arch} PRIVATE kfuse::onnx)
         target_compile_definitions(onnx_${t}_${arch} PRIVATE
                                    KFUSE_ONNX_TEST_MODELS="${CMAKE_CURRENT_SOURCE_DIR}/onnx/models")
       endif()
     endforeach()
-    foreach(t importer importer_errors conformance)  # they build or edit ModelProtos themselves
+    foreach(t importer importer_errors conformance export_qdq)  # they build or read ModelProtos
       if(TARGET onnx_${t}_${arch})
         target_link_libraries(onnx_${t}_${arch} PRIVATE onnx_proto)
       endif()
@@ -40,6 +40,21 @@ if(TARGET kfuse_run)
   set_tests_properties(onnx:kfuse_run_auto_layout PROPERTIES LABELS "ci;cli"
                        PASS_REGULAR_EXPRESSION
                        "layout: auto -> n[ch][hw][wc] \\(f32 trial medians: nchw .* ms, nhwc .* ms\\)")
+  # --export-qdq: the model in QDQ form with the run's calibration, then that file run by
+  # kfuse-run itself (the importer reads QDQ models: tests/onnx/export_qdq_test.cpp checks the
+  # numbers).
+  add_test(NAME onnx:kfuse_run_export_qdq
+           COMMAND kfuse_run ${m}.onnx --input x=${m}.input.npy --prec int8 --reps 2 --warmup 1
+                   --threads 1 --export-qdq ${CMAKE_CURRENT_BINARY_DIR}/small_cnn_b1.qdq.onnx)
+  set_tests_properties(onnx:kfuse_run_export_qdq PROPERTIES LABELS "ci;cli"
+                       FIXTURES_SETUP qdq_model PASS_REGULAR_EXPRESSION
+                       "export-qdq: .*small_cnn_b1.qdq.onnx: 6 nodes with int8 weights, 10 activations quantized.*latency: median")
+  add_test(NAME onnx:kfuse_run_qdq_model
+           COMMAND kfuse_run ${CMAKE_CURRENT_BINARY_DIR}/small_cnn_b1.qdq.onnx
+                   --input x=${m}.input.npy --reps 2 --warmup 1 --threads 1)
+  set_tests_properties(onnx:kfuse_run_qdq_model PROPERTIES LABELS "ci;cli"
+                       FIXTURES_REQUIRED qdq_model PASS_REGULAR_EXPRESSION
+                       "fused .*_quantized \\(quantize u8\\) into .*latency: median")
   # Symbolic batch and sequence bound by the int64 input files' shapes (no --dim).
   set(b ${CMAKE_CURRENT_SOURCE_DIR}/onnx/models/bert_tiny_b2)
   add_test(NAME onnx:kfuse_run_shapes_from_files

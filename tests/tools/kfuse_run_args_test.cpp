@@ -70,6 +70,7 @@ TEST_CASE("kfuse-run args: every option", "[tools][kfuse_run]") {
                             "int8",
                             "--calib",
                             "calib",
+                            "--export-qdq=q.onnx",
                             "--layout=nhwc",
                             "--threads",
                             "2",
@@ -94,6 +95,7 @@ TEST_CASE("kfuse-run args: every option", "[tools][kfuse_run]") {
   CHECK(a.output_dir == "out");
   CHECK(a.prec == kfuse::precision::int8);
   CHECK(a.calib_dir == "calib");
+  CHECK(a.export_qdq == "q.onnx");
   CHECK(a.layout == kfuse::tensor_layout::nhwc);
   CHECK_FALSE(a.auto_layout);
   CHECK(a.threads == 2);
@@ -119,9 +121,10 @@ TEST_CASE("kfuse-run args: --help wins", "[tools][kfuse_run]") {
   CHECK(parse({"-h"}).help);
   CHECK(parse({"--bogus", "--reps", "x", "-h"}).help);  // no model, bad options: still help
   const std::string u = kfuse_run::usage();
-  for (const char* opt : {"--dim", "--shape", "--input", "--output-dir", "--prec", "--calib",
-                          "--layout", "--threads", "--conv", "--split", "--reps", "--warmup",
-                          "--profile", "--trace", "--compare-fp32", "--batch-sweep", "--help"})
+  for (const char* opt :
+       {"--dim", "--shape", "--input", "--output-dir", "--prec", "--calib", "--export-qdq",
+        "--layout", "--threads", "--conv", "--split", "--reps", "--warmup", "--profile", "--trace",
+        "--compare-fp32", "--batch-sweep", "--help"})
     CHECK(u.find(opt) != std::string::npos);
 }
 
@@ -179,6 +182,8 @@ TEST_CASE("kfuse-run args: errors name the option", "[tools][kfuse_run]") {
         "--batch-sweep: '5ms' is not a positive number of milliseconds");
   CHECK(error_of({"m.onnx", "--calib", "dir"}) ==
         "--calib calibrates an int8 plan: add --prec int8");
+  CHECK(error_of({"m.onnx", "--export-qdq", "q.onnx", "--prec", "bf16"}) ==
+        "--export-qdq writes an int8 plan's quantization: add --prec int8");
   CHECK(error_of({"", "--reps", "3"}) == "the model path is empty");
 }
 

@@ -61,6 +61,9 @@ graph_calibration calibrate_graph_with(Compile&& compile_fn, const graph& g,
         if (g.inputs()[k].index == tensors[i].index) input[i] = int(k);
       continue;
     }
+    for (std::size_t k = 0; k < g.outputs().size(); ++k)  // already an output: read it there
+      if (g.outputs()[k].index == tensors[i].index) slot[i] = int(k);
+    if (slot[i] >= 0) continue;
     probe.output(tensors[i]);
     slot[i] = int(outputs++);
   }
