@@ -6,10 +6,12 @@ cell against the 1.0x target; the geometric mean per thread count against the 0.
 docs/plots/zoo.png (python3-matplotlib: the ratio per model and cell as horizontal bars, a line
 at 1.0).
 
-  /usr/bin/python3 scripts/zoo_table.py [ZOO_JSON] [--stdout] [--md FILE] [--plot FILE] [--note TEXT]
+  /usr/bin/python3 scripts/zoo_table.py [--int8] [ZOO_JSON] [--stdout] [--md FILE] [--plot FILE] [--note TEXT]
 
 ZOO_JSON defaults to build/bench/zoo-results/zoo.json; --stdout prints the tables only (no
-files written), as scripts/bench_zoo.sh does after a run."""
+files written), as scripts/bench_zoo.sh does after a run. --int8 reads the zoo_int8.json of
+scripts/bench_zoo_int8.sh instead (kfuse int8 against ONNX Runtime int8 on kfuse's QDQ export)
+and writes docs/benchmarks/zoo_int8.md and docs/plots/zoo_int8.png."""
 import argparse
 import json
 import math
@@ -18,6 +20,7 @@ import subprocess
 import sys
 
 CELL_TARGET, GEOMEAN_TARGET, ACC_TARGET = 1.0, 0.75, 1e-4
+INT8_GEOMEAN_TARGET = 0.8
 CELLS = [("b1_t1", 1, 1), ("b1_t2", 1, 2), ("b8_t1", 8, 1), ("b8_t2", 8, 2)]
 
 
@@ -148,7 +151,54 @@ def report(doc):
     return "\n".join(L) + "\n"
 
 
-def plot(doc, path):
+def report_int8(doc):
+    """The markdown of one int8 run: header lines, accuracy and ratio table, geometric means."""
+    models = doc["models"]
+    cells = [c for c in CELLS if any(c[0] in (e.get("cells") or {}) for e in models.values())]
+    L = [doc["cpu"], "",
+         f"Date: {doc['date']}; `{doc['command'].strip()}`; kfuse: {doc.get('kfuse_commit', '?')}; "
+         f"ONNX Runtime {doc.get('onnxruntime_node', '?')} (npm onnxruntime-node); medians of "
+         f"{doc['rounds']} alternated rounds", ""]
+    if doc.get("note"):
+        L += [doc["note"], ""]
+    if doc.get("ort_overhead_us") is not None:
+        L += [f"ONNX Runtime per-call overhead from node (x + 1 on one float): {doc['ort_overhead_us']} us, "
+              "inside every ORT figure", ""]
+    head = ["model", "QDQ export", "top-1 vs f32: kfuse int8 / ORT int8", "kfuse = ORT int8 top-1",
+            "max error / f32 range: kfuse / ORT", "f32 top-2 margin / range"]
+    head += [f"b{b} t{t}: kfuse int8 / ORT int8" for _, b, t in cells]
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|" + "---|" * len(head))
+    for name, e in models.items():
+        if e.get("error") and not e.get("export"):
+            L.append(f"| {name} | fails: {e['error'][:120].replace('|', '/')} |" + " - |" * (len(head) - 2))
+            continue
+        a = e.get("accuracy")
+        if a:
+            n = a["samples"]
+            acc = [f"{a['kfuse_top1_vs_f32']}/{n} / {a['ort_top1_vs_f32']}/{n}", f"{a['kfuse_top1_vs_ort_int8']}/{n}",
+                   f"{a['kfuse_err_rel_range']:.3f} / {a['ort_err_rel_range']:.3f}", f"{a['f32_margin_rel_range']:.4f}"]
+        else:
+            acc = [e.get("error", "-")[:80].replace("|", "/"), "-", "-", "-"]
+        row = [name, e["export"].split(": ", 1)[-1].rstrip(":")] + acc
+        for k, _, _ in cells:
+            c = (e.get("cells") or {}).get(k)
+            row.append("-" if not c else (f"{c['ratio']:.2f} ({c['kfuse_ms']:.2f} / {c['ort_ms']:.2f} ms)"
+                                          if c.get("ratio") else ("fails" if c.get("kfuse_ms") is None else "ORT fails")))
+        L.append("| " + " | ".join(row) + " |")
+    L += ["", f"| threads | cells | cells <= 1.0x | geometric mean of kfuse int8 / ORT int8 (target <= {INT8_GEOMEAN_TARGET}) |",
+          "|---|---|---|---|"]
+    for t in sorted({t for _, _, t in cells}):
+        rs = [c["ratio"] for e in models.values() for k, _, tt in cells if tt == t
+              for c in [(e.get("cells") or {}).get(k)] if c and c.get("ratio")]
+        g = geomean(rs)
+        gs = f"{g:.2f} ({verdict(g <= INT8_GEOMEAN_TARGET)})" if g else "-"
+        L.append(f"| {t} | {len(rs)} | {sum(r <= 1.0 for r in rs)} | {gs} |")
+    return "\n".join(L) + "\n"
+
+
+def plot(doc, path, xlabel="kfuse f32 time / ONNX Runtime time (lower is better; line: 1.0, dashed: 0.75)",
+         title="torchvision zoo, kfuse-run vs ONNX Runtime", dashed=GEOMEAN_TARGET):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -161,12 +211,12 @@ def plot(doc, path):
         xs = [(e["cells"].get(k) or {}).get("ratio") or 0 for _, e in models]
         ax.barh(ys, xs, height=h, label=f"batch {b}, {t} thread{'s' if t > 1 else ''}")
     ax.axvline(CELL_TARGET, color="black", linewidth=1)
-    ax.axvline(GEOMEAN_TARGET, color="gray", linewidth=1, linestyle="--")
+    ax.axvline(dashed, color="gray", linewidth=1, linestyle="--")
     ax.set_yticks(range(len(models)))
-    ax.set_yticklabels([f"{n} ({e['resolution']})" for n, e in models])
+    ax.set_yticklabels([f"{n} ({e['resolution']})" if e.get("resolution") else n for n, e in models])
     ax.invert_yaxis()
-    ax.set_xlabel("kfuse f32 time / ONNX Runtime time (lower is better; line: 1.0, dashed: 0.75)")
-    ax.set_title(f"torchvision zoo, kfuse-run vs ONNX Runtime ({doc['date']})", fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_title(f"{title} ({doc['date']})", fontsize=10)
     ax.legend(fontsize=8, loc="best")
     fig.text(0.01, 0.005, doc["cpu"], fontsize=6, color="gray")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
@@ -194,33 +244,59 @@ move 20-30% between runs).
 """
 
 
+PREAMBLE_INT8 = """# The torchvision zoo in int8 against ONNX Runtime's int8: measurement log
+
+`scripts/bench_zoo_int8.sh` calibrates each CNN of the zoo (`scripts/make_zoo_models.py`) with
+kfuse on 16 random samples and writes it in QDQ form (`kfuse-run --prec int8 --calib DIR
+--export-qdq OUT.onnx`: kfuse's activation parameters and its own int8 weights, per output
+channel), so that ONNX Runtime runs the same quantization with its own int8 kernels
+(QLinearConv, QLinearMatMul, ...). Accuracy is taken on 8 other random samples against ONNX
+Runtime's f32 output of the original model. Timing: `kfuse-run --prec int8` on the original
+model against ONNX Runtime on the QDQ file, alternated rounds, batch 1 and 8, 1 and 2 threads.
+Target: the geometric mean of kfuse int8 / ORT int8 at most 0.8 on 1 thread and on 2. This page
+is written by `scripts/zoo_table.py --int8` from the run's `zoo_int8.json`.
+
+![kfuse int8 / ONNX Runtime int8 time per model](../plots/zoo_int8.png)
+
+"""
+
+
 def main():
     ap = argparse.ArgumentParser(description="zoo.json -> docs/benchmarks/zoo.md, docs/plots/zoo.png")
-    ap.add_argument("json", nargs="?", default="build/bench/zoo-results/zoo.json")
+    ap.add_argument("--int8", action="store_true", help="the int8 run's zoo_int8.json")
+    ap.add_argument("json", nargs="?")
     ap.add_argument("--stdout", action="store_true", help="print the tables, write no file")
-    ap.add_argument("--md", default="docs/benchmarks/zoo.md")
-    ap.add_argument("--plot", default="docs/plots/zoo.png")
+    ap.add_argument("--md")
+    ap.add_argument("--plot")
     ap.add_argument("--note", help="a line for the run's header (e.g. what else ran on the machine)")
     a = ap.parse_args()
+    kind = "zoo_int8" if a.int8 else "zoo"
+    a.json = a.json or f"build/bench/{kind.replace('_', '-')}-results/{kind}.json"
+    a.md = a.md or f"docs/benchmarks/{kind}.md"
+    a.plot = a.plot or f"docs/plots/{kind}.png"
     if not os.path.exists(a.json):
         print(f"zoo_table: no {a.json}: run scripts/bench_zoo.sh first", file=sys.stderr)
         return 2
     doc = json.load(open(a.json))
     if a.note:
         doc["note"] = a.note
-    text = report(doc)
+    text = report_int8(doc) if a.int8 else report(doc)
     if a.stdout:
         sys.stdout.write(text)
         return 0
     try:
-        plot(doc, a.plot)
+        if a.int8:
+            plot(doc, a.plot, "kfuse int8 time / ONNX Runtime int8 time (lower is better; line: 1.0, dashed: 0.8)",
+                 "torchvision zoo in int8, kfuse-run vs ONNX Runtime on the same QDQ model", INT8_GEOMEAN_TARGET)
+        else:
+            plot(doc, a.plot)
     except ImportError:
         print("zoo_table: no matplotlib: apt-get install python3-matplotlib (scripts/setup.sh --peers)",
               file=sys.stderr)
         return 2
     os.makedirs(os.path.dirname(a.md) or ".", exist_ok=True)
     with open(a.md, "w") as f:
-        f.write(PREAMBLE + f"## Run of {doc['date']}\n\n" + text)
+        f.write((PREAMBLE_INT8 if a.int8 else PREAMBLE) + f"## Run of {doc['date']}\n\n" + text)
     print(f"wrote {a.md} and {a.plot}")
     return 0
 

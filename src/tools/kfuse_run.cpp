@@ -394,9 +394,10 @@ void export_qdq(const run_args& a, const quant_by_name& q, const std::vector<std
     if (std::find(names.begin(), names.end(), name) != names.end())
       act.push_back({name, tq.scale, tq.zero_point});
   const kfuse::onnx::qdq_export_report r = kfuse::onnx::export_qdq(a.model, a.export_qdq, act);
-  std::printf("export-qdq: %s: %zu nodes with int8 weights, %zu activations quantized%s\n",
-              a.export_qdq.c_str(), r.quantized.size(), r.activations,
-              r.kept_float.empty() ? "" : "; left in float:");
+  std::printf("export-qdq: %s: %zu nodes with int8 weights, %zu activations quantized",
+              a.export_qdq.c_str(), r.quantized.size(), r.activations);
+  if (!r.kept_float.empty()) std::printf("; %zu left in float:", r.kept_float.size());
+  std::printf("\n");
   for (const std::string& k : r.kept_float) std::printf("  %s\n", k.c_str());
 }
 

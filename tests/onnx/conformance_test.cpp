@@ -45,7 +45,9 @@ const std::set<std::string> listed = {
     "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger",
     "DynamicQuantizeLinear",
     // transformer encoders
-    "Transpose"};
+    "Transpose",
+    // shape arithmetic (Swin)
+    "Mod", "ScatterND"};
 
 const fs::path data_root = "/usr/share/libonnx-testdata/data/node";
 

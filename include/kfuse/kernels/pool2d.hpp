@@ -316,18 +316,8 @@ struct pool2d : image_kernel_types<Layout, Ep> {
 
     const bool is_max = s.kind == pool_kind::max;
     const index_t ohn = od.h, own = od.w;
-    const detail::pool_geom g{s.n,
-                              s.c,
-                              s.h,
-                              s.w,
-                              ohn,
-                              own,
-                              s.global ? s.h : s.r,
-                              s.global ? s.w : s.s,
-                              s.stride_h,
-                              s.stride_w,
-                              s.pad_top,
-                              s.pad_left,
+    const detail::pool_geom g{{s.n, s.c, s.h, s.w, ohn, own, s.global ? s.h : s.r,
+                               s.global ? s.w : s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_left},
                               is_max,
                               float(integer ? zero_point : 0),
                               pk.hcnt.data(),

@@ -5,14 +5,15 @@
 #include <type_traits>
 
 #include "kfuse/config/macros.hpp"
+#include "kfuse/kernels/window_geom.hpp"
 #include "kfuse/simd/vec.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 
-struct pool_geom {
-  index_t n, c, h, w, oh, ow, r, s, sh, sw, pt, pl;
+/// A pooling call's window and what its reduction needs beside it.
+struct pool_geom : window_geom {
   bool is_max;
   float zp;           // average over integers: values enter as q - zp, the result gets + zp
   const float* hcnt;  // average: divisor factor of each output row

@@ -98,6 +98,11 @@ std::function<double(double, double)> binary_fn(const context& cx, const node_pr
     return std::divides<double>();
   }
   if (t == "Pow") return [](double a, double b) { return std::pow(a, b); };
+  if (t == "Mod") {  // fmod 1: C's fmod (sign of a); 0: integers, Python's (sign of b)
+    if (cx.attr_int(n, "fmod", 0) != 0) return [](double a, double b) { return std::fmod(a, b); };
+    if (!ints) cx.fail(n, "fmod = 0 on floating-point inputs (ONNX requires fmod = 1 there)");
+    return [](double a, double b) { return b == 0 ? 0.0 : a - std::floor(a / b) * b; };
+  }
   if (t == "Max") return [](double a, double b) { return std::max(a, b); };
   if (t == "Min") return [](double a, double b) { return std::min(a, b); };
   if (t == "Equal") return [](double a, double b) { return double(a == b); };

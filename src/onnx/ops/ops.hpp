@@ -91,6 +91,7 @@ void import_gather(context& cx, const node_proto& n);
 void import_attention(context& cx, const node_proto& n);
 void fold_gather(context& cx, const node_proto& n);
 void fold_range(context& cx, const node_proto& n);
+void fold_scatter_nd(context& cx, const node_proto& n);
 void fold_expand(context& cx, const node_proto& n);
 void fold_identity(context& cx, const node_proto& n);
 

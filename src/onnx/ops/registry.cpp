@@ -53,6 +53,7 @@ const std::vector<op_entry>& op_table() {
         {"Max", import_binary, fold_binary},
         {"Mean", import_binary, fold_binary},
         {"Min", import_binary, fold_binary},
+        {"Mod", nullptr, fold_binary},  // shape arithmetic (Swin's window shifts)
         {"Mul", import_binary, fold_binary},
         {"Or", import_binary, fold_binary},
         {"Pow", import_binary, fold_binary},
@@ -103,6 +104,7 @@ const std::vector<op_entry>& op_table() {
         {"QuantizeLinear", import_quantize_linear, fold_quantize_linear},
         {"Range", nullptr, fold_range},
         {"Reshape", import_reshape, fold_reshape},
+        {"ScatterND", nullptr, fold_scatter_nd},
         {"Shape", import_shape, fold_shape},
         {"Size", import_shape, fold_shape},
         {"Slice", import_slice, import_slice},

@@ -427,6 +427,54 @@ void fold_gather(context& cx, const node_proto& n) {
   cx.set_const(n, 0, std::move(y));
 }
 
+// ScatterND on constants (shape arithmetic such as Swin's attention masks): data with the
+// slices named by indices [..., k] (over data's first k axes, negative from the end) replaced by
+// updates, or combined with them (reduction add / mul / max / min, opset 16+), in index order.
+void fold_scatter_nd(context& cx, const node_proto& n) {
+  const const_value& data = cx.in(n, 0).c;
+  const std::vector<std::int64_t> idx = cx.ints_in(n, 1, "indices");
+  const std::vector<index_t>& ishape = cx.in(n, 1).c.shape;
+  const const_value& upd = cx.in(n, 2).c;
+  const std::string red = cx.attr_string(n, "reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    cx.fail(n, "reduction '" + red + "' is not one of none, add, mul, max, min");
+  if (ishape.empty()) cx.fail(n, "indices is a scalar (it needs a last axis of index tuples)");
+  const index_t k = ishape.back();
+  const index_t rank = index_t(data.shape.size());
+  if (k < 1 || k > rank)
+    cx.fail(n, "index tuples of " + std::to_string(k) + " values for data of rank " +
+                   std::to_string(rank));
+  if (upd.is_float() != data.is_float()) cx.fail(n, "data and updates differ in type");
+  index_t slice = 1;
+  for (index_t d = k; d < rank; ++d) slice *= data.shape[std::size_t(d)];
+  const index_t tuples = index_t(idx.size()) / k;
+  if (upd.numel() != tuples * slice)
+    cx.fail(n, "updates has " + std::to_string(upd.numel()) + " values, the indices select " +
+                   std::to_string(tuples) + " slices of " + std::to_string(slice));
+  const_value y = data;
+  for (index_t t = 0; t < tuples; ++t) {
+    index_t at = 0;
+    for (index_t d = 0; d < k; ++d) {
+      const index_t ext = data.shape[std::size_t(d)];
+      index_t i = idx[std::size_t(t * k + d)];
+      if (i < -ext || i >= ext)
+        cx.fail(n, "index " + std::to_string(i) + " is out of range for axis " + std::to_string(d) +
+                       " of extent " + std::to_string(ext));
+      at = at * ext + (i < 0 ? i + ext : i);
+    }
+    for (index_t j = 0; j < slice; ++j) {
+      const double u = upd.at(t * slice + j), v = y.at(at * slice + j);
+      const double r = red == "add"   ? v + u
+                       : red == "mul" ? v * u
+                       : red == "max" ? std::max(v, u)
+                       : red == "min" ? std::min(v, u)
+                                      : u;
+      store(y, at * slice + j, r);
+    }
+  }
+  cx.set_const(n, 0, std::move(y));
+}
+
 void fold_range(context& cx, const node_proto& n) {
   const const_value& s = cx.in(n, 0).c;
   const const_value& l = cx.in(n, 1).c;

@@ -443,19 +443,6 @@ struct conv2d_rule : op_rule {
       if (cs.groups % m == 0) best = m;
     return best;
   }
-  /// cs with `merge` groups run as one, then nv or 2 of those merged again as the diagonal
-  /// blocks of one group (the counts conv2d's diagonal tiles take; diagonal 1: none).
-  static conv_shape diagonal_shape(conv_shape cs, index_t merge, int nv, int lanes) {
-    cs.groups /= merge;
-    if (cs.k / cs.groups != lanes) return cs;
-    for (index_t d : {index_t(nv), index_t(2)})
-      if (d >= 2 && cs.groups % d == 0) {
-        cs.groups /= d;
-        cs.diagonal = d;
-        return cs;
-      }
-    return cs;
-  }
   /// OIHW weights [K, C / groups, R, S] of conv cs as those of cs with `merge` groups run as one:
   /// [K, merge * C / groups, R, S], each output channel's own group's inputs in place, zero
   /// elsewhere.
@@ -489,8 +476,9 @@ struct conv2d_rule : op_rule {
       index_t merge = std::is_same_v<L, nhwc> ? merged_groups(cs, K::L) : 1;
       // f32: groups of one vector of outputs (merged or not) run up to NV at a time as the
       // diagonal blocks of one group (conv_shape::diagonal), whose tiles skip the zero blocks.
-      const conv_shape ds = diagonal_shape(cs, merge, K::NV, K::L);
-      const index_t diagonal = std::is_same_v<L, nhwc> && K::diagonal_tiles(ds) ? ds.diagonal : 1;
+      conv_shape merged = cs;
+      merged.groups /= merge;
+      const index_t diagonal = K::with_diagonal(merged).diagonal;
       merge *= diagonal;
       if (merge > 1) {
         w = block_diagonal(w, cs, merge);

@@ -118,6 +118,18 @@ struct conv2d : image_kernel_types<Layout, Ep> {
     return is_nhwc && std::is_same_v<Elem, f32> && NV >= 2 && NV <= 4 &&
            (s.diagonal == 2 || s.diagonal == NV) && s.k / s.groups == s.diagonal * L;
   }
+  /// s with NV (else 2) of its groups run as the diagonal blocks of one group, when the diagonal
+  /// tiles take that; s itself otherwise.
+  static conv_shape with_diagonal(const conv_shape& s) {
+    for (const index_t d : {index_t(NV), index_t(2)}) {
+      if (d < 2 || s.groups % d != 0) continue;
+      conv_shape t = s;
+      t.groups /= d;
+      t.diagonal = d;
+      if (diagonal_tiles(t)) return t;
+    }
+    return s;
+  }
   /// True when this shape runs as one GEMM [N*H*W, C] x [C, K] (NHWC only).
   static constexpr bool gemm_shape(const conv_shape& s) { return is_nhwc && s.is_pointwise(); }
 

@@ -68,7 +68,7 @@ inline constexpr index_t dw_slot_magic = 0x6b66757365647721;  // "kfusedw!"
 inline constexpr index_t dw_slot_header_floats = 32;          // 128 bytes: 9 keys, aligned
 /// The rows (and their pitch) a block of output rows [oh_a, oh_b) reads.
 template <int L>
-inline dw_scratch dw_scratch_geometry(const dw_geom& g, index_t oh_a, index_t oh_b) {
+inline dw_scratch dw_scratch_geometry(const window_geom& g, index_t oh_a, index_t oh_b) {
   dw_scratch sc{};
   // Room for the widest tap of the last vector, plus (stride 1) one vector past the row.
   // Rows start on a vector boundary (64 B on AVX-512): tap 0 loads do not split cache lines.
@@ -83,7 +83,7 @@ inline dw_scratch dw_scratch_geometry(const dw_geom& g, index_t oh_a, index_t oh
 /// Floats of one slot: header, the rows of the biggest block (a whole plane), and one vector
 /// of slack (whole-vector stores of the last row may run past it).
 template <int L>
-inline std::size_t dw_slot_floats(const dw_geom& g) {
+inline std::size_t dw_slot_floats(const window_geom& g) {
   const dw_scratch sc = dw_scratch_geometry<L>(g, 0, g.oh);
   return std::size_t(dw_slot_header_floats + sc.rows * sc.row_stride + 16);
 }
@@ -94,7 +94,7 @@ inline std::size_t dw_slot_floats(const dw_geom& g) {
 /// the padding is zero again; the pitch leaves a vector of room for that store. Otherwise every
 /// element is written.
 template <class V, class T>
-KFUSE_INLINE void dw_fill_scratch(const T* plane, const T* in_end, const dw_geom& g,
+KFUSE_INLINE void dw_fill_scratch(const T* plane, const T* in_end, const window_geom& g,
                                   const dw_scratch& sc, float zp, bool zeroed) {
   constexpr int L = V::lanes;
   const V zero(0.f);
@@ -155,7 +155,7 @@ KFUSE_INLINE void dw_fill_scratch(const T* plane, const T* in_end, const dw_geom
 /// Column of vector v of a tile at ow0: the last vector of a row ends at the row's end
 /// (overlapping the one before it) when the row holds at least one vector.
 template <int L>
-KFUSE_INLINE index_t dw_col(const dw_geom& g, index_t ow0, int v) {
+KFUSE_INLINE index_t dw_col(const window_geom& g, index_t ow0, int v) {
   return g.ow >= L ? std::min<index_t>(ow0 + v * L, g.ow - L) : ow0;
 }
 
@@ -163,7 +163,7 @@ KFUSE_INLINE index_t dw_col(const dw_geom& g, index_t ow0, int v) {
 /// vector stays inside this block's output (flat_end): its extra lanes land on the next row,
 /// which is computed and stored after it by the same thread.
 template <class V, int RH, int WV, class Out, class Ep>
-KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, index_t oh0,
+KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const window_geom& g, index_t c, index_t oh0,
                                 index_t ow0, Out* out, index_t plane_flat, index_t flat_end,
                                 const Ep& ep) {
   constexpr int L = V::lanes;
@@ -194,7 +194,7 @@ KFUSE_INLINE void dw_nchw_store(V (&acc)[RH][WV], const dw_geom& g, index_t c, i
 /// RH output rows (oh0..) x WV vectors (ow0..) of channel c, any kernel, stride, dilation.
 template <class V, int RH, int WV, class Out, class Ep>
 KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT wc,
-                               const dw_geom& g, index_t c, index_t oh0, index_t ow0, Out* out,
+                               const window_geom& g, index_t c, index_t oh0, index_t ow0, Out* out,
                                index_t plane_flat, index_t flat_end, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[RH][WV];
@@ -222,7 +222,7 @@ KFUSE_INLINE void dw_nchw_tile(const dw_scratch& sc, const float* KFUSE_RESTRICT
 /// The 3x3, stride 1, dilation 1 fast path: the nine weights stay in registers and each loaded
 /// scratch vector feeds every output row of the tile that uses it.
 template <class V, int RH, int WV, class Out, class Ep>
-KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const dw_geom& g,
+KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const window_geom& g,
                                   index_t c, index_t oh0, index_t ow0, Out* out, index_t plane_flat,
                                   index_t flat_end, const Ep& ep) {
   constexpr int L = V::lanes;
@@ -250,9 +250,9 @@ KFUSE_INLINE void dw_nchw_tile3x3(const dw_scratch& sc, const V (&w)[9], const d
 
 /// Output rows [oh_a, oh_b) of plane (n, c).
 template <class V, bool Fast3x3, class T, class Out, class Ep>
-KFUSE_INLINE void dw_nchw_block(const T* in, const T* in_end, const float* wpk, const dw_geom& g,
-                                index_t n, index_t c, index_t oh_a, index_t oh_b, float zp,
-                                float* slot, Out* out, const Ep& ep) {
+KFUSE_INLINE void dw_nchw_block(const T* in, const T* in_end, const float* wpk,
+                                const window_geom& g, index_t n, index_t c, index_t oh_a,
+                                index_t oh_b, float zp, float* slot, Out* out, const Ep& ep) {
   using cfg = dw_nchw_config<V::lanes>;
   constexpr int L = V::lanes, RH = cfg::rh, WV = cfg::wv;
   dw_scratch sc = dw_scratch_geometry<L>(g, oh_a, oh_b);
@@ -431,7 +431,7 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
     validate(ep, k, n_out, s.k, out.data, sizeof(Out) * std::size_t(n_out), sizeof(Out));
     if (n_out == 0) return run_info{k, A::name, simd::impl_name<A, B>(), "none", 0};
 
-    const detail::dw_geom g = detail::dw_geom_of(s);
+    const detail::window_geom g = detail::window_geom_of(s);
     const float zp = float(in_zero_point);
     const T* x = in.data;
     const T* x_end = x + n_in;
@@ -541,14 +541,14 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
   /// stride 1 and 2 (measured); with 16 only 3x3 stride 1, as before them (5x5's 10 weight
   /// vectors and the accumulators would spill). Each is an instantiation per epilogue: compile
   /// time.
-  static int fast_k(const detail::dw_geom& g) {
+  static int fast_k(const detail::window_geom& g) {
     if (g.r != g.s || g.sh != g.sw || g.dh != 1 || g.dw != 1 || g.c < vec::lanes) return 0;
     if constexpr (vec::lanes >= 16)
       return (g.r == 3 || g.r == 5) && (g.sh == 1 || g.sh == 2) ? int(10 * g.r + g.sh) : 0;
     return g.r == 3 && g.sh == 1 ? 31 : 0;
   }
   /// NCHW's fast path (any channel count).
-  static bool is_3x3s1(const detail::dw_geom& g) {
+  static bool is_3x3s1(const detail::window_geom& g) {
     return g.r == 3 && g.s == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
   }
   /// "nchw 3x3s1 4x2v" (fast path) or "nchw direct 4x2v": rows x pixel vectors.
@@ -565,7 +565,7 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
     if (!std::is_same_v<Layout, nchw> || s.n <= 0 || s.c <= 0 || s.out_h() <= 0 || s.out_w() <= 0)
       return 0;
     return workspace_round(sizeof(float) *
-                           detail::dw_slot_floats<vec::lanes>(detail::dw_geom_of(s)));
+                           detail::dw_slot_floats<vec::lanes>(detail::window_geom_of(s)));
   }
   /// A weight as the kernel holds it: bf16 weights are rounded to bf16 (nearest even), as every
   /// bf16 kernel does on every arch, so the products with the bf16 activations are exact in f32.

@@ -5,17 +5,14 @@
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
+#include "kfuse/kernels/window_geom.hpp"
 #include "kfuse/simd/vec.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
 /// The geometry of one depthwise call, resolved.
-struct dw_geom {
-  index_t n, c, h, w, oh, ow, r, s, sh, sw, pt, pl, dh, dw;
-};
-
-inline dw_geom dw_geom_of(const conv_shape& s) {
+inline window_geom window_geom_of(const conv_shape& s) {
   return {s.n, s.c,        s.h,        s.w,       s.out_h(),  s.out_w(),    s.r,
           s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_left, s.dilation_h, s.dilation_w};
 }

@@ -37,9 +37,9 @@ struct dw_nhwc_config {
 /// ran every pixel as a single-pixel tile, two loads per FMA.
 template <class V, int PW, int CV, bool Partial, bool Edge = false, class T, class Out, class Ep>
 KFUSE_INLINE void dw_nhwc_tile(const T* KFUSE_RESTRICT img, const float* KFUSE_RESTRICT wp,
-                               index_t cpad, const dw_geom& g, index_t oh, index_t ow0, index_t c0,
-                               int cn, index_t r0, index_t r1, index_t s0, index_t s1, float zp,
-                               Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
+                               index_t cpad, const window_geom& g, index_t oh, index_t ow0,
+                               index_t c0, int cn, index_t r0, index_t r1, index_t s0, index_t s1,
+                               float zp, Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
   constexpr int L = V::lanes;
   V acc[PW][CV];
   start_tile(acc, nullptr, true);  // (register_tile.hpp)
@@ -79,7 +79,7 @@ KFUSE_INLINE void dw_nhwc_tile(const T* KFUSE_RESTRICT img, const float* KFUSE_R
 template <class V, int K, int SW, int PW, int CV, bool Partial, bool Edge, class T, class Out,
           class Ep>
 KFUSE_INLINE void dw_nhwc_tile_rows(const T* KFUSE_RESTRICT img, const float* KFUSE_RESTRICT wp,
-                                    index_t cpad, const dw_geom& g, index_t oh, index_t ow0,
+                                    index_t cpad, const window_geom& g, index_t oh, index_t ow0,
                                     index_t c0, int cn, index_t r0, index_t r1, float zp,
                                     Out* KFUSE_RESTRICT out, index_t out_flat, const Ep& ep) {
   constexpr int L = V::lanes;
@@ -122,7 +122,7 @@ KFUSE_INLINE void dw_nhwc_tile_rows(const T* KFUSE_RESTRICT img, const float* KF
 /// channel block outside the pixel loop would stride by C floats and, for power-of-two C, hit
 /// only a few L1 sets). The last pixel tile likewise ends at the row's end.
 template <class V, int FastK, int FastS, class T, class Out, class Ep>
-KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const dw_geom& g,
+KFUSE_INLINE void dw_nhwc_row(const T* in, const float* wp, index_t cpad, const window_geom& g,
                               index_t n, index_t oh, float zp, Out* out, const Ep& ep,
                               index_t c_begin, index_t c_end) {
   using cfg = dw_nhwc_config<V::lanes>;
