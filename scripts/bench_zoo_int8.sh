@@ -6,7 +6,7 @@
 #   accuracy  on 8 other random samples (seed 2): ONNX Runtime f32 on the original model (the
 #             reference), kfuse int8 and ONNX Runtime int8 on the QDQ file: each one's top-1
 #             agreement with f32, its largest error over the f32 output's range, and kfuse's
-#             top-1 agreement with ORT int8;
+#             top-1 agreement with ORT int8; kfuse bf16 (--prec bf16) the same way against f32;
 #   timing    kfuse-run --prec int8 on the original model and ONNX Runtime on the QDQ file, in
 #             alternated rounds (KFUSE_BENCH_ROUNDS, default 3), batch 1 and 8, 1 and 2 threads;
 #             replays sized as in bench_zoo.sh (KFUSE_ZOO_ROUND_MS, default 2500).
@@ -58,7 +58,7 @@ ms_of() { sed -n 's/^latency: median \([0-9.]*\) ms.*/\1/p' "$1" 2>/dev/null | h
   for m in "${models[@]}"; do
     [[ -f $md/$m.onnx ]] || continue
     d=$out/$m
-    mkdir -p "$d/calib" "$d/k8" "$d/o8" "$d/o32"
+    mkdir -p "$d/calib" "$d/k8" "$d/kb16" "$d/o8" "$d/o32"
     chw=$(/usr/bin/python3 - "$md/$m.input.npy" "$d" <<'PY'
 import sys, numpy as np
 x = np.load(sys.argv[1])
@@ -70,6 +70,8 @@ PY
     nice "$run" "$md/$m.onnx" --dim batch=8 --prec int8 --calib "$d/calib" --export-qdq "$d/qdq.onnx" \
       --input "x=$d/eval.npy" --output-dir "$d/k8" --threads 1 --reps 1 --warmup 1 >"$out/export_$m.txt" 2>&1 || true
     [[ -f $d/qdq.onnx ]] || continue
+    nice "$run" "$md/$m.onnx" --dim batch=8 --prec bf16 --input "x=$d/eval.npy" --output-dir "$d/kb16" \
+      --threads 1 --reps 1 --warmup 1 >"$out/bf16_$m.txt" 2>&1 || true
     nice node "$ort_run" "$md/$m.onnx" --input "x=$d/eval.npy" --threads 1 --reps 1 --warmup 1 \
       --output-dir "$d/o32" >"$out/acc_ort32_$m.txt" 2>&1 || true
     nice node "$ort_run" "$d/qdq.onnx" --input "x=$d/eval.npy" --threads 1 --reps 1 --warmup 1 \
@@ -155,6 +157,10 @@ for m in models:
                          # random weights give near-ties: top-1 means little when f32's own
                          # top-2 margin is below the int8 error
                          "f32_margin_rel_range": float(np.median([np.diff(np.sort(r)[-2:])[0] for r in y["f32"]]) / rng)}
+        if os.path.exists(f"{d}/kb16/y.npy"):
+            b16 = np.load(f"{d}/kb16/y.npy").astype(np.float64)
+            e["accuracy"].update(bf16_top1_vs_f32=int((b16.argmax(-1) == top["f32"]).sum()),
+                                 bf16_err_rel_range=float(np.abs(b16 - y["f32"]).max() / rng))
     cells = {}
     for b in (1, 8):
         for t in (1, 2):

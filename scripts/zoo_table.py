@@ -165,7 +165,8 @@ def report_int8(doc):
         L += [f"ONNX Runtime per-call overhead from node (x + 1 on one float): {doc['ort_overhead_us']} us, "
               "inside every ORT figure", ""]
     head = ["model", "QDQ export", "top-1 vs f32: kfuse int8 / ORT int8", "kfuse = ORT int8 top-1",
-            "max error / f32 range: kfuse / ORT", "f32 top-2 margin / range"]
+            "max error / f32 range: kfuse / ORT", "f32 top-2 margin / range",
+            "kfuse bf16: top-1 vs f32, max error / range"]
     head += [f"b{b} t{t}: kfuse int8 / ORT int8" for _, b, t in cells]
     L.append("| " + " | ".join(head) + " |")
     L.append("|" + "---|" * len(head))
@@ -177,9 +178,10 @@ def report_int8(doc):
         if a:
             n = a["samples"]
             acc = [f"{a['kfuse_top1_vs_f32']}/{n} / {a['ort_top1_vs_f32']}/{n}", f"{a['kfuse_top1_vs_ort_int8']}/{n}",
-                   f"{a['kfuse_err_rel_range']:.3f} / {a['ort_err_rel_range']:.3f}", f"{a['f32_margin_rel_range']:.4f}"]
+                   f"{a['kfuse_err_rel_range']:.3f} / {a['ort_err_rel_range']:.3f}", f"{a['f32_margin_rel_range']:.4f}",
+                   f"{a['bf16_top1_vs_f32']}/{n}, {a['bf16_err_rel_range']:.4f}" if "bf16_top1_vs_f32" in a else "-"]
         else:
-            acc = [e.get("error", "-")[:80].replace("|", "/"), "-", "-", "-"]
+            acc = [e.get("error", "-")[:80].replace("|", "/"), "-", "-", "-", "-"]
         row = [name, e["export"].split(": ", 1)[-1].rstrip(":")] + acc
         for k, _, _ in cells:
             c = (e.get("cells") or {}).get(k)
