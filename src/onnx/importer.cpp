@@ -331,6 +331,8 @@ model load_bytes(std::span<const std::byte> bytes, const import_options& opt,
       if (!in.empty()) ++cx.consumers[in];
   for (const auto& n : nodes) import_node(cx, n);
   mark_outputs(cx, gp, out);
+  for (const auto& [name, v] : cx.values)
+    if (!v.is_const && v.r.id.index >= 0) out.values[name] = v.r.id;
   out.rewrites = std::move(cx.rewrites);
   out.graph = std::move(cx.g);
   return out;

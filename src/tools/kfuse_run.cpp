@@ -386,13 +386,8 @@ void apply_quant(kfuse::graph& g, const quant_by_name& q) {
   for (const auto& [name, tq] : q) g.set_quant(g.find(name), tq);
 }
 
-/// --export-qdq: the model in QDQ form with the calibrated parameters of `q` (those of the
-/// model's own tensors: the graph's other names are the importer's).
-void export_qdq(const run_args& a, const quant_by_name& q, const std::vector<std::string>& names) {
-  std::vector<kfuse::onnx::qdq_activation> act;
-  for (const auto& [name, tq] : q)
-    if (std::find(names.begin(), names.end(), name) != names.end())
-      act.push_back({name, tq.scale, tq.zero_point});
+/// --export-qdq: the model in QDQ form with the calibrated parameters of its activations.
+void export_qdq(const run_args& a, const std::vector<kfuse::onnx::qdq_activation>& act) {
   const kfuse::onnx::qdq_export_report r = kfuse::onnx::export_qdq(a.model, a.export_qdq, act);
   std::printf("export-qdq: %s: %zu nodes with int8 weights, %zu activations quantized",
               a.export_qdq.c_str(), r.quantized.size(), r.activations);
@@ -407,18 +402,18 @@ quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
                              std::vector<host_tensor>& inputs) {
   std::vector<kfuse::tensor_id> targets = kfuse::calibration_targets(m.graph);
   const std::size_t own = targets.size();  // what the int8 plan reads; the rest is for the export
-  const std::vector<std::string> qdq_names = a.export_qdq.empty()
-                                                 ? std::vector<std::string>{}
-                                                 : kfuse::onnx::qdq_activation_names(a.model);
-  for (const std::string& name : qdq_names)
-    for (std::size_t t = 0; t < m.graph.tensors().size(); ++t) {
-      const kfuse::tensor_desc& d = m.graph.tensors()[t];
-      const kfuse::tensor_id id{std::int32_t(t)};
-      if (d.name == name && !d.is_constant && d.type == kfuse::dtype::f32 &&
-          std::none_of(targets.begin(), targets.end(),
-                       [&](kfuse::tensor_id o) { return o.index == id.index; }))
-        targets.push_back(id);
-    }
+  // --export-qdq: the model's own tensors by ONNX name (the importer's fused nodes hold some).
+  std::vector<std::pair<std::string, kfuse::tensor_id>> qdq;
+  if (!a.export_qdq.empty())
+    for (const std::string& name : kfuse::onnx::qdq_activation_names(a.model))
+      if (const auto v = m.values.find(name); v != m.values.end()) {
+        const kfuse::tensor_desc& d = m.graph.tensor(v->second);
+        if (d.is_constant || d.type != kfuse::dtype::f32) continue;
+        qdq.emplace_back(name, v->second);
+        if (std::none_of(targets.begin(), targets.end(),
+                         [&](kfuse::tensor_id o) { return o.index == v->second.index; }))
+          targets.push_back(v->second);
+      }
   if (targets.empty()) {
     std::printf("calibration: no linear / conv node, nothing to quantize\n");
     return {};
@@ -456,10 +451,16 @@ quant_by_name calibrate_int8(const run_args& a, const kfuse::onnx::model& m,
       "calibration: %zu tensors over %zu batch%s (99.99th percentile, affine u8) in %.1f ms\n",
       cal.tensors.size(), samples.size(), samples.size() == 1 ? "" : "es", ms_since(t0));
   quant_by_name q;
-  for (std::size_t i = 0; i < cal.tensors.size(); ++i)
+  for (std::size_t i = 0; i < own; ++i)
     q.emplace_back(m.graph.tensor(cal.tensors[i]).name, cal.quant[i]);
-  if (!a.export_qdq.empty()) export_qdq(a, q, qdq_names);
-  q.resize(own);
+  if (!a.export_qdq.empty()) {
+    std::vector<kfuse::onnx::qdq_activation> act;
+    for (const auto& [name, id] : qdq)
+      for (std::size_t i = 0; i < cal.tensors.size(); ++i)
+        if (cal.tensors[i].index == id.index)
+          act.push_back({name, cal.quant[i].scale, cal.quant[i].zero_point});
+    export_qdq(a, act);
+  }
   return q;
 }
 

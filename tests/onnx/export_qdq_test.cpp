@@ -88,7 +88,7 @@ std::vector<kfuse::onnx::qdq_activation> calibrate(const fs::path& p,
                                                    const std::vector<float>& x) {
   const kfuse::onnx::model m = kfuse::onnx::load(p);
   std::vector<kfuse::tensor_id> ids;
-  for (const std::string& n : names) ids.push_back(m.graph.find(n));
+  for (const std::string& n : names) ids.push_back(m.values.at(n));  // by ONNX name
   const std::vector<std::vector<kfuse::binding>> samples{{kfuse::bind(x)}};
   const kfuse::graph_calibration cal = kfuse::calibrate_graph_with(
       [](const kfuse::graph& g, const kfuse::compile_options& o) { return kfuse::compile(g, o); },

@@ -58,6 +58,10 @@ struct model {
   std::string producer;  // producer_name and version, as written in the file
   /// What the importer rewrote: one line each (folded constants, fused patterns, dropped nodes).
   std::vector<std::string> rewrites;
+  /// The graph tensor that holds each run-time value of the model, by its ONNX name (a value the
+  /// importer folded into a fused node's output maps to that output; constants are absent). An
+  /// NHWC import may hold an image value in NHWC memory order.
+  std::map<std::string, tensor_id> values;
 };
 
 /// Loads an ONNX file. External data is read from next to the file (never outside its folder).
