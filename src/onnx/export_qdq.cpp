@@ -212,9 +212,10 @@ qdq_export_report export_qdq(const std::filesystem::path& model, const std::file
   for (const auto& v : g.input()) produced.insert(v.name());
   for (const auto& n : g.node())
     for (const auto& o : n.output()) produced.insert(o);
+  const auto init = initializers(g);
   std::map<std::string, qdq_activation> act;
   for (const qdq_activation& a : activations) {
-    if (!produced.count(a.name) || initializers(g).count(a.name))
+    if (!produced.count(a.name) || init.count(a.name))
       bad("'" + a.name + "' is not an activation of the model (no node writes it)");
     if (!(a.scale > 0.f) || !std::isfinite(a.scale))
       bad("'" + a.name + "': the scale " + std::to_string(a.scale) + " is not positive and finite");
@@ -248,8 +249,17 @@ qdq_export_report export_qdq(const std::filesystem::path& model, const std::file
       after.erase(v.name());
     }
 
-  // Weights (once per initializer) and biases (per node: their scale has the input's in it).
-  const auto init = initializers(g);
+  // Weights (once per initializer) and biases (per node: their scale has the input's in it),
+  // each as integers and a per-channel DequantizeLinear at the front.
+  std::set<std::string> replaced;  // float initializers now read through a DQ
+  auto dequantize_front = [&](const std::string& base, const std::string& values,
+                              const std::string& scale, const std::string& zero, int axis) {
+    const std::string dq = rw.fresh(base + "_dequantized");
+    front.push_back(rewriter::make_node("DequantizeLinear", rw.fresh(base + "_DequantizeLinear"),
+                                        {values, scale, zero}, dq));
+    rewriter::set_axis(front.back(), axis);
+    return dq;
+  };
   std::map<std::string, std::pair<std::string, std::vector<float>>> weights;  // DQ out, scales
   std::vector<::onnx::NodeProto> nodes(g.node().begin(), g.node().end());
   for (::onnx::NodeProto& n : nodes) {
@@ -267,7 +277,7 @@ qdq_export_report export_qdq(const std::filesystem::path& model, const std::file
                                   "' has no quantization parameters");
       continue;
     }
-    const std::string& wname = n.input(1);
+    const std::string wname = n.input(1);  // a copy: set_input below replaces it
     if (!weights.count(wname)) {
       const const_value w =
           decode_tensor(*init.at(wname), src, "initializer '" + wname + "' of " + label);
@@ -278,15 +288,12 @@ qdq_export_report export_qdq(const std::filesystem::path& model, const std::file
       const std::string sc = rw.initializer(wname + "_scale", elem_float, {rows}, q.scales);
       const std::string zp = rw.initializer(wname + "_zero_point", elem_int8, {rows},
                                             std::vector<std::int8_t>(std::size_t(rows), 0));
-      const std::string dq = rw.fresh(wname + "_dequantized");
-      front.push_back(rewriter::make_node("DequantizeLinear", rw.fresh(wname + "_DequantizeLinear"),
-                                          {qv, sc, zp}, dq));
-      rewriter::set_axis(front.back(), s->axis);
-      weights[wname] = {dq, q.scales};
+      weights[wname] = {dequantize_front(wname, qv, sc, zp, s->axis), q.scales};
+      replaced.insert(wname);
     }
     const auto& [wdq, wscale] = weights.at(wname);
     if (s->bias >= 0) {
-      const std::string& bname = n.input(s->bias);
+      const std::string bname = n.input(s->bias);  // a copy: set_input below replaces it
       const const_value b =
           decode_tensor(*init.at(bname), src, "initializer '" + bname + "' of " + label);
       std::vector<float> scale(wscale.size());
@@ -302,11 +309,8 @@ qdq_export_report export_qdq(const std::filesystem::path& model, const std::file
       const std::string sc = rw.initializer(base + "_scale", elem_float, {rows}, scale);
       const std::string zp = rw.initializer(base + "_zero_point", elem_int32, {rows},
                                             std::vector<std::int32_t>(q.size(), 0));
-      const std::string dq = rw.fresh(base + "_dequantized");
-      front.push_back(rewriter::make_node("DequantizeLinear", rw.fresh(base + "_DequantizeLinear"),
-                                          {qv, sc, zp}, dq));
-      rewriter::set_axis(front.back(), 0);
-      n.set_input(s->bias, dq);
+      n.set_input(s->bias, dequantize_front(base, qv, sc, zp, 0));
+      replaced.insert(bname);
     }
     n.set_input(1, wdq);
     report.quantized.push_back(label);
@@ -326,25 +330,16 @@ qdq_export_report export_qdq(const std::filesystem::path& model, const std::file
         for (auto& q : p->second) *g.add_node() = std::move(q);
   }
 
-  // Float weights nothing reads any more go (a graph input of the same name keeps its own).
-  std::set<std::string> read, graph_inputs;
+  // Float weights and biases nothing reads any more go (a graph input of that name keeps its own).
+  std::set<std::string> read;
   for (const auto& n : g.node())
     for (const auto& i : n.input()) read.insert(i);
   for (const auto& o : g.output()) read.insert(o.name());
-  for (const auto& v : g.input()) graph_inputs.insert(v.name());
+  for (const auto& v : g.input()) read.insert(v.name());
   auto* inits = g.mutable_initializer();
   inits->erase(std::remove_if(inits->begin(), inits->end(),
                               [&](const ::onnx::TensorProto& t) {
-                                return weights.count(t.name()) && !read.count(t.name()) &&
-                                       !graph_inputs.count(t.name());
-                              }),
-               inits->end());
-  // Biases replaced by their DQ: the same.
-  inits->erase(std::remove_if(inits->begin(), inits->end(),
-                              [&](const ::onnx::TensorProto& t) {
-                                return t.data_type() == elem_float && t.dims_size() == 1 &&
-                                       !read.count(t.name()) && !graph_inputs.count(t.name()) &&
-                                       !t.name().empty() && init.count(t.name());
+                                return replaced.count(t.name()) && !read.count(t.name());
                               }),
                inits->end());
 

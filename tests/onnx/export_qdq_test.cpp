@@ -24,6 +24,7 @@
 #include "kfuse/onnx/importer.hpp"
 #include "kfuse/tools/calibrate_graph.hpp"
 #include "onnx/model_builder.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -31,9 +32,8 @@ namespace fs = std::filesystem;
 
 std::vector<float> random_values(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
+  kt::fill_random(v.data(), kfuse::index_t(n), rng, -1.f, 1.f);
   return v;
 }
 
