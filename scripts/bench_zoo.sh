@@ -66,8 +66,6 @@ rm -rf "$out"
 mkdir -p "$out"
 ort_run=bench/ort/ort_run.js
 
-# ms_of LOG: the median a kfuse-run / ort_run.js log reports (empty when it has none).
-ms_of() { sed -n 's/^latency: median \([0-9.]*\) ms.*/\1/p' "$1" 2>/dev/null | head -1; }
 
 (
   flock 9
@@ -98,27 +96,10 @@ ms_of() { sed -n 's/^latency: median \([0-9.]*\) ms.*/\1/p' "$1" 2>/dev/null | h
       sort -g | tail -1)
     for b in "${batches[@]}"; do
       for t in "${threads[@]}"; do
-        reps=$(awk -v one="${one:-0}" -v b="$b" -v budget="$round_ms" -v hi="$max_reps" \
-          'BEGIN { r = one > 0 ? int(budget / (one * b)) : hi; print r < 2 ? 2 : (r > hi ? hi : r) }')
-        warm=$((reps / 5 > 5 ? 5 : (reps / 5 < 1 ? 1 : reps / 5)))
-        layout=()
-        for ((r = 0; r < rounds; ++r)); do
-          k=(nice "$run" "$md/$m.onnx" --dim "batch=$b" --threads "$t" --reps "$reps" --warmup "$warm" "${layout[@]}")
-          o=(nice node "$ort_run" "$md/$m.onnx" --shape "x=$b,$chw" --threads "$t" --reps "$reps" --warmup "$warm")
-          klog=$out/kfuse_${m}_b${b}_t${t}_r$r.txt olog=$out/ort_${m}_b${b}_t${t}_r$r.txt
-          if ((r % 2 == 0)); then
-            "${k[@]}" >"$klog" 2>&1 || true
-            "${o[@]}" >"$olog" 2>&1 || true
-          else
-            "${o[@]}" >"$olog" 2>&1 || true
-            "${k[@]}" >"$klog" 2>&1 || true
-          fi
-          # Round 0 lets --layout auto pick; the later rounds run its pick without the trial.
-          if ((r == 0)); then
-            l=$(sed -n 's/^layout: auto -> \([a-z]*\).*/\1/p' "$klog" | head -1)
-            [[ -z $l ]] || layout=(--layout "$l")
-          fi
-        done
+        read -r reps warm < <(round_size "${one:-0}" "$b" "$round_ms" "$max_reps")
+        kcmd=(nice "$run" "$md/$m.onnx" --dim "batch=$b" --threads "$t" --reps "$reps" --warmup "$warm")
+        ocmd=(nice node "$ort_run" "$md/$m.onnx" --shape "x=$b,$chw" --threads "$t" --reps "$reps" --warmup "$warm")
+        alternated_rounds "$rounds" "$out/kfuse_${m}_b${b}_t${t}" "$out/ort_${m}_b${b}_t${t}"
         echo "$m b$b t$t: kfuse $(ms_of "$out/kfuse_${m}_b${b}_t${t}_r0.txt") ms," \
           "ORT $(ms_of "$out/ort_${m}_b${b}_t${t}_r0.txt") ms (round 0, $reps replays)" >&2
       done
