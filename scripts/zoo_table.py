@@ -35,6 +35,19 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def geomean_table(models, cells, what, target):
+    """Per thread count, over every cell that has both figures: the cells, those at most 1.0x,
+    and the geometric mean of the ratios against `target`."""
+    L = [f"| threads | cells | cells <= 1.0x | geometric mean of {what} (target <= {target:g}) |", "|---|---|---|---|"]
+    for t in sorted({t for _, _, t in cells}):
+        rs = [c["ratio"] for e in models.values() for k, _, tt in cells if tt == t
+              for c in [(e.get("cells") or {}).get(k)] if c and c.get("ratio")]
+        g = geomean(rs)
+        gs = f"{g:.2f} ({verdict(g <= target)})" if g else "-"
+        L.append(f"| {t} | {len(rs)} | {sum(r <= CELL_TARGET for r in rs)} | {gs} |")
+    return L
+
+
 def verdict(ok):
     return "met" if ok else "not met"
 
@@ -119,15 +132,7 @@ def report(doc):
     if not cells:  # an --accuracy run
         return "\n".join(L + ["", acc_line(models), ""] + [f"- {n}" for n in notes + not_run(models)]) + "\n"
     L.append("")
-    # Geometric means per thread count over every cell that has both figures.
-    L.append("| threads | cells | cells <= 1.0x | geometric mean of kfuse / ORT (target <= 0.75) |")
-    L.append("|---|---|---|---|")
-    for t in sorted({t for _, _, t in cells}):
-        rs = [c["ratio"] for e in models.values() for k, _, tt in cells if tt == t
-              for c in [(e.get("cells") or {}).get(k)] if c and c.get("ratio")]
-        g = geomean(rs)
-        gs = f"{g:.2f} ({verdict(g <= GEOMEAN_TARGET)})" if g else "-"
-        L.append(f"| {t} | {len(rs)} | {sum(r <= CELL_TARGET for r in rs)} | {gs} |")
+    L += geomean_table(models, cells, "kfuse / ORT", GEOMEAN_TARGET)
     L.append("")
     L.append(acc_line(models))
     L.append("")
@@ -188,14 +193,7 @@ def report_int8(doc):
             row.append("-" if not c else (f"{c['ratio']:.2f} ({c['kfuse_ms']:.2f} / {c['ort_ms']:.2f} ms)"
                                           if c.get("ratio") else ("fails" if c.get("kfuse_ms") is None else "ORT fails")))
         L.append("| " + " | ".join(row) + " |")
-    L += ["", f"| threads | cells | cells <= 1.0x | geometric mean of kfuse int8 / ORT int8 (target <= {INT8_GEOMEAN_TARGET}) |",
-          "|---|---|---|---|"]
-    for t in sorted({t for _, _, t in cells}):
-        rs = [c["ratio"] for e in models.values() for k, _, tt in cells if tt == t
-              for c in [(e.get("cells") or {}).get(k)] if c and c.get("ratio")]
-        g = geomean(rs)
-        gs = f"{g:.2f} ({verdict(g <= INT8_GEOMEAN_TARGET)})" if g else "-"
-        L.append(f"| {t} | {len(rs)} | {sum(r <= 1.0 for r in rs)} | {gs} |")
+    L += [""] + geomean_table(models, cells, "kfuse int8 / ORT int8", INT8_GEOMEAN_TARGET)
     return "\n".join(L) + "\n"
 
 
