@@ -13,6 +13,8 @@ foreach(v LD OBJCOPY NM OUT TIER OBJECTS)
   endif()
 endforeach()
 string(REPLACE "|" ";" objects "${OBJECTS}")
+# $<TARGET_OBJECTS> lists the tier's precompiled header too (CMake does for object libraries).
+list(FILTER objects EXCLUDE REGEX "\\.gch$")
 set(entries kfuse_tier_compile_isa_${TIER} kfuse_tier_limits_isa_${TIER})
 execute_process(COMMAND ${LD} -r --force-group-allocation -o ${OUT} ${objects}
                 RESULT_VARIABLE rc ERROR_VARIABLE err)

@@ -103,12 +103,16 @@ phase "build (Release, every x86 arch this machine runs)"
 # The per-arch tests are built for the archs this machine runs (an arch it lacks would only
 # report "skipped"; the -march matrix still compiles the examples for every arch, and --full
 # builds them all): on an AVX2-only runner that saves ~5 CPU-minutes of avx2_vnni / AVX-512 TUs.
+# The sse4 and avx2 tiers hold f32 kernels only (KFUSE_RUNTIME_PRECISIONS; the host tier, the
+# graph tests' plan compiler, keeps every precision): the qemu tests run f32 models, and the
+# int8 / bf16 lowerings of those archs compile in --full (their kernels' tests run here).
 test_archs=""
 [[ $full == 1 ]] || test_archs=$(cmake -DKFUSE_PRINT=runnable -P cmake/kfuse_host_arch.cmake)
 echo "test: per-arch tests for ${test_archs:-every arch}"
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_EXAMPLES=ON \
   -DKFUSE_BUILD_BENCH=OFF -DKFUSE_FULL_TESTS=$([[ $full == 1 ]] && echo ON || echo OFF) \
   -DKFUSE_ARCHS="$test_archs" -DKFUSE_RUNTIME_ARCHS="sse4;avx2;$host" -DKFUSE_RUNTIME_TEST_FLAGS=ON \
+  -DKFUSE_RUNTIME_PRECISIONS="$([[ $full == 1 ]] && echo "f32;bf16;int8" || echo f32)" \
   -DKFUSE_TESTS_RUN_ELSEWHERE="$([[ $full == 1 ]] || (IFS=';'; echo "${asan_targets[*]}"))" >/dev/null
 cmake --build build/ci -j "$jobs"
 

@@ -147,7 +147,11 @@ std::vector<float> load_floats(const host_tensor& h) {
 /// and --layout auto times both imports).
 kfuse::compile_options plan_options(const run_args& a,
                                     kfuse::precision prec = kfuse::precision::f32) {
-  return {.threads = a.threads, .prec = prec, .choose_layout = false, .winograd = a.winograd};
+  return {.threads = a.threads,
+          .prec = prec,
+          .choose_layout = false,
+          .winograd = a.winograd,
+          .emulated_bf16 = a.emulated_bf16};
 }
 
 /// The import options of the flags. An input given as a file and not by --shape takes the

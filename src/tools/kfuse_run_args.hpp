@@ -28,6 +28,7 @@ struct run_args {
   std::string output_dir;                              // --output-dir
   std::map<std::string, std::string> expects;          // --expect OUTPUT=FILE.npy
   kfuse::precision prec = kfuse::precision::f32;       // --prec
+  bool emulated_bf16 = false;                          // --prec bf16-emulated
   std::string calib_dir;                               // --calib
   std::string export_qdq;                              // --export-qdq OUT.onnx
   kfuse::tensor_layout layout = kfuse::tensor_layout::nchw;
@@ -78,7 +79,11 @@ Data:
                          repeatable
 
 Plan:
-  --prec f32|bf16|int8   arithmetic of linear / conv nodes (default f32)
+  --prec f32|bf16|int8   arithmetic of linear / conv nodes (default f32); bf16 runs in f32 on
+                         a CPU whose bf16 dot product would be slower (the plan says so)
+  --prec bf16-emulated   bf16 there too (compile_options::emulated_bf16), for bf16's numerics;
+                         needs a tier with a bf16 dot product (kfuse::runtime holds no emulated
+                         bf16 kernels)
   --calib DIR            int8 calibration data: DIR/<input>.npy for every input, samples
                          stacked along axis 0 (split into batches of the model's batch size; the
                          same number for every input; token ids and masks too); needs --prec
@@ -243,12 +248,13 @@ inline run_args parse_args(std::span<const std::string_view> args) {
       const std::string_view v = value();
       if (v == "f32" || v == "fp32")
         a.prec = kfuse::precision::f32;
-      else if (v == "bf16")
+      else if (v == "bf16" || v == "bf16-emulated") {
         a.prec = kfuse::precision::bf16;
-      else if (v == "int8")
+        a.emulated_bf16 = v == "bf16-emulated";
+      } else if (v == "int8")
         a.prec = kfuse::precision::int8;
       else
-        bad("--prec: '" + std::string(v) + "' is not one of f32, bf16, int8");
+        bad("--prec: '" + std::string(v) + "' is not one of f32, bf16, bf16-emulated, int8");
     } else if (opt == "--calib") {
       a.calib_dir = std::string(value());
     } else if (opt == "--export-qdq") {

@@ -119,6 +119,30 @@ if(TARGET kfuse_run)
   set_tests_properties(onnx:kfuse_run_dispatch_override PROPERTIES LABELS "ci;cli"
                        ENVIRONMENT KFUSE_ARCH=${lowest} PASS_REGULAR_EXPRESSION
                        "arch: ${lowest} .*dispatch: ${lowest}: KFUSE_ARCH=${lowest} .*expect: [^\n]*: ok")
+  # The lowest tier has no bf16 dot product: a bf16 plan runs in f32 there and says so, and it
+  # holds no emulated bf16 kernels, which --prec bf16-emulated asks for.
+  if(NOT lowest MATCHES "bf16|amx")
+    add_test(NAME onnx:kfuse_run_dispatch_bf16_lowest COMMAND kfuse_run ${cnn_args} --prec bf16)
+    set_tests_properties(onnx:kfuse_run_dispatch_bf16_lowest PROPERTIES LABELS "ci;cli"
+                         ENVIRONMENT KFUSE_ARCH=${lowest} PASS_REGULAR_EXPRESSION
+                         "bf16: arch ${lowest} has no bf16 dot product .*expect: [^\n]*: ok")
+    add_test(NAME onnx:kfuse_run_dispatch_bf16_emulated COMMAND kfuse_run ${cnn_args}
+                                                                --prec bf16-emulated)
+    set_tests_properties(onnx:kfuse_run_dispatch_bf16_emulated PROPERTIES LABELS "ci;cli"
+                         ENVIRONMENT KFUSE_ARCH=${lowest} PASS_REGULAR_EXPRESSION
+                         "kfuse-run: error: compile: compile_options::emulated_bf16 on arch ${lowest}, which has no bf16 dot product")
+  endif()
+  # A tier built without int8 (KFUSE_RUNTIME_PRECISIONS; under KFUSE_RUNTIME_TEST_FLAGS the host
+  # tier keeps every precision) fails an int8 plan naming the node and the CMake option.
+  get_property(probed_host GLOBAL PROPERTY KFUSE_PROBED_HOST_ARCH)
+  if(NOT "int8" IN_LIST KFUSE_RUNTIME_PRECISIONS AND "avx2" IN_LIST KFUSE_RUNTIME_TIERS AND
+     NOT probed_host MATCHES "^(generic|sse4)?$" AND
+     NOT (KFUSE_RUNTIME_TEST_FLAGS AND probed_host STREQUAL "avx2"))
+    add_test(NAME onnx:kfuse_run_dispatch_without_int8 COMMAND kfuse_run ${cnn_args} --prec int8)
+    set_tests_properties(onnx:kfuse_run_dispatch_without_int8 PROPERTIES LABELS "ci;cli"
+                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
+                         "kfuse-run: error: graph: node '[^']*' \\([a-z0-9_]*\\): runs in int8, which this kfuse::runtime was built without \\(CMake KFUSE_RUNTIME_PRECISIONS\\)")
+  endif()
   add_test(NAME onnx:kfuse_run_dispatch_unknown COMMAND kfuse_run ${cnn_args})
   set_tests_properties(onnx:kfuse_run_dispatch_unknown PROPERTIES LABELS "ci;cli"
                        ENVIRONMENT KFUSE_ARCH=nosuchtier PASS_REGULAR_EXPRESSION

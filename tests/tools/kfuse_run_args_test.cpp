@@ -109,6 +109,9 @@ TEST_CASE("kfuse-run args: every option", "[tools][kfuse_run]") {
   CHECK(a.batch_sweep);
   CHECK(a.sweep_budget_ms == 2.5);
   CHECK(parse({"m.onnx", "--prec", "bf16"}).prec == kfuse::precision::bf16);
+  CHECK_FALSE(parse({"m.onnx", "--prec", "bf16"}).emulated_bf16);
+  CHECK(parse({"m.onnx", "--prec", "bf16-emulated"}).prec == kfuse::precision::bf16);
+  CHECK(parse({"m.onnx", "--prec", "bf16-emulated"}).emulated_bf16);
   CHECK(parse({"m.onnx", "--prec", "fp32"}).prec == kfuse::precision::f32);
   // Names with '=' in --dim / --shape: the value starts after the last '='.
   CHECK(parse({"m.onnx", "--shape", "a=b=2,3"}).shapes.at("a=b") == std::vector<index_t>{2, 3});
@@ -151,7 +154,8 @@ TEST_CASE("kfuse-run args: errors name the option", "[tools][kfuse_run]") {
   CHECK(error_of({"m.onnx", "--warmup", "-1"}) == "--warmup: -1 is out of range [0, 100000000]");
   CHECK(error_of({"m.onnx", "--threads", "-2"}) == "--threads: -2 is out of range [0, 4096]");
   CHECK(error_of({"m.onnx", "--threads", "1.5"}) == "--threads: '1.5' is not a whole number");
-  CHECK(error_of({"m.onnx", "--prec", "fp16"}) == "--prec: 'fp16' is not one of f32, bf16, int8");
+  CHECK(error_of({"m.onnx", "--prec", "fp16"}) ==
+        "--prec: 'fp16' is not one of f32, bf16, bf16-emulated, int8");
   CHECK(error_of({"m.onnx", "--layout", "NCHW"}) ==
         "--layout: 'NCHW' is not one of auto, nchw, nhwc");
   CHECK(error_of({"m.onnx", "--conv", "winograd"}) ==

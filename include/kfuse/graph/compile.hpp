@@ -117,6 +117,13 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
         " has no bf16 dot product (vdpbf16ps): nodes of the plan's precision run in f32, faster "
         "here than emulated bf16 (compile_options::emulated_bf16 = true emulates it)");
   }
+  if (cx.opt.prec == precision::bf16 && !graph_ops::gemm_available<bf16, A, B>())
+    fail("compile",
+         "compile_options::emulated_bf16 on arch " + std::string(A::name) +
+             ", which has no bf16 dot product (vdpbf16ps): kfuse::runtime's tiers hold no "
+             "emulated bf16 kernels (f32 is faster there, and exact); compile header-only, "
+             "kfuse::compile<kfuse::arch::" +
+             std::string(A::name) + ">(g, options), for bf16's numerics on this CPU");
   if (cx.opt.prec == precision::bf16 && A::native_bf16_dot && !cx.opt.emulated_bf16) {
     // A vdpbf16ps no faster than the f32 FMAs: bf16 saves bytes, not arithmetic, and its
     // conversions cost more than that (bf16 plans 1.0-1.5x the f32 time on such a Xeon). The

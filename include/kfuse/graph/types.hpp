@@ -153,7 +153,10 @@ struct pool2d_params {
   int stride_h = 2, stride_w = 2;
   int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   bool ceil_mode = false;
-  bool count_include_pad = false;
+  /// Average: padded positions count in the divisor. The default is the kernel's
+  /// (pool_shape::count_include_pad) and PyTorch's; the ONNX importer sets ONNX's attribute
+  /// (default 0) itself.
+  bool count_include_pad = true;
   bool global = false;
 };
 
@@ -260,6 +263,8 @@ struct compile_options {
   /// the operands to bf16 and runs them on the FMA at 1.4-3x the f32 conv's time (Zen 3), and on
   /// a CPU whose vdpbf16ps is no faster than its f32 FMAs (probed once per process:
   /// cached_bf16_dot_speed()). true: bf16 kernels anyway (tests, or to see bf16's numerics).
+  /// kfuse::runtime's tiers without a bf16 dot product hold no emulated bf16 kernels: there
+  /// compile() throws and says to compile header-only (compile<arch::X>) instead.
   bool emulated_bf16 = false;
 };
 

@@ -158,7 +158,7 @@ inline std::optional<cpu_quota> read_cgroup_quota(const std::string& root,
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1);
     std::string path = line.substr(b + 1);
-    if (path.empty()) path = "/";
+    if (path.empty()) path.push_back('/');  // (not = "/": g++ 12 -O3 false -Wstringop-overflow)
     if (line.compare(0, a, "0") == 0 && controllers.empty()) {  // v2
       walk(path, [&](const std::string& p) {
         const std::string file = root + (p == "/" ? "" : p) + "/cpu.max";

@@ -7,8 +7,8 @@
 
 #define KFUSE_LINEAR_PART(extern_, recipe)                                         \
   KFUSE_BEGIN_NAMESPACE                                                            \
-  extern_ template void                                                            \
-  graph_ops::linear_rule::lower_precision<recipe, arch::native, backend::xsimd>(   \
+  extern_ template void graph_ops::linear_rule::lower_precision<                   \
+      recipe, arch::native, backend::xsimd, detail::runtime_ops>(                  \
       detail::compile_context&, const detail::step&, const node_desc&, step_info&, \
       std::vector<detail::plan_command>&);                                         \
   KFUSE_END_NAMESPACE

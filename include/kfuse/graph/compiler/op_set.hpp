@@ -59,6 +59,20 @@ struct all_ops {
 struct prebuilt_ops {
   static constexpr bool runs_in(precision) noexcept { return true; }
 };
+/// The op set kfuse::runtime's objects instantiate the lowerings with: every op, in the
+/// precisions of KFUSE_RUNTIME_PRECISIONS (CMake; the build defines KFUSE_RUNTIME_NO_BF16 /
+/// KFUSE_RUNTIME_NO_INT8 for the ones left out, whose kernels are then not compiled at all).
+struct runtime_ops {
+  static constexpr bool runs_in(precision p) noexcept {
+#ifdef KFUSE_RUNTIME_NO_BF16
+    if (p == precision::bf16) return false;
+#endif
+#ifdef KFUSE_RUNTIME_NO_INT8
+    if (p == precision::int8) return false;
+#endif
+    return p != precision::inherit;
+  }
+};
 
 template <class T>
 inline constexpr bool is_selective_op_set = false;

@@ -12,7 +12,7 @@ namespace detail {
 template <class Rule, class A, class B>
 void lower_prebuilt(compile_context& cx, const step& s, const node_desc& n, step_info& info,
                     std::vector<plan_command>& cmds) {
-  Rule::template lower<A, B>(cx, s, n, info, cmds);
+  lower_in_set<Rule, A, B, runtime_ops>(cx, s, n, info, cmds);
 }
 
 }  // namespace detail

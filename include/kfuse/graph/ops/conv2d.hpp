@@ -200,7 +200,9 @@ void conv2d_rule::lower_part(detail::compile_context& cx, const detail::step& s,
   const conv_shape cs = shape_of(cx, s);
   const precision pr = cx.precision_of(n);
   const bool cl = cx.T(s.x).layout == tensor_layout::nhwc;
-  if constexpr (P == part::depthwise) {
+  if constexpr (!part_runs_in<Set>(P)) {  // kfuse::runtime built without P's precision
+    fail_precision<Set>(cx, n, part_precision(P));
+  } else if constexpr (P == part::depthwise) {
     // An int8 depthwise runs in bf16 when its producer writes bf16 (int8_bf16_nhwc), else in
     // f32: its cost is memory, not arithmetic.
     if constexpr (bf16_tensors<Set>()) {

@@ -44,9 +44,7 @@ struct conv2d_dense_lowering : conv2d_common {
                     step_info& info, std::vector<detail::plan_command>& cmds,
                     const conv_shape& useful, std::string_view recipe) {
     if constexpr (!gemm_available<Recipe, A, B>()) {
-      cx.fail_node(n, std::string(recipe) + " conv2d has no kernel on arch " +
-                          std::string(A::name) +
-                          " (int8 needs vpdpbusd or vpmaddubsw: an x86 arch from avx2 up)");
+      cx.fail_node(n, gemm_missing<Recipe, A>(recipe, "conv2d"));
     } else {
       using K = conv2d<Recipe, L, A, chain_epilogue_t<Out>, B>;
       auto p = std::make_shared<kernel_params<K>>();

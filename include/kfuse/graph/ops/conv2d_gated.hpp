@@ -63,8 +63,7 @@ struct conv2d_gated_lowering : conv2d_common {
                     step_info& info, std::vector<detail::plan_command>& cmds, const conv_shape& cs,
                     const char* recipe) {
     if constexpr (!gemm_available<Recipe, A, B>()) {
-      cx.fail_node(n,
-                   std::string(recipe) + " conv2d has no kernel on arch " + std::string(A::name));
+      cx.fail_node(n, gemm_missing<Recipe, A>(recipe, "conv2d"));
     } else {
       using K = conv2d<Recipe, nhwc, A, gated_epilogue_t<Recipe, Out>, B>;
       constexpr bool int8 = std::is_same_v<Recipe, i8>;

@@ -15,13 +15,33 @@ KFUSE_BEGIN_NAMESPACE
 namespace graph_ops {
 
 /// Whether gemm<Recipe> has a kernel on arch A (int8 needs vpdpbusd or
-/// vpmaddubsw, or the scalar generic).
+/// vpmaddubsw, or the scalar generic). bf16 on an arch without a bf16 dot product is an
+/// emulation (the operands rounded, the same f32 FMAs: slower than f32, which such an arch's bf16
+/// plans run in unless compile_options::emulated_bf16 asks): kfuse::runtime's tiers leave those
+/// kernels out (KFUSE_NO_EMULATED_BF16_KERNELS, ~50-70 CPU-s of each such tier's build).
 template <class Recipe, class A, class B>
 constexpr bool gemm_available() {
   if constexpr (std::is_same_v<Recipe, i8>)
     return detail::int8_kernel_available<A, simd::vec_for<A, B>>();
+#ifdef KFUSE_NO_EMULATED_BF16_KERNELS
+  else if constexpr (std::is_same_v<Recipe, bf16>)
+    return A::native_bf16_dot;
+#endif
   else
     return true;
+}
+
+/// Why gemm<Recipe> has no kernel on arch A (gemm_available), for the errors naming the node.
+template <class Recipe, class A>
+std::string gemm_missing(std::string_view recipe, std::string_view op) {
+  std::string r = std::string(recipe) + " " + std::string(op) + " has no kernel on arch " +
+                  std::string(A::name);
+  if constexpr (std::is_same_v<Recipe, i8>)
+    return r + " (int8 needs vpdpbusd or vpmaddubsw: an x86 arch from avx2 up)";
+  else
+    return r + " (kfuse::runtime's tiers without a bf16 dot product, vdpbf16ps, hold no " +
+           "emulated bf16 kernels: run the node in f32, or compile header-only, " +
+           "kfuse::compile<kfuse::arch::" + std::string(A::name) + ">(g, options))";
 }
 
 /// Whether an int8 plan on arch A runs its NHWC depthwise convs in bf16, their int8 producers
@@ -132,9 +152,7 @@ struct linear_rule : op_rule {
                            step_info& info, std::vector<detail::plan_command>& cmds,
                            std::string_view recipe) {
     if constexpr (!gemm_available<Recipe, A, B>()) {
-      cx.fail_node(n, std::string(recipe) + " linear has no kernel on arch " +
-                          std::string(A::name) +
-                          " (int8 needs vpdpbusd or vpmaddubsw: an x86 arch from avx2 up)");
+      cx.fail_node(n, gemm_missing<Recipe, A>(recipe, "linear"));
     } else {
       using Kn = gemm<Recipe, A, chain_epilogue_t<Out>, B>;
       const plan_tensor& x = cx.T(s.x);
@@ -192,7 +210,12 @@ void linear_rule::lower_precision(detail::compile_context& cx, const detail::ste
   constexpr const char* recipe = std::is_same_v<Recipe, bf16> ? "bf16"
                                  : std::is_same_v<Recipe, i8> ? "int8"
                                                               : "f32";
-  if constexpr (std::is_same_v<Recipe, bf16>) {
+  constexpr precision pr = std::is_same_v<Recipe, bf16> ? precision::bf16
+                           : std::is_same_v<Recipe, i8> ? precision::int8
+                                                        : precision::f32;
+  if constexpr (!Set::runs_in(pr)) {  // kfuse::runtime built without this precision
+    fail_precision<Set>(cx, n, pr);
+  } else if constexpr (std::is_same_v<Recipe, bf16>) {
     lower_recipe<bf16, A, B>(cx, s, n, info, cmds, recipe);
   } else if (cx.T(s.out).type == dtype::u8) {  // quantize fused (f32 and int8 recipes)
     if constexpr (Set::runs_in(precision::int8))

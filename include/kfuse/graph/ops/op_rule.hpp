@@ -69,9 +69,16 @@ constexpr bool bf16_tensors() {
 template <class Set>
 [[noreturn]] void fail_precision(const detail::compile_context& cx, const node_desc& n,
                                  precision p) {
+  const std::string name(precision_name(p));
+  if constexpr (std::is_same_v<Set, detail::runtime_ops>)
+    cx.fail_node(n, "runs in " + name +
+                        ", which this kfuse::runtime was built without (CMake "
+                        "KFUSE_RUNTIME_PRECISIONS): build it with " +
+                        name +
+                        ", compile in a precision it has, or compile header-only "
+                        "(kfuse/graph/compile.hpp)");
   std::string how = "this plan compiler";
   if constexpr (detail::is_selective_op_set<Set>) how += " (" + detail::op_set_call(Set{}) + ")";
-  const std::string name(precision_name(p));
   cx.fail_node(n, "runs in " + name + ", which " + how +
                       " was not built for: add precision::" + name +
                       " to the set's in<...>, compile in a precision it has, or link "

@@ -32,8 +32,8 @@
 //    (kernels/conv/winograd.hpp; pack's conv_algorithm chooses).
 //  * Depthwise shapes (groups == C == K > 1) go to kfuse::depthwise_conv2d
 //    (kernels/conv/depthwise.hpp), whose packed weights the conv2d weights then hold.
-// The tiles and the operands they read live in kernels/conv/conv2d_tiles.hpp; the recipe's types,
-// the weight packing and the path predicates in conv2d_base.hpp; the NCHW and NHWC paths'
+// The tiles and the operands they read live in conv2d_tiles_nchw.hpp / _nhwc.hpp; the recipe's
+// types, the weight packing and the path predicates in conv2d_base.hpp; the NCHW and NHWC paths'
 // threading and workspace slots in conv2d_nchw.hpp and conv2d_nhwc.hpp. This header is the
 // kernel's contract: the call checks, the dispatch to a path, the channel-gated entry points.
 #include <algorithm>
@@ -51,7 +51,8 @@
 #include "kfuse/kernels/conv/conv2d_base.hpp"
 #include "kfuse/kernels/conv/conv2d_nchw.hpp"
 #include "kfuse/kernels/conv/conv2d_nhwc.hpp"
-#include "kfuse/kernels/conv/conv2d_tiles.hpp"
+#include "kfuse/kernels/conv/conv2d_tiles_nchw.hpp"
+#include "kfuse/kernels/conv/conv2d_tiles_nhwc.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/conv/conv_weights.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "kfuse/detail/checks.hpp"
-#include "kfuse/kernels/conv/conv2d_tiles.hpp"
+#include "kfuse/kernels/conv/conv2d_tiles_nchw.hpp"
+#include "kfuse/kernels/conv/conv2d_tiles_nhwc.hpp"
 #include "kfuse/kernels/conv/conv_shape.hpp"
 #include "kfuse/kernels/conv/conv_weights.hpp"
 #include "kfuse/kernels/conv/depthwise.hpp"
@@ -20,6 +21,17 @@
 KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
+
+/// The micro-kernel set of a recipe on arch A with vectors V (the GEMM's), plus what the NCHW
+/// path broadcasts: float / bf16 weights, or int8 weights shifted to u8 (w + mk::weight_shift).
+template <class Recipe, class A, class V>
+struct conv_kernels {
+  using select = select_microkernel<Recipe, A, V>;
+  using mk = typename select::type;
+  using storage = typename mk::storage;
+  static constexpr bool integer = mk::integer;
+  using row_weight = std::conditional_t<integer, std::uint8_t, typename select::a_storage>;
+};
 
 template <class Elem, class Layout, class A, class Ep, class B>
 struct conv2d_base : image_kernel_types<Layout, Ep> {

@@ -2,7 +2,7 @@
 // The NHWC implicit-GEMM path's geometry for one conv shape: which input rows are copied (and
 // padded), how many values a pixel of those rows holds, how many output rows a tile can touch and
 // in which chunks of input channels the weight block is reduced. conv2d sizes its per-thread
-// slots and runs its tiles (conv2d_tiles.hpp) by it.
+// slots and runs its tiles (conv2d_tiles_nhwc.hpp) by it.
 #include <algorithm>
 
 #include "kfuse/kernels/conv/conv_shape.hpp"

@@ -6,7 +6,8 @@
 //                      4 for int8 quads)
 //   integer            accumulators hold int32 bits; finish() makes them real values
 //   accumulate<...>()  the FMA / dot-product loop over A's rows (an a_rows operand, below)
-// so the tile drivers (gemm.hpp, conv2d_tiles.hpp) are written once for all recipes.
+// so the tile drivers (gemm.hpp, conv2d_tiles_nchw.hpp / _nhwc.hpp) are written once for all
+// recipes.
 #include <bit>
 #include <cstring>
 
