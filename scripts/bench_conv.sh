@@ -171,3 +171,13 @@ for path in sys.argv[2:]:
         print(f"| {name} | {b['real_time']:.4g} {b.get('time_unit', 'ns')} | {vals} | "
               f"{b.get('label', '')} |")
 EOF
+
+# docs/plots/conv.png and depthwise.png: GFLOP/s per layer, kfuse and the peers
+# (python3-matplotlib; scripts/plot_bench.py).
+/usr/bin/python3 "$root/scripts/plot_bench.py" "$root/docs/plots/conv.png" \
+  "conv2d f32, ResNet-50 layers" "$conv_json" --family bare >&2
+if [[ -f $build/dwconv_bench.json ]]; then
+  /usr/bin/python3 "$root/scripts/plot_bench.py" "$root/docs/plots/depthwise.png" \
+    "depthwise, MobileNetV3 / EfficientNet layers" "$build/dwconv_bench.json" --family layers \
+    --rate GFLOPs >&2
+fi

@@ -1,9 +1,11 @@
 """Speed against problem size from a Google Benchmark JSON (bench/*_bench --benchmark_out=...):
 one line per library, one panel per thread count (and batch, where the benchmark has one).
-  plot_bench.py OUT.png TITLE BENCH.json [BENCH.json ...] [--metric GFLOPs] [--size MFLOP]
-A benchmark's run name is family/library[/variant]/args...; rows with the metric counter and the
-size counter are plotted (medians of repetitions when the run has them). Families with one
-problem size per layer (conv_bench's ResNet-50 layers) become points sorted by size."""
+  plot_bench.py OUT.png TITLE BENCH.json [BENCH.json ...] [--family bare] [--size MFLOP]
+A benchmark's run name is family/library[/variant]/args...; rows with the size counter are
+plotted (medians of repetitions when the run has them) at size / time: GFLOP/s for MFLOP, GB/s
+for MB; one thread rated by CPU time, more by wall time, as scripts/bench_conv.sh does. Families
+with a layer argument (conv_bench's ResNet-50 layers) are plotted per layer, in the benchmark's
+order, since several layers share a size."""
 import argparse
 import json
 from collections import defaultdict
@@ -17,12 +19,14 @@ ap = argparse.ArgumentParser()
 ap.add_argument("out")
 ap.add_argument("title")
 ap.add_argument("json", nargs="+")
-ap.add_argument("--metric", default="GFLOPs", help="counter on the y axis")
-ap.add_argument("--size", default="MFLOP", help="counter on the x axis (the problem size)")
+ap.add_argument("--family", default="", help="only run names starting with FAMILY/")
+ap.add_argument("--size", default="MFLOP", help="counter of work per call (x axis)")
+ap.add_argument("--rate", default="", help="plot this rate counter as it is (e.g. GFLOPs)")
 ap.add_argument("--args", default="layer,batch,threads",
                 help="names of the numeric run-name arguments, in order")
 a = ap.parse_args()
 arg_names = a.args.split(",")
+NAMED = {"N": "batch", "T": "threads", "L": "layer"}
 
 
 def rows(path):
@@ -31,27 +35,39 @@ def rows(path):
     for b in data:
         if has_median and b.get("aggregate_name") != "median":
             continue
-        if a.metric not in b or a.size not in b:
-            continue
         name = b.get("run_name", b["name"])
+        if (a.rate or a.size) not in b or (a.family and not name.startswith(a.family + "/")):
+            continue
         parts = [p for p in name.split("/") if not p.startswith(("real_time", "min_time"))]
+        args = {}
+        while parts and ":" in parts[-1]:  # named arguments, e.g. N:1/T:2/L:3
+            k, v = parts.pop().split(":", 1)
+            args[NAMED.get(k, k)] = int(v)
         nums = []
         while parts and parts[-1].lstrip("-").isdigit():
             nums.insert(0, int(parts.pop()))
-        args = dict(zip(arg_names[-len(nums):] if nums else [], nums))
-        lib = "/".join(parts[1:]) if len(parts) > 1 else parts[0]
-        yield lib, args, float(b[a.size]), float(b[a.metric])
+        args.update(zip(arg_names[-len(nums):] if nums else [], nums))
+        # family/library[/variant], or family/layer name/library when the layer is an argument
+        lib = parts[-1] if "layer" in args and len(parts) > 2 else "/".join(parts[1:]) or parts[0]
+        if a.rate:
+            yield lib, args, 0.0, float(b[a.rate])
+            continue
+        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+        t = (b["cpu_time"] if args.get("threads", 1) == 1 else b["real_time"]) * unit
+        yield lib, args, float(b[a.size]), float(b[a.size]) * 1e-3 / t
 
 
-series = defaultdict(dict)  # (panel, lib) -> {size: metric}
+series = defaultdict(dict)  # (panel, lib) -> {layer or size: metric}
+by_layer = False
 for path in a.json:
     for lib, args, size, metric in rows(path):
         panel = ", ".join(f"{k} {v}" for k, v in args.items() if k != "layer")
-        series[(panel, lib)][size] = metric
+        by_layer = by_layer or "layer" in args
+        series[(panel, lib)][args.get("layer", size)] = metric
 
 panels = sorted({p for p, _ in series})
 if not panels:
-    raise SystemExit(f"plot_bench.py: no rows with counters {a.metric} and {a.size}")
+    raise SystemExit(f"plot_bench.py: no rows with counter {a.size}")
 cols = min(len(panels), 2)
 nrows = (len(panels) + cols - 1) // cols
 fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.6 * nrows), squeeze=False)
@@ -63,10 +79,13 @@ for i, panel in enumerate(panels):
         xs = sorted(pts)
         ax.plot(xs, [pts[x] for x in xs], marker="o", ms=3,
                 lw=2.2 if lib.startswith("kfuse") else 1.2, label=lib)
-    ax.set_xscale("log")
+    if by_layer:
+        ax.set_xticks(sorted({x for (p, _), pts in series.items() if p == panel for x in pts}))
+    else:
+        ax.set_xscale("log")
     ax.set_title(f"{a.title}: {panel}" if panel else a.title, fontsize=10)
-    ax.set_xlabel(a.size + " per call")
-    ax.set_ylabel(a.metric)
+    ax.set_xlabel("layer (the benchmark's order)" if by_layer else a.size + " per call")
+    ax.set_ylabel(a.rate or {"MFLOP": "GFLOP/s", "MB": "GB/s"}.get(a.size, a.size + " / ms"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
 for j in range(len(panels), nrows * cols):
