@@ -90,14 +90,9 @@ struct node_desc {
   precision prec = precision::inherit;             // linear (conv2d: conv.prec)
   int axis = -1;                                   // softmax, concat, flatten
   bool log = false;                                // softmax: log_softmax
-  reduce_kind reduction = reduce_kind::sum;        // reduce
-  std::vector<int> axes;                           // reduce: the reduced axes (all when empty)
-  bool keepdims = true;                            // reduce: reduced axes stay as extent 1
-  std::vector<index_t> pads;                       // pad: before per axis, then after per axis
-  pad_mode padding = pad_mode::constant;           // pad
-  float value = 0.f;                               // pad: the constant
-  arg_kind arg = arg_kind::max;                    // arg_reduce
-  bool select_last = false;                        // arg_reduce: ties go to the last index
+  reduce_params reduce{};                          // reduce
+  pad_params pad{};                                // pad
+  arg_reduce_params arg_reduce{};                  // arg_reduce
   bool column_major = false;                       // max_pool_indices: w * H + h in a plane
   float eps = 1e-5f;                               // norms
   std::vector<index_t> shape;                      // reshape (one -1 allowed) / broadcast target
@@ -282,10 +277,11 @@ class graph {
   /// without its edge (reflect) or repeat the edge (edge).
   tensor_id pad(std::string name, tensor_id x, std::vector<index_t> pads,
                 pad_mode mode = pad_mode::constant, float value = 0.f) {
+    return pad(std::move(name), x, pad_params{std::move(pads), mode, value});
+  }
+  tensor_id pad(std::string name, tensor_id x, pad_params p) {
     node_desc n = make(std::move(name), op_kind::pad, {x});
-    n.pads = std::move(pads);
-    n.padding = mode;
-    n.value = value;
+    n.pad = std::move(p);
     return add_node(std::move(n));
   }
   /// x's channels in `groups` groups, transposed as ShuffleNet's channel shuffle (a reshape to
@@ -303,10 +299,7 @@ class graph {
   tensor_id arg_reduce(std::string name, tensor_id x, arg_kind kind, int axis = -1,
                        bool keepdims = true, bool select_last = false) {
     node_desc n = make(std::move(name), op_kind::arg_reduce, {x});
-    n.arg = kind;
-    n.axis = axis;
-    n.keepdims = keepdims;
-    n.select_last = select_last;
+    n.arg_reduce = {kind, axis, keepdims, select_last};
     return add_node(std::move(n));
   }
   /// A reduction over the logical `axes` (negative count from the end; empty: all),
@@ -314,9 +307,7 @@ class graph {
   tensor_id reduce(std::string name, tensor_id x, reduce_kind kind, std::vector<int> axes = {},
                    bool keepdims = true) {
     node_desc n = make(std::move(name), op_kind::reduce, {x});
-    n.reduction = kind;
-    n.axes = std::move(axes);
-    n.keepdims = keepdims;
+    n.reduce = {kind, std::move(axes), keepdims};
     return add_node(std::move(n));
   }
   /// Over the last axis; gamma / beta ([last]) optional.

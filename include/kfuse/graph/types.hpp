@@ -4,6 +4,7 @@
 // a trivially copyable aggregate or an enum (no code of its own, so it is shared by every ISA).
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/epilogue/stage_list.hpp"
@@ -158,6 +159,32 @@ struct pool2d_params {
   /// (default 0) itself.
   bool count_include_pad = true;
   bool global = false;
+};
+
+/// pad: x padded by pads[d] positions before and pads[rank + d] after each logical axis d (ONNX
+/// Pad's order; negative pads crop); the new positions hold `value` (constant), mirror x without
+/// its edge (reflect) or repeat the edge (edge).
+struct pad_params {
+  std::vector<index_t> pads;
+  pad_mode mode = pad_mode::constant;
+  float value = 0.f;
+};
+
+/// reduce: `kind` over the logical `axes` (negative count from the end; empty: all), kept as
+/// extents of 1 with keepdims.
+struct reduce_params {
+  reduce_kind kind = reduce_kind::sum;
+  std::vector<int> axes;
+  bool keepdims = true;
+};
+
+/// arg_reduce: the index of the maximum / minimum along `axis` (ties: the first, or the last with
+/// select_last), the axis kept as extent 1 with keepdims.
+struct arg_reduce_params {
+  arg_kind kind = arg_kind::max;
+  int axis = -1;
+  bool keepdims = true;
+  bool select_last = false;
 };
 
 /// resize geometry: the output's H and W, and the scales the coordinate transform divides by

@@ -16,9 +16,9 @@ struct arg_reduce_rule : op_rule {
     arg_reduce_kernel::problem pr;
     pr.rank = int(x.shape.size());
     for (int i = 0; i < pr.rank && i < 8; ++i) pr.shape[i] = x.shape[std::size_t(i)];
-    pr.axis = n.axis;
-    pr.kind = n.arg;
-    pr.last = n.select_last;
+    pr.axis = n.arg_reduce.axis;
+    pr.kind = n.arg_reduce.kind;
+    pr.last = n.arg_reduce.select_last;
     return pr;
   }
 
@@ -30,12 +30,12 @@ struct arg_reduce_rule : op_rule {
     const kernel_status st = arg_reduce_kernel::can_implement(problem_of(x, n));
     if (!st.ok()) cx.fail_node(n, st.reason);
     const int r = int(x.shape.size());
-    const int axis = n.axis < 0 ? n.axis + r : n.axis;
+    const int axis = n.arg_reduce.axis < 0 ? n.arg_reduce.axis + r : n.arg_reduce.axis;
     std::vector<index_t> shape;
     for (int d = 0; d < r; ++d)
       if (d != axis)
         shape.push_back(x.shape[std::size_t(d)]);
-      else if (n.keepdims)
+      else if (n.arg_reduce.keepdims)
         shape.push_back(1);
     if (shape.empty()) shape.push_back(1);
     cx.set_out(n, shape, dtype::i64, tensor_layout::plain);
@@ -56,8 +56,8 @@ struct arg_reduce_rule : op_rule {
     c.out = s.out;
     info.bytes = double(x.bytes) + double(cx.T(s.out).bytes);
     info.flops = double(shape_numel(x.shape));
-    info.kernel = std::string(n.arg == arg_kind::max ? "argmax" : "argmin") + " axis " +
-                  std::to_string(n.axis);
+    info.kernel = std::string(n.arg_reduce.kind == arg_kind::max ? "argmax" : "argmin") + " axis " +
+                  std::to_string(n.arg_reduce.axis);
     with_elem<f32, bf16>(x.type, [&]<class Elem> {
       add_kernel_command<K, storage_t<Elem>, std::int64_t>(cx, p, pr, c, info, cmds);
     });

@@ -12,12 +12,12 @@ namespace graph_ops {
 struct reduce_rule : op_rule {
   static constexpr op_kind kind = op_kind::reduce;
 
-  /// The reduced logical axes of node n on x (checked; all of them when n.axes is empty).
+  /// The reduced logical axes of node n on x (checked; all of them when n.reduce.axes is empty).
   static std::vector<bool> reduced_axes(detail::compile_context& cx, const node_desc& n,
                                         const plan_tensor& x) {
     const int r = int(x.shape.size());
-    std::vector<bool> red(std::size_t(r), n.axes.empty());
-    for (int a : n.axes) {
+    std::vector<bool> red(std::size_t(r), n.reduce.axes.empty());
+    for (int a : n.reduce.axes) {
       if (a < -r || a >= r)
         cx.fail_node(
             n, "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
@@ -35,18 +35,19 @@ struct reduce_rule : op_rule {
     const int r = int(x.shape.size());
     if (r == 0 || r > 8)
       cx.fail_node(n, "input '" + x.name + "' has rank " + std::to_string(r) + " (1 to 8)");
-    if (int(n.reduction) > int(reduce_kind::log_sum_exp))
-      cx.fail_node(n, "unknown reduce_kind " + std::to_string(int(n.reduction)));
+    if (int(n.reduce.kind) > int(reduce_kind::log_sum_exp))
+      cx.fail_node(n, "unknown reduce_kind " + std::to_string(int(n.reduce.kind)));
     const std::vector<bool> red = reduced_axes(cx, n, x);
     std::vector<index_t> shape;
     for (int d = 0; d < r; ++d)
       if (!red[std::size_t(d)])
         shape.push_back(x.shape[std::size_t(d)]);
-      else if (n.keepdims)
+      else if (n.reduce.keepdims)
         shape.push_back(1);
     if (shape.empty()) shape.push_back(1);  // a reduction of everything is one value
-    tensor_layout out_layout = n.keepdims ? x.layout : tensor_layout::plain;
-    if (x.layout == tensor_layout::nhwc && r == 4 && !n.keepdims && !red[1] && (!red[2] || !red[3]))
+    tensor_layout out_layout = n.reduce.keepdims ? x.layout : tensor_layout::plain;
+    if (x.layout == tensor_layout::nhwc && r == 4 && !n.reduce.keepdims && !red[1] &&
+        (!red[2] || !red[3]))
       // The kept values lie in N H W C order: as a plain (N, C, H, W) subset they would not.
       cx.fail_node(n, "input '" + x.name +
                           "' is nhwc and keeps C and H or W without keepdims: convert it to "
@@ -67,7 +68,7 @@ struct reduce_rule : op_rule {
       pr.shape[i] = ms[std::size_t(i)];
       pr.axes[cx.memory_axis(x.layout, i, pr.rank)] = red[std::size_t(i)];
     }
-    pr.kind = n.reduction;
+    pr.kind = n.reduce.kind;
     auto p = std::make_shared<kernel_params<K>>();
     p->packed = K::initialize(pr);
     p->in = shape_numel(x.shape);
@@ -79,7 +80,7 @@ struct reduce_rule : op_rule {
     info.flops = double(shape_numel(x.shape));
     constexpr const char* names[] = {"sum", "mean", "max",        "min",        "prod",
                                      "l1",  "l2",   "sum_square", "log_sum_exp"};
-    info.kernel = std::string("reduce ") + names[int(n.reduction)];
+    info.kernel = std::string("reduce ") + names[int(n.reduce.kind)];
     with_elem<f32, bf16>(x.type, [&]<class Elem> {
       using T = storage_t<Elem>;
       add_kernel_command<K, T, T>(cx, p, pr, c, info, cmds);
