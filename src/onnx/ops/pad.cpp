@@ -9,7 +9,7 @@ namespace kfuse::onnx::detail {
 namespace {
 
 /// The graph's pad attributes of ONNX Pad node n (its pads, before per axis then after).
-pad_params pad_args_of(context& cx, const node_proto& n, int rank) {
+pad_params pad_params_of(context& cx, const node_proto& n, int rank) {
   pad_params a;
   std::vector<std::int64_t> pads;
   if (cx.opset < 11) {
@@ -64,7 +64,7 @@ pad_params pad_args_of(context& cx, const node_proto& n, int rank) {
 void import_pad(context& cx, const node_proto& n) {
   run_value x = cx.float_in(n, 0);
   const int r = int(x.shape.size());
-  const pad_params a = pad_args_of(cx, n, r);
+  const pad_params a = pad_params_of(cx, n, r);
   if (std::all_of(a.pads.begin(), a.pads.end(), [](index_t p) { return p == 0; }))
     return cx.set_alias(n, 0, cx.in(n, 0));
   std::vector<index_t> shape = x.shape;
@@ -82,7 +82,7 @@ void import_pad(context& cx, const node_proto& n) {
 void fold_pad(context& cx, const node_proto& n) {
   const const_value& x = cx.in(n, 0).c;
   const int r = int(x.shape.size());
-  const pad_params a = pad_args_of(cx, n, r);
+  const pad_params a = pad_params_of(cx, n, r);
   std::vector<index_t> shape = x.shape;
   for (int d = 0; d < r; ++d) {
     shape[std::size_t(d)] += a.pads[std::size_t(d)] + a.pads[std::size_t(r + d)];
