@@ -3,7 +3,8 @@
 # matmul), batch 1, 12 heads, head dim 64, sequence 128 to 4096, 1 and 2 threads; and the
 # decoder's KV-cache step (one query against 128 to 2048 cached positions) next to its memory
 # floor. Prints the CPU, the probed limits and markdown tables of medians (3 repetitions) with
-# the ratios next to the target (fused >= 1.5x unfused from sequence 512).
+# the ratios next to the target (fused >= 1.5x unfused from sequence 512), and plots the
+# attention rows in docs/plots/attention.png.
 #   scripts/bench_attention.sh [extra google-benchmark args]
 # Needs Google Benchmark (and oneDNN for its column: scripts/setup.sh --peers).
 set -euo pipefail
@@ -59,3 +60,8 @@ for th in (1, 2):
         b = med[k]
         print(f"| {c} | {th} | {b['real_time']:.1f} us | {1e6 / b['real_time']:.0f} | {b['cache_MB']:.2f} MB | {b['floor_us']:.1f} us | {b['real_time'] / b['floor_us']:.2f} |")
 PY
+
+# docs/plots/attention.png: GFLOP/s against sequence length, fused / unfused / oneDNN, 1 and 2
+# threads (python3-matplotlib).
+/usr/bin/python3 scripts/plot_bench.py docs/plots/attention.png "attention, 12 heads x 64" \
+  "$out/attention.json" --family attention --rate GFLOP --x seq --args seq,threads >&2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds bench/eltwise_bench (Release, -march=native) in its own build directory, runs it with
 # JSON output and prints the markdown table of docs/benchmarks/eltwise.md (summarized in
-# docs/performance.md).
+# docs/performance.md), and plots it in docs/plots/eltwise.png.
 #
 #   scripts/bench_eltwise.sh                  # 5 repetitions, medians
 #   REPS=9 scripts/bench_eltwise.sh --benchmark_filter='fused|triad|copy'
@@ -89,3 +89,7 @@ for case, t in order:
     print(f"- {case} {t}T: {r_t:.2f}x triad ({'met' if r_t >= 0.9 else 'NOT met'}), "
           f"{r_s:.2f}x separate ({'met' if r_s >= 2.5 else 'NOT met'}), {r_c:.2f}x copy")
 PY
+
+# docs/plots/eltwise.png: GB/s per case, 1 and 2 threads (python3-matplotlib).
+/usr/bin/python3 "$root/scripts/plot_bench.py" "$root/docs/plots/eltwise.png" \
+  "elementwise chain, 64 Mi floats" "$out" --rate "GB/s" --bars >&2

@@ -1,11 +1,13 @@
 """Speed against problem size from a Google Benchmark JSON (bench/*_bench --benchmark_out=...):
 one line per library, one panel per thread count (and batch, where the benchmark has one).
   plot_bench.py OUT.png TITLE BENCH.json [BENCH.json ...] [--family bare] [--size MFLOP]
+                [--rate COUNTER [--x ARG | --bars]]
 A benchmark's run name is family/library[/variant]/args...; rows with the size counter are
 plotted (medians of repetitions when the run has them) at size / time: GFLOP/s for MFLOP, GB/s
 for MB; one thread rated by CPU time, more by wall time, as scripts/bench_conv.sh does. Families
 with a layer argument (conv_bench's ResNet-50 layers) are plotted per layer, in the benchmark's
-order, since several layers share a size."""
+order, since several layers share a size. With --rate, --x names the run argument on the x axis
+(attention's sequence length); --bars draws one bar per run name instead (one problem size)."""
 import argparse
 import json
 from collections import defaultdict
@@ -24,6 +26,8 @@ ap.add_argument("--size", default="MFLOP", help="counter of work per call (x axi
 ap.add_argument("--rate", default="", help="plot this rate counter as it is (e.g. GFLOPs)")
 ap.add_argument("--args", default="layer,batch,threads",
                 help="names of the numeric run-name arguments, in order")
+ap.add_argument("--x", default="", help="with --rate: the run argument on the x axis")
+ap.add_argument("--bars", action="store_true", help="with --rate: one bar per run name")
 a = ap.parse_args()
 arg_names = a.args.split(",")
 NAMED = {"N": "batch", "T": "threads", "L": "layer"}
@@ -61,9 +65,9 @@ series = defaultdict(dict)  # (panel, lib) -> {layer or size: metric}
 by_layer = False
 for path in a.json:
     for lib, args, size, metric in rows(path):
-        panel = ", ".join(f"{k} {v}" for k, v in args.items() if k != "layer")
+        panel = ", ".join(f"{k} {v}" for k, v in args.items() if k not in ("layer", a.x))
         by_layer = by_layer or "layer" in args
-        series[(panel, lib)][args.get("layer", size)] = metric
+        series[(panel, lib)][args.get(a.x or "layer", size)] = metric
 
 panels = sorted({p for p, _ in series})
 if not panels:
@@ -73,6 +77,15 @@ nrows = (len(panels) + cols - 1) // cols
 fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.6 * nrows), squeeze=False)
 for i, panel in enumerate(panels):
     ax = axes[i // cols][i % cols]
+    if a.bars:
+        libs = sorted(lib for p, lib in series if p == panel)
+        vals = [next(iter(series[(panel, lib)].values())) for lib in libs]
+        ax.barh(libs, vals, color=["C0" if "fused" in lib else "C7" for lib in libs])
+        ax.set_title(f"{a.title}: {panel}" if panel else a.title, fontsize=10)
+        ax.set_xlabel(a.rate)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(alpha=0.3, axis="x")
+        continue
     for (p, lib), pts in sorted(series.items()):
         if p != panel:
             continue
@@ -84,7 +97,7 @@ for i, panel in enumerate(panels):
     else:
         ax.set_xscale("log")
     ax.set_title(f"{a.title}: {panel}" if panel else a.title, fontsize=10)
-    ax.set_xlabel("layer (the benchmark's order)" if by_layer else a.size + " per call")
+    ax.set_xlabel(a.x or ("layer (the benchmark's order)" if by_layer else a.size + " per call"))
     ax.set_ylabel(a.rate or {"MFLOP": "GFLOP/s", "MB": "GB/s"}.get(a.size, a.size + " / ms"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)

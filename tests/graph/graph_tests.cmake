@@ -49,3 +49,6 @@ kfuse_add_arch_test(graph_selective SOURCES graph/selective_build_test.cpp LABEL
                     ARCHS ${graph_host})
 # The vocabulary helpers (names, bind) and their ADL behaviour: header-only, no kernel.
 kfuse_add_test(graph_names SOURCES graph/names_test.cpp LABELS "ci;smoke")
+# The op registry: every op's rule has what the passes ask for, and its builder call makes the
+# rule's attributes (parses the rules; instantiates no kernel).
+kfuse_add_test(graph_registry SOURCES graph/ops/registry_test.cpp LABELS "ci;smoke")

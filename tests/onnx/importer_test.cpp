@@ -160,7 +160,8 @@ TEST_CASE("onnx: channel shuffles and channel slices become channel_shuffle node
   int shuffles = 0, views = 0;
   for (const kfuse::node_desc& n : m.graph.nodes()) {
     views += n.op == kfuse::op_kind::strided_view;
-    shuffles += n.op == kfuse::op_kind::channel_shuffle && n.shuffle.groups > 1;
+    shuffles += n.op == kfuse::op_kind::channel_shuffle &&
+                n.attr<kfuse::channel_shuffle_params>().groups > 1;
   }
   CHECK(views == 0);
   // Three whole shuffles, the chunk's two halves and the Split's three runs (of the shuffles

@@ -320,8 +320,8 @@ inline std::string describe(const kfuse::graph& g) {
     switch (n.op) {
       case op_kind::eltwise:
         s << " [";
-        for (std::size_t i = 0; i < n.stages.size(); ++i) {
-          const auto& st = n.stages[i];
+        for (std::size_t i = 0; i < n.attr<kfuse::eltwise_params>().stages.size(); ++i) {
+          const auto& st = n.attr<kfuse::eltwise_params>().stages[i];
           s << (i ? ", " : "") << kfuse::stage_name(st.kind);
           if (st.kind == stage_kind::leaky_relu || st.kind == stage_kind::scale)
             s << "(" << st.p0 << ")";
@@ -332,17 +332,17 @@ inline std::string describe(const kfuse::graph& g) {
         s << "]";
         break;
       case op_kind::linear:
-        s << " prec " << prec_names[int(n.prec)];
+        s << " prec " << prec_names[int(n.attr<kfuse::linear_params>().prec)];
         break;
       case op_kind::conv2d: {
-        const auto& c = n.conv;
+        const auto& c = n.attr<kfuse::conv2d_params>();
         s << " stride " << c.stride_h << "x" << c.stride_w << " pad " << c.pad_top << ","
           << c.pad_left << "," << c.pad_bottom << "," << c.pad_right << " dilation " << c.dilation_h
           << "x" << c.dilation_w << " groups " << c.groups << " prec " << prec_names[int(c.prec)];
         break;
       }
       case op_kind::pool2d: {
-        const auto& p = n.pool;
+        const auto& p = n.attr<kfuse::pool2d_params>();
         s << " " << pool_names[int(p.kind) + 2 * int(p.global)] << " " << p.kernel_h << "x"
           << p.kernel_w << " stride " << p.stride_h << "x" << p.stride_w << " pad " << p.pad_top
           << "," << p.pad_left << "," << p.pad_bottom << "," << p.pad_right
@@ -350,55 +350,66 @@ inline std::string describe(const kfuse::graph& g) {
         break;
       }
       case op_kind::softmax:
+        s << " axis " << n.attr<kfuse::softmax_params>().axis;
+        break;
       case op_kind::concat:
-        s << " axis " << n.axis;
+        s << " axis " << n.attr<kfuse::concat_params>().axis;
         break;
       case op_kind::layer_norm:
       case op_kind::rms_norm:
       case op_kind::batch_norm:
-        s << " eps " << n.eps;
+        s << " eps " << n.attr<kfuse::norm_params>().eps;
         break;
       case op_kind::reshape:
-        if (n.flatten)
-          s << " flatten axis " << n.axis;
+        if (n.attr<kfuse::reshape_params>().flatten)
+          s << " flatten axis " << n.attr<kfuse::reshape_params>().axis;
         else
-          s << " to " << shape_str(n.shape);
+          s << " to " << shape_str(n.attr<kfuse::reshape_params>().shape);
         break;
       case op_kind::convert_layout:
-        s << " to " << kfuse::layout_name(n.to_layout);
+        s << " to " << kfuse::layout_name(n.attr<kfuse::convert_layout_params>().to);
         break;
-      case op_kind::cast:
-        s << " to " << kfuse::dtype_name(n.to_type);
-        if (is_int(n.to_type)) s << " quant{" << n.quant.scale << ", " << n.quant.zero_point << "}";
+      case op_kind::cast: {
+        const auto& c = n.attr<kfuse::cast_params>();
+        s << " to " << kfuse::dtype_name(c.to);
+        if (is_int(c.to)) s << " quant{" << c.quant.scale << ", " << c.quant.zero_point << "}";
         break;
+      }
       case op_kind::custom:
-        s << " out " << shape_str(n.custom.out_shape);
+        s << " out " << shape_str(n.attr<kfuse::custom_op>().out_shape);
         break;
-      case op_kind::strided_view:
-        s << " " << shape_str(n.shape) << " strides " << shape_str(n.strides) << " + " << n.offset;
+      case op_kind::strided_view: {
+        const auto& v = n.attr<kfuse::strided_view_params>();
+        s << " " << shape_str(v.shape) << " strides " << shape_str(v.strides) << " + " << v.offset;
         break;
+      }
       case op_kind::conv_transpose2d:
-        s << " out " << shape_str(n.shape);
+        s << " out " << n.attr<kfuse::conv_transpose2d_params>().out_h << "x"
+          << n.attr<kfuse::conv_transpose2d_params>().out_w;
         break;
       case op_kind::resize:
-        s << " to " << n.resize.out_h << "x" << n.resize.out_w;
+        s << " to " << n.attr<kfuse::resize_params>().out_h << "x"
+          << n.attr<kfuse::resize_params>().out_w;
         break;
       case op_kind::broadcast:
-        s << " to " << shape_str(n.shape) << " " << kfuse::layout_name(n.to_layout);
+        s << " to " << shape_str(n.attr<kfuse::broadcast_params>().shape) << " "
+          << kfuse::layout_name(n.attr<kfuse::broadcast_params>().as);
         break;
       case op_kind::matmul:
-        s << " prec " << prec_names[int(n.prec)];
+        s << " prec " << prec_names[int(n.attr<kfuse::matmul_params>().prec)];
         break;
       case op_kind::gather:
-        s << " axis " << n.axis;
+        s << " axis " << n.attr<kfuse::gather_params>().axis;
         break;
       case op_kind::attention:
-        s << " scale " << n.attention.scale << (n.attention.causal ? " causal" : "");
+        s << " scale " << n.attr<kfuse::attention_params>().scale
+          << (n.attr<kfuse::attention_params>().causal ? " causal" : "");
         break;
-      case op_kind::channel_shuffle:
-        s << " groups " << n.shuffle.groups << " channels " << n.shuffle.first << "+"
-          << n.shuffle.count;
+      case op_kind::channel_shuffle: {
+        const auto& c = n.attr<kfuse::channel_shuffle_params>();
+        s << " groups " << c.groups << " channels " << c.first << "+" << c.count;
         break;
+      }
     }
     const auto& o = g.tensors()[std::size_t(n.output.index)];
     if (o.has_quant) s << " -> quant{" << o.quant.scale << ", " << o.quant.zero_point << "}";

@@ -126,7 +126,7 @@ bool pure_f32(const gfuzz::gen& G) {
   for (const gfuzz::rt& t : G.T)
     if (t.type != dtype::f32) return false;
   for (const kfuse::node_desc& n : G.g.nodes())
-    if (n.prec != precision::inherit || n.conv.prec != precision::inherit) return false;
+    if (kfuse::declared_precision(n) != precision::inherit) return false;
   return true;
 }
 tightness& stats() {

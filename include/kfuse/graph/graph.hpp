@@ -23,42 +23,10 @@
 #include <vector>
 
 #include "kfuse/detail/checks.hpp"
+#include "kfuse/graph/attributes.hpp"
 #include "kfuse/graph/names.hpp"
 
 KFUSE_BEGIN_NAMESPACE
-
-/// What a custom node's callable receives on every run.
-struct custom_call {
-  const void* const* inputs;  // the node's input tensors, in order
-  int n_inputs;
-  void* output;
-  const void* state;  // the op's own state (the callable)
-};
-
-/// A user's fused-op instantiation as a graph node: a callable, its declared output and cost.
-/// Build one with make_custom_op(callable, shape, type); the callable is called as
-/// fn(const void* const* inputs, void* output) and must not throw during replay.
-struct custom_op {
-  std::vector<index_t> out_shape;
-  dtype out_type = dtype::f32;
-  tensor_layout out_layout = tensor_layout::plain;
-  double flops = 0;  // per run, for the profiler
-  std::shared_ptr<const void> state;
-  void (*run)(const custom_call&) = nullptr;
-};
-
-template <class F>
-custom_op make_custom_op(F fn, std::vector<index_t> out_shape, dtype out_type = dtype::f32,
-                         double flops = 0, tensor_layout out_layout = tensor_layout::plain) {
-  custom_op op;
-  op.out_shape = std::move(out_shape);
-  op.out_type = out_type;
-  op.out_layout = out_layout;
-  op.flops = flops;
-  op.state = std::make_shared<const F>(std::move(fn));
-  op.run = [](const custom_call& c) { (*static_cast<const F*>(c.state))(c.inputs, c.output); };
-  return op;
-}
 
 /// A tensor of the graph as declared (intermediate shapes are filled in by compile()).
 struct tensor_desc {
@@ -75,35 +43,35 @@ struct tensor_desc {
   std::int32_t producer = -1;       // the node writing it (-1 for inputs and constants)
 };
 
-/// A node as declared.
+/// A node as declared: what every node has, and its op's attributes (graph/attributes.hpp).
 struct node_desc {
   std::string name;
   op_kind op = op_kind::eltwise;
   std::vector<tensor_id> inputs;  // data inputs first, then weights (see each builder call)
   tensor_id output{};
-  std::vector<eltwise_stage> stages;               // eltwise
-  conv2d_params conv{};                            // conv2d
-  pool2d_params pool{};                            // pool2d
-  resize_params resize{};                          // resize
-  attention_params attention{};                    // attention
-  channel_shuffle_params shuffle{};                // channel_shuffle
-  precision prec = precision::inherit;             // linear (conv2d: conv.prec)
-  int axis = -1;                                   // softmax, concat, flatten
-  bool log = false;                                // softmax: log_softmax
-  reduce_params reduce{};                          // reduce
-  pad_params pad{};                                // pad
-  arg_reduce_params arg_reduce{};                  // arg_reduce
-  bool column_major = false;                       // max_pool_indices: w * H + h in a plane
-  float eps = 1e-5f;                               // norms
-  std::vector<index_t> shape;                      // reshape (one -1 allowed) / broadcast target
-  std::vector<index_t> strides;                    // strided_view: x's stride per output dim
-  index_t offset = 0;                              // strided_view: x's first element read
-  bool flatten = false;                            // reshape: collapse axes [axis, rank) instead
-  dtype to_type = dtype::f32;                      // cast / quantize / dequantize
-  tensor_layout to_layout = tensor_layout::plain;  // convert_layout; reshape: the output's
-  tensor_quant quant{};                            // quantize: the output's params
-  custom_op custom{};                              // custom
+  node_attributes attributes;  // the op's own type, made by its builder call
+
+  /// The attributes as T, the type of the node's op (graph_ops::<op>_rule::attributes); another
+  /// type is an error that names the node.
+  template <class T>
+  const T& attr() const {
+    if (const T* a = std::get_if<T>(&attributes)) return *a;
+    detail::fail("graph", "node '" + name + "' (" + std::string(op_name(op)) +
+                              "): its attributes are not its op's (node_desc edited by hand?)");
+  }
+  template <class T>
+  T& attr() {
+    return const_cast<T&>(std::as_const(*this).attr<T>());
+  }
 };
+
+/// The precision a linear, matmul or conv2d node declares (inherit for every other op).
+inline precision declared_precision(const node_desc& n) noexcept {
+  if (const auto* c = std::get_if<conv2d_params>(&n.attributes)) return c->prec;
+  if (const auto* l = std::get_if<linear_params>(&n.attributes)) return l->prec;
+  if (const auto* m = std::get_if<matmul_params>(&n.attributes)) return m->prec;
+  return precision::inherit;
+}
 
 namespace detail {
 class layout_chooser;  // graph/passes/layout_choice.hpp: rewrites a copy of a graph
@@ -182,7 +150,7 @@ class graph {
     node_desc n = make(std::move(name), op_kind::eltwise, {x});
     for (const eltwise_stage& s : stages)
       if (stage_reads_operand(s.kind)) n.inputs.push_back(s.operand);
-    n.stages = std::move(stages);
+    n.attributes = eltwise_params{std::move(stages)};
     return add_node(std::move(n));
   }
   tensor_id relu(std::string name, tensor_id x) {
@@ -234,7 +202,7 @@ class graph {
                    precision prec = precision::inherit) {
     node_desc n = make(std::move(name), op_kind::linear, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.prec = prec;
+    n.attributes = linear_params{prec};
     return add_node(std::move(n));
   }
   /// x: 4-D nchw or nhwc, weight OIHW [K, C / groups, R, S], bias [K] optional.
@@ -242,12 +210,12 @@ class graph {
                    conv2d_params p = {}) {
     node_desc n = make(std::move(name), op_kind::conv2d, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.conv = p;
+    n.attributes = p;
     return add_node(std::move(n));
   }
   tensor_id pool2d(std::string name, tensor_id x, pool2d_params p) {
     node_desc n = make(std::move(name), op_kind::pool2d, {x});
-    n.pool = p;
+    n.attributes = p;
     return add_node(std::move(n));
   }
   /// The int64 flat input index of each window's maximum of pool2d(x, p) (p: max pooling; x
@@ -256,20 +224,18 @@ class graph {
   tensor_id max_pool_indices(std::string name, tensor_id x, pool2d_params p,
                              bool column_major = false) {
     node_desc n = make(std::move(name), op_kind::max_pool_indices, {x});
-    n.pool = p;
-    n.column_major = column_major;
+    n.attributes = max_pool_indices_params{p, column_major};
     return add_node(std::move(n));
   }
   tensor_id softmax(std::string name, tensor_id x, int axis = -1) {
     node_desc n = make(std::move(name), op_kind::softmax, {x});
-    n.axis = axis;
+    n.attributes = softmax_params{axis, false};
     return add_node(std::move(n));
   }
   /// log(softmax(x)) over `axis`, as x - max - log(sum exp(x - max)).
   tensor_id log_softmax(std::string name, tensor_id x, int axis = -1) {
     node_desc n = make(std::move(name), op_kind::softmax, {x});
-    n.axis = axis;
-    n.log = true;
+    n.attributes = softmax_params{axis, true};
     return add_node(std::move(n));
   }
   /// x padded by pads[d] positions before and pads[rank + d] after each (logical) axis d, as ONNX
@@ -281,7 +247,7 @@ class graph {
   }
   tensor_id pad(std::string name, tensor_id x, pad_params p) {
     node_desc n = make(std::move(name), op_kind::pad, {x});
-    n.pad = std::move(p);
+    n.attributes = std::move(p);
     return add_node(std::move(n));
   }
   /// x's channels in `groups` groups, transposed as ShuffleNet's channel shuffle (a reshape to
@@ -291,7 +257,7 @@ class graph {
   tensor_id channel_shuffle(std::string name, tensor_id x, int groups, index_t first = 0,
                             index_t count = -1) {
     node_desc n = make(std::move(name), op_kind::channel_shuffle, {x});
-    n.shuffle = {groups, first, count};
+    n.attributes = channel_shuffle_params{groups, first, count};
     return add_node(std::move(n));
   }
   /// The int64 index of the maximum / minimum along `axis` (ties: the first, or the last with
@@ -299,7 +265,7 @@ class graph {
   tensor_id arg_reduce(std::string name, tensor_id x, arg_kind kind, int axis = -1,
                        bool keepdims = true, bool select_last = false) {
     node_desc n = make(std::move(name), op_kind::arg_reduce, {x});
-    n.arg_reduce = {kind, axis, keepdims, select_last};
+    n.attributes = arg_reduce_params{kind, axis, keepdims, select_last};
     return add_node(std::move(n));
   }
   /// A reduction over the logical `axes` (negative count from the end; empty: all),
@@ -307,19 +273,19 @@ class graph {
   tensor_id reduce(std::string name, tensor_id x, reduce_kind kind, std::vector<int> axes = {},
                    bool keepdims = true) {
     node_desc n = make(std::move(name), op_kind::reduce, {x});
-    n.reduce = {kind, std::move(axes), keepdims};
+    n.attributes = reduce_params{kind, std::move(axes), keepdims};
     return add_node(std::move(n));
   }
   /// Over the last axis; gamma / beta ([last]) optional.
   tensor_id layer_norm(std::string name, tensor_id x, tensor_id gamma = {}, tensor_id beta = {},
                        float eps = 1e-5f) {
     node_desc n = make(std::move(name), op_kind::layer_norm, {x, gamma, beta});
-    n.eps = eps;
+    n.attributes = norm_params{eps};
     return add_node(std::move(n));
   }
   tensor_id rms_norm(std::string name, tensor_id x, tensor_id gamma = {}, float eps = 1e-6f) {
     node_desc n = make(std::move(name), op_kind::rms_norm, {x, gamma});
-    n.eps = eps;
+    n.attributes = norm_params{eps};
     return add_node(std::move(n));
   }
   /// Inference batch norm over C of a 4-D tensor (or the last axis of a plain one):
@@ -327,7 +293,7 @@ class graph {
   tensor_id batch_norm(std::string name, tensor_id x, tensor_id mean, tensor_id var,
                        tensor_id gamma, tensor_id beta, float eps = 1e-5f) {
     node_desc n = make(std::move(name), op_kind::batch_norm, {x, mean, var, gamma, beta});
-    n.eps = eps;
+    n.attributes = norm_params{eps};
     return add_node(std::move(n));
   }
 
@@ -338,38 +304,36 @@ class graph {
   tensor_id reshape(std::string name, tensor_id x, std::vector<index_t> shape,
                     tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::reshape, {x});
-    n.shape = std::move(shape);
-    n.to_layout = as;
+    n.attributes = reshape_params{std::move(shape), as, false, 1};
     return add_node(std::move(n));
   }
   /// Collapses axes [axis, rank) into one (a plain [N, C*H*W] from nchw by default).
   tensor_id flatten(std::string name, tensor_id x, int axis = 1) {
     node_desc n = make(std::move(name), op_kind::reshape, {x});
-    n.axis = axis;
-    n.flatten = true;  // the target shape is derived at compile time
+    // the target shape is derived at compile time
+    n.attributes = reshape_params{{}, tensor_layout::plain, true, axis};
     return add_node(std::move(n));
   }
   tensor_id concat(std::string name, std::vector<tensor_id> xs, int axis) {
     node_desc n = make(std::move(name), op_kind::concat, std::move(xs));
-    n.axis = axis;
+    n.attributes = concat_params{axis};
     return add_node(std::move(n));
   }
   tensor_id convert_layout(std::string name, tensor_id x, tensor_layout to) {
     node_desc n = make(std::move(name), op_kind::convert_layout, {x});
-    n.to_layout = to;
+    n.attributes = convert_layout_params{to};
     return add_node(std::move(n));
   }
   /// Float to float (round to nearest even), e.g. f32 -> bf16.
   tensor_id cast(std::string name, tensor_id x, dtype to) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.to_type = to;
+    n.attributes = cast_params{to, {}};
     return add_node(std::move(n));
   }
   /// Float -> i8 / u8 with q's scale and zero point (also recorded as the output's quant).
   tensor_id quantize(std::string name, tensor_id x, dtype to, tensor_quant q) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.to_type = to;
-    n.quant = q;
+    n.attributes = cast_params{to, q};
     const tensor_id y = add_node(std::move(n));
     set_quant(y, q);
     return y;
@@ -377,7 +341,7 @@ class graph {
   /// i8 / u8 -> f32 with the input's quant params.
   tensor_id dequantize(std::string name, tensor_id x) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.to_type = dtype::f32;
+    n.attributes = cast_params{dtype::f32, {}};
     return add_node(std::move(n));
   }
   /// x expanded to `shape` by NumPy's rules (extent-1 axes repeated, missing leading axes
@@ -385,8 +349,7 @@ class graph {
   tensor_id broadcast(std::string name, tensor_id x, std::vector<index_t> shape,
                       tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::broadcast, {x});
-    n.shape = std::move(shape);
-    n.to_layout = as;
+    n.attributes = broadcast_params{std::move(shape), as};
     return add_node(std::move(n));
   }
   /// out[i0, i1, ...] = x[offset + i0 * strides[0] + i1 * strides[1] + ...] for a plain (or
@@ -395,10 +358,7 @@ class graph {
   tensor_id strided_view(std::string name, tensor_id x, std::vector<index_t> shape, index_t offset,
                          std::vector<index_t> strides, tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::strided_view, {x});
-    n.shape = std::move(shape);
-    n.offset = offset;
-    n.strides = std::move(strides);
-    n.to_layout = as;
+    n.attributes = strided_view_params{std::move(shape), offset, std::move(strides), as};
     return add_node(std::move(n));
   }
   /// a [..., M, K] . b [..., K, N] of two run-time tensors (NumPy matmul: batch dimensions
@@ -406,7 +366,7 @@ class graph {
   tensor_id matmul(std::string name, tensor_id a, tensor_id b,
                    precision prec = precision::inherit) {
     node_desc n = make(std::move(name), op_kind::matmul, {a, b});
-    n.prec = prec;
+    n.attributes = matmul_params{prec};
     return add_node(std::move(n));
   }
   /// Fused attention: softmax(Q.K^T * scale + bias) . V with Q [B, Sq, H, d], K and V
@@ -415,7 +375,7 @@ class graph {
   tensor_id attention(std::string name, tensor_id q, tensor_id k, tensor_id v, tensor_id bias = {},
                       attention_params p = {}) {
     node_desc n = make(std::move(name), op_kind::attention, {q, k, v, bias});
-    n.attention = p;
+    n.attributes = p;
     return add_node(std::move(n));
   }
   /// A decoder step (or a prefill of Sq tokens) against KV caches the caller owns: k_new and
@@ -429,14 +389,14 @@ class graph {
                              attention_params p = {}) {
     node_desc n = make(std::move(name), op_kind::cached_attention,
                        {q, k_new, v_new, k_cache, v_cache, position});
-    n.attention = p;
+    n.attributes = p;
     return add_node(std::move(n));
   }
   /// out = table gathered along `axis` by i32 / i64 `indices` (negative ones count from the end):
   /// the shape is table's before axis, then indices', then table's after axis (ONNX Gather).
   tensor_id gather(std::string name, tensor_id table, tensor_id indices, int axis = 0) {
     node_desc n = make(std::move(name), op_kind::gather, {table, indices});
-    n.axis = axis;
+    n.attributes = gather_params{axis};
     return add_node(std::move(n));
   }
   /// Transposed convolution of an nhwc image: weights [C, K / groups, R, S], bias [K]
@@ -445,20 +405,19 @@ class graph {
                              conv2d_params p, index_t out_h, index_t out_w) {
     node_desc n = make(std::move(name), op_kind::conv_transpose2d, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.conv = p;
-    n.shape = {out_h, out_w};
+    n.attributes = conv_transpose2d_params{p, out_h, out_w};
     return add_node(std::move(n));
   }
   /// x (4-D nchw or nhwc) resampled to p.out_h x p.out_w, nearest or bilinear.
   tensor_id resize(std::string name, tensor_id x, resize_params p) {
     node_desc n = make(std::move(name), op_kind::resize, {x});
-    n.resize = p;
+    n.attributes = p;
     return add_node(std::move(n));
   }
   /// A user's fused op (see make_custom_op): at most 4 inputs.
   tensor_id custom(std::string name, std::vector<tensor_id> inputs, custom_op op) {
     node_desc n = make(std::move(name), op_kind::custom, std::move(inputs));
-    n.custom = std::move(op);
+    n.attributes = std::move(op);
     return add_node(std::move(n));
   }
 

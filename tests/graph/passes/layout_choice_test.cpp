@@ -40,12 +40,12 @@ TEST_CASE("layout choice: an nchw conv region runs in nhwc, converted at its edg
   const node_desc* in = node_named(h, "x/nhwc");
   REQUIRE(in);
   CHECK(in->op == op_kind::convert_layout);
-  CHECK(in->to_layout == tensor_layout::nhwc);
+  CHECK(in->attr<convert_layout_params>().to == tensor_layout::nhwc);
   CHECK(node_named(h, "c")->inputs[0].index == in->output.index);
   const node_desc* out = node_named(h, "r");
   REQUIRE(out);
   CHECK(out->op == op_kind::convert_layout);
-  CHECK(out->to_layout == tensor_layout::nchw);
+  CHECK(out->attr<convert_layout_params>().to == tensor_layout::nchw);
   CHECK(h.tensor(out->inputs[0]).name == "r/nhwc");
   CHECK(h.tensor(h.outputs()[1]).name == "r");
   CHECK(node_named(h, "f")->inputs[0].index == out->output.index);
@@ -99,7 +99,7 @@ TEST_CASE("layout choice: operands decide whether an eltwise joins, broadcasts f
   REQUIRE(detail::choose_layout(g, r));
   CHECK(r.region_nodes == 5);  // c, scaled, gap, expand, gated
   const graph& h = r.g;
-  CHECK(node_named(h, "expand")->to_layout == tensor_layout::nhwc);
+  CHECK(node_named(h, "expand")->attr<broadcast_params>().as == tensor_layout::nhwc);
   const node_desc* mixed = node_named(h, "mixed");
   CHECK(h.tensor(mixed->inputs[0]).name == "gated/nchw");
   CHECK(h.tensor(mixed->inputs[1]).name == "other");
@@ -146,7 +146,7 @@ TEST_CASE("layout choice: conversions the graph has are kept, nhwc-only ops stay
     detail::layout_rewrite r;
     REQUIRE(detail::choose_layout(g, r));
     CHECK(r.conversions == 0);
-    CHECK(node_named(r.g, "out")->to_layout == tensor_layout::nchw);
+    CHECK(node_named(r.g, "out")->attr<convert_layout_params>().to == tensor_layout::nchw);
     CHECK(node_named(r.g, "xc")->inputs[0].index == x.index);
   }
   {
@@ -169,7 +169,8 @@ TEST_CASE("layout choice: conversions the graph has are kept, nhwc-only ops stay
     REQUIRE(detail::choose_layout(g, r));
     CHECK(r.region_nodes == 7);  // c, down, to_nhwc, up, to_nchw, cat, head
     CHECK(r.conversions == 2);
-    CHECK(node_named(r.g, "to_nchw")->to_layout == tensor_layout::nhwc);  // now a copy
+    CHECK(node_named(r.g, "to_nchw")->attr<convert_layout_params>().to ==
+          tensor_layout::nhwc);  // now a copy
     const analyzed a(r.g);
     CHECK(a.tensor(a.step_of("cat").x).layout == tensor_layout::nhwc);
   }
@@ -181,6 +182,7 @@ TEST_CASE("layout choice: an op joins an nhwc region as its KFUSE_GRAPH_OPS line
   auto capable = [](op_kind k, bool& every_slot) {
     node_desc n;
     n.op = k;
+    if (k == op_kind::broadcast) n.attributes = broadcast_params{};
     return detail::nhwc_capable(n, every_slot);
   };
   bool every = false;
@@ -200,9 +202,8 @@ TEST_CASE("layout choice: an op joins an nhwc region as its KFUSE_GRAPH_OPS line
   // A broadcast joins only into a 4-D nchw target (its output becomes nhwc).
   node_desc b;
   b.op = op_kind::broadcast;
-  b.to_layout = tensor_layout::nchw;
-  b.shape = {1, 8, 4, 4};
+  b.attributes = broadcast_params{{1, 8, 4, 4}, tensor_layout::nchw};
   CHECK(detail::nhwc_capable(b, every));
-  b.shape = {8, 16};
+  b.attr<broadcast_params>().shape = {8, 16};
   CHECK_FALSE(detail::nhwc_capable(b, every));
 }

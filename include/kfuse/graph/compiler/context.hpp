@@ -242,7 +242,7 @@ struct compile_context {
   // ---- precision -----------------------------------------------------------------------------
   /// The precision a linear / conv node runs in.
   precision precision_of(const node_desc& n) const {
-    precision pr = n.op == op_kind::conv2d ? n.conv.prec : n.prec;
+    precision pr = declared_precision(n);
     if (pr == precision::inherit) {
       const std::ptrdiff_t i = &n - g.nodes().data();
       if (i >= 0 && std::size_t(i) < kept_f32.size() && kept_f32[std::size_t(i)])

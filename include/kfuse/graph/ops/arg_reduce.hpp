@@ -11,18 +11,21 @@ namespace graph_ops {
 
 struct arg_reduce_rule : op_rule {
   static constexpr op_kind kind = op_kind::arg_reduce;
+  using attributes = arg_reduce_params;
 
   static arg_reduce_kernel::problem problem_of(const plan_tensor& x, const node_desc& n) {
+    const arg_reduce_params& attr = n.attr<arg_reduce_params>();
     arg_reduce_kernel::problem pr;
     pr.rank = int(x.shape.size());
     for (int i = 0; i < pr.rank && i < 8; ++i) pr.shape[i] = x.shape[std::size_t(i)];
-    pr.axis = n.arg_reduce.axis;
-    pr.kind = n.arg_reduce.kind;
-    pr.last = n.arg_reduce.select_last;
+    pr.axis = attr.axis;
+    pr.kind = attr.kind;
+    pr.last = attr.select_last;
     return pr;
   }
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const arg_reduce_params& attr = n.attr<arg_reduce_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
     cx.need_float(n, x);
     if (x.layout == tensor_layout::nhwc && x.shape.size() == 4)
@@ -30,12 +33,12 @@ struct arg_reduce_rule : op_rule {
     const kernel_status st = arg_reduce_kernel::can_implement(problem_of(x, n));
     if (!st.ok()) cx.fail_node(n, st.reason);
     const int r = int(x.shape.size());
-    const int axis = n.arg_reduce.axis < 0 ? n.arg_reduce.axis + r : n.arg_reduce.axis;
+    const int axis = attr.axis < 0 ? attr.axis + r : attr.axis;
     std::vector<index_t> shape;
     for (int d = 0; d < r; ++d)
       if (d != axis)
         shape.push_back(x.shape[std::size_t(d)]);
-      else if (n.arg_reduce.keepdims)
+      else if (attr.keepdims)
         shape.push_back(1);
     if (shape.empty()) shape.push_back(1);
     cx.set_out(n, shape, dtype::i64, tensor_layout::plain);
@@ -44,6 +47,7 @@ struct arg_reduce_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
+    const arg_reduce_params& attr = n.attr<arg_reduce_params>();
     using K = arg_reduce_kernel;
     const plan_tensor& x = cx.T(s.x);
     const K::problem pr = problem_of(x, n);
@@ -56,8 +60,8 @@ struct arg_reduce_rule : op_rule {
     c.out = s.out;
     info.bytes = double(x.bytes) + double(cx.T(s.out).bytes);
     info.flops = double(shape_numel(x.shape));
-    info.kernel = std::string(n.arg_reduce.kind == arg_kind::max ? "argmax" : "argmin") + " axis " +
-                  std::to_string(n.arg_reduce.axis);
+    info.kernel = std::string(attr.kind == arg_kind::max ? "argmax" : "argmin") + " axis " +
+                  std::to_string(attr.axis);
     with_elem<f32, bf16>(x.type, [&]<class Elem> {
       add_kernel_command<K, storage_t<Elem>, std::int64_t>(cx, p, pr, c, info, cmds);
     });

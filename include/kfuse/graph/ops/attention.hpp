@@ -45,6 +45,7 @@ void lower_attention(detail::compile_context& cx, const detail::step& s, const n
 
 struct attention_rule : op_rule {
   static constexpr op_kind kind = op_kind::attention;
+  using attributes = attention_params;
   static bool optional_slot(std::size_t slot) { return slot == 3; }
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
@@ -69,7 +70,8 @@ struct attention_rule : op_rule {
       cx.fail_node(n, std::to_string(q.shape[2]) + " query heads do not group over " +
                           std::to_string(k.shape[2]) + " key / value heads");
     if (q.shape[1] == 0 || k.shape[1] == 0) cx.fail_node(n, "a sequence of length 0");
-    if (!std::isfinite(n.attention.scale)) cx.fail_node(n, "the scale is not finite");
+    if (!std::isfinite(n.attr<attention_params>().scale))
+      cx.fail_node(n, "the scale is not finite");
     if (n.inputs.size() > 3 && n.inputs[3].index >= 0) {
       const plan_tensor& b = cx.T(n.inputs[3]);
       const std::vector<index_t> full = {q.shape[0], q.shape[2], q.shape[1], k.shape[1]};
@@ -98,6 +100,7 @@ struct attention_rule : op_rule {
   template <class K>
   static void lower_with(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                          step_info& info, std::vector<detail::plan_command>& cmds) {
+    const attention_params& attr = n.attr<attention_params>();
     // The step's inputs: x = Q, others = K, V and the bias when there is one; after the Q/K/V
     // merge all three are one projection [B, S, Nq + Nk + Nv] read at their first columns.
     const bool merged = s.qkv_shape_of[0] >= 0;
@@ -111,8 +114,8 @@ struct attention_rule : op_rule {
       pr.k_strides = {pr.kv_len * row, pr.head_dim, row};
       pr.v_strides = pr.k_strides;
     }
-    pr.scale = n.attention.scale;
-    pr.causal = n.attention.causal;
+    pr.scale = attr.scale;
+    pr.causal = attr.causal;
     detail::plan_command c;
     c.in[0] = s.x;
     c.in[1] = s.others[0];

@@ -11,8 +11,10 @@ namespace graph_ops {
 
 struct batch_norm_rule : op_rule {
   static constexpr op_kind kind = op_kind::batch_norm;
+  using attributes = norm_params;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const norm_params& attr = n.attr<norm_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
     cx.need_float(n, x);
     if (x.type != dtype::f32)
@@ -22,13 +24,13 @@ struct batch_norm_rule : op_rule {
     const char* names[] = {"", "mean", "var", "gamma", "beta"};
     for (std::size_t s = 1; s < 5; ++s)
       cx.need_count(n, names[s], cx.need_constant(n, s, names[s]), C, "channels");
-    if (!(n.eps >= 0.f)) cx.fail_node(n, "eps must be non-negative");
+    if (!(attr.eps >= 0.f)) cx.fail_node(n, "eps must be non-negative");
     const std::vector<float> var = cx.constant_f32(n.inputs[2].index);
     for (std::size_t c = 0; c < var.size(); ++c) {
       if (!(var[c] >= 0.f))
         cx.fail_node(n, "variance of channel " + std::to_string(c) + " is negative or NaN (" +
                             std::to_string(var[c]) + ")");
-      if (!(var[c] + n.eps > 0.f))
+      if (!(var[c] + attr.eps > 0.f))
         cx.fail_node(n, "var + eps of channel " + std::to_string(c) +
                             " is 0: the scale 1 / sqrt(var + eps) is infinite");
     }
@@ -41,7 +43,7 @@ struct batch_norm_rule : op_rule {
                gamma = cx.constant_f32(n.inputs[3].index),
                beta = cx.constant_f32(n.inputs[4].index);
     std::vector<float> sc(mean.size()), sh(mean.size());
-    batch_norm_affine({mean, var, gamma, beta, n.eps}, sc, sh);
+    batch_norm_affine({mean, var, gamma, beta, n.attr<norm_params>().eps}, sc, sh);
     const index_t C = index_t(mean.size());
     s.op = op_kind::eltwise;
     s.chain.push_back({stage_kind::mul, 0, 0, cx.new_constant(n.name + ".scale", {C}, sc), true});

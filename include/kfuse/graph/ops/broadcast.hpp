@@ -58,10 +58,12 @@ inline void strided_copy_command(detail::compile_context& cx, const detail::step
 
 struct broadcast_rule : op_rule {
   static constexpr op_kind kind = op_kind::broadcast;
+  using attributes = broadcast_params;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const broadcast_params& attr = n.attr<broadcast_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
-    const std::vector<index_t>& to = n.shape;
+    const std::vector<index_t>& to = attr.shape;
     if (to.empty() || to.size() > std::size_t(broadcast_shape::max_rank))
       cx.fail_node(n, "target rank " + std::to_string(to.size()) + " is not in [1, 6]");
     if (x.shape.size() > to.size())
@@ -74,9 +76,9 @@ struct broadcast_rule : op_rule {
         cx.fail_node(n, "input '" + x.name + "' " + cx.shape_str(x.shape) +
                             " does not broadcast to " + cx.shape_str(to));
     }
-    if (n.to_layout != tensor_layout::plain && to.size() != 4)
-      cx.fail_node(n, "a " + std::string(layout_name(n.to_layout)) + " output must be 4-D");
-    cx.set_out(n, to, x.type, n.to_layout);
+    if (attr.as != tensor_layout::plain && to.size() != 4)
+      cx.fail_node(n, "a " + std::string(layout_name(attr.as)) + " output must be 4-D");
+    cx.set_out(n, to, x.type, attr.as);
     cx.pass_quant(n, x);
   }
 

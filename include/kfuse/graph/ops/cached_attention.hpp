@@ -67,6 +67,7 @@ void cached_attention_cmd(const command& c) {
 
 struct cached_attention_rule : op_rule {
   static constexpr op_kind kind = op_kind::cached_attention;
+  using attributes = attention_params;
 
   // inputs: q, k_new, v_new, k_cache, v_cache, position.
   static void infer(detail::compile_context& cx, const node_desc& n) {
@@ -102,7 +103,8 @@ struct cached_attention_rule : op_rule {
       cx.fail_node(n, std::to_string(q.shape[2]) + " query heads do not group over " +
                           std::to_string(kn.shape[2]) + " key / value heads");
     if (q.shape[1] == 0) cx.fail_node(n, "no new rows (sequence of length 0)");
-    if (!std::isfinite(n.attention.scale)) cx.fail_node(n, "the scale is not finite");
+    if (!std::isfinite(n.attr<attention_params>().scale))
+      cx.fail_node(n, "the scale is not finite");
     // The caches are written: caller buffers that no other node reads (its order against the
     // write would be unspecified).
     for (int i = 3; i < 5; ++i) {
@@ -164,7 +166,7 @@ struct cached_attention_rule : op_rule {
     auto p = std::make_shared<cached_attention_params<K>>();
     p->p = attention_problem::bshd(q.shape[0], q.shape[2], q.shape[1], kc.shape[1], q.shape[3],
                                    kc.shape[2]);
-    p->p.scale = n.attention.scale;
+    p->p.scale = n.attr<attention_params>().scale;
     p->p.causal = true;  // a cache holds the past: query i sees keys up to pos + i
     p->cache = cache;
     K::initialize(p->p);  // checks the problem at its largest

@@ -60,10 +60,12 @@ void f32_to_int_cmd(const command& c) {
 
 struct cast_rule : op_rule {
   static constexpr op_kind kind = op_kind::cast;
+  using attributes = cast_params;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const cast_params& attr = n.attr<cast_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
-    const dtype to = n.to_type;
+    const dtype to = attr.to;
     const bool q_in = x.type == dtype::i8 || x.type == dtype::u8;
     const bool q_out = to == dtype::i8 || to == dtype::u8;
     const bool int_in = x.type == dtype::i32 || x.type == dtype::i64;
@@ -79,11 +81,11 @@ struct cast_rule : op_rule {
       cx.fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
                           " without quant params (graph::set_quant)");
     if (q_in && to != dtype::f32) cx.fail_node(n, "dequantize produces f32");
-    if (q_out && !(n.quant.scale > 0.f && std::isfinite(n.quant.scale)))
+    if (q_out && !(attr.quant.scale > 0.f && std::isfinite(attr.quant.scale)))
       cx.fail_node(n, "quantize scale must be positive and finite");
-    if (q_out && (n.quant.zero_point < (to == dtype::u8 ? 0 : -128) ||
-                  n.quant.zero_point > (to == dtype::u8 ? 255 : 127)))
-      cx.fail_node(n, "quantize zero point " + std::to_string(n.quant.zero_point) +
+    if (q_out && (attr.quant.zero_point < (to == dtype::u8 ? 0 : -128) ||
+                  attr.quant.zero_point > (to == dtype::u8 ? 255 : 127)))
+      cx.fail_node(n, "quantize zero point " + std::to_string(attr.quant.zero_point) +
                           " is outside the range of " + std::string(dtype_name(to)));
     cx.set_out(n, x.shape, to, x.layout);
   }
@@ -91,8 +93,9 @@ struct cast_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
+    const cast_params& attr = n.attr<cast_params>();
     const plan_tensor& x = cx.T(s.x);
-    const dtype to = n.to_type, from = x.type;
+    const dtype to = attr.to, from = x.type;
     auto p = std::make_shared<convert_params>();
     p->shape = make_rows(shape_numel(x.shape), 0, false, 0);
     detail::plan_command c;
@@ -107,7 +110,7 @@ struct cast_rule : op_rule {
       info.kernel = "cast " + std::string(dtype_name(from)) + "->f32";
       c.fn = from == dtype::i64 ? &int_to_f32_cmd<std::int64_t> : &int_to_f32_cmd<std::int32_t>;
     } else if (to == dtype::i8 || to == dtype::u8) {
-      p->q = {n.quant.scale, n.quant.zero_point};
+      p->q = {attr.quant.scale, attr.quant.zero_point};
       info.kernel = "quantize";
       if (from != dtype::f32) cx.fail_node(n, "quantize takes f32 input");
       c.fn = to == dtype::i8 ? &convert_cmd<A, B, float, std::int8_t, epilogue<quantize<i8>>>

@@ -20,21 +20,24 @@ void channel_shuffle_cmd(const command& c) {
 
 struct channel_shuffle_rule : op_rule {
   static constexpr op_kind kind = op_kind::channel_shuffle;
+  using attributes = channel_shuffle_params;
 
   /// The kernel's problem for input x (4-D) and node n's attributes (count -1 resolved).
   static channel_shuffle_shape problem_of(const plan_tensor& x, const node_desc& n) {
+    const channel_shuffle_params& attr = n.attr<channel_shuffle_params>();
     channel_shuffle_shape s;
     s.n = x.shape[0];
     s.c = x.shape[1];
     s.hw = x.shape[2] * x.shape[3];
-    s.groups = n.shuffle.groups;
-    s.first = n.shuffle.first;
-    s.count = n.shuffle.count < 0 ? s.c - s.first : n.shuffle.count;
+    s.groups = attr.groups;
+    s.first = attr.first;
+    s.count = attr.count < 0 ? s.c - s.first : attr.count;
     s.channels_last = x.layout == tensor_layout::nhwc;
     return s;
   }
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const channel_shuffle_params& attr = n.attr<channel_shuffle_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
     if (x.shape.size() != 4)
       cx.fail_node(n, "input '" + x.name + "' has shape " + cx.shape_str(x.shape) +
@@ -43,8 +46,8 @@ struct channel_shuffle_rule : op_rule {
     if (bytes != 1 && bytes != 2 && bytes != 4)
       cx.fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
                           " (1-, 2- or 4-byte elements)");
-    if (n.shuffle.count < -1)
-      cx.fail_node(n, "count " + std::to_string(n.shuffle.count) + " (at least 1, or -1: all)");
+    if (attr.count < -1)
+      cx.fail_node(n, "count " + std::to_string(attr.count) + " (at least 1, or -1: all)");
     const channel_shuffle_shape s = problem_of(x, n);
     cx.check_for_node(n, "channel_shuffle",
                       [&] { detail::check_channel_shuffle("channel_shuffle", s); });

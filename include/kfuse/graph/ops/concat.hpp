@@ -9,15 +9,17 @@ namespace graph_ops {
 
 struct concat_rule : op_rule {
   static constexpr op_kind kind = op_kind::concat;
+  using attributes = concat_params;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const concat_params& attr = n.attr<concat_params>();
     if (n.inputs.empty()) cx.fail_node(n, "no inputs");
     const plan_tensor& x0 = cx.T(n.inputs[0]);
     const int r = int(x0.shape.size());
-    const int axis = n.axis < 0 ? n.axis + r : n.axis;
+    const int axis = attr.axis < 0 ? attr.axis + r : attr.axis;
     if (axis < 0 || axis >= r)
-      cx.fail_node(
-          n, "axis " + std::to_string(n.axis) + " is out of range for rank " + std::to_string(r));
+      cx.fail_node(n, "axis " + std::to_string(attr.axis) + " is out of range for rank " +
+                          std::to_string(r));
     auto shape = x0.shape;
     shape[std::size_t(axis)] = 0;
     for (tensor_id id : n.inputs) {
@@ -42,9 +44,10 @@ struct concat_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
+    const concat_params& attr = n.attr<concat_params>();
     const plan_tensor& o = cx.T(s.out);
     const int r = int(o.shape.size());
-    const int axis = cx.memory_axis(o.layout, n.axis < 0 ? n.axis + r : n.axis, r);
+    const int axis = cx.memory_axis(o.layout, attr.axis < 0 ? attr.axis + r : attr.axis, r);
     const auto oshape = cx.memory_shape(o);
     index_t outer = 1, inner_unit = index_t(dtype_size(o.type));
     for (int i = 0; i < axis; ++i) outer *= oshape[std::size_t(i)];

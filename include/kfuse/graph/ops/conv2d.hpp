@@ -17,6 +17,7 @@ namespace graph_ops {
 
 struct conv2d_rule : op_rule, conv2d_common {
   static constexpr op_kind kind = op_kind::conv2d;
+  using attributes = conv2d_params;
   static constexpr bool by_precision = true;
   static constexpr bool absorbs_chain = true;
   static constexpr bool folds_batch_norm = true;
@@ -28,7 +29,7 @@ struct conv2d_rule : op_rule, conv2d_common {
     cx.need_input_of_precision(n, x);
     cx.need_image(n, x);
     const plan_tensor& w = cx.need_float_weight(n, 4, "OIHW [K, C / groups, R, S]");
-    const conv2d_params& cp = n.conv;
+    const conv2d_params& cp = n.attr<conv2d_params>();
     const conv_shape cs = shape_of(x, w, cp);
     if (cp.groups >= 1 && x.shape[1] % cp.groups == 0 && w.shape[1] * cp.groups != x.shape[1])
       cx.fail_node(n, "input has " + std::to_string(x.shape[1]) + " channels, weights expect " +

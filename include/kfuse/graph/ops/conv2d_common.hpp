@@ -41,7 +41,7 @@ struct conv2d_common {
     return cs;
   }
   static conv_shape shape_of(const detail::compile_context& cx, const detail::step& s) {
-    return shape_of(cx.T(s.x), cx.T(s.others[0]), cx.node_of(s).conv);
+    return shape_of(cx.T(s.x), cx.T(s.others[0]), cx.node_of(s).attr<conv2d_params>());
   }
 
   /// f32 OIHW weights of a conv step and its chain, with a folded batch norm applied: the
@@ -60,7 +60,9 @@ struct conv2d_common {
     // stays in the chain, after the folded one.
     std::vector<float> b = s.bn_after_bias ? cx.constant_f32(chain[0].operand)
                                            : std::vector<float>(std::size_t(cs.k), 0.f);
-    cx.for_node(bn, [&] { fold_batch_norm(cs, w, b, {mean, var, gamma, beta, bn.eps}); });
+    cx.for_node(bn, [&] {
+      fold_batch_norm(cs, w, b, {mean, var, gamma, beta, bn.attr<norm_params>().eps});
+    });
     const detail::op_stage folded{
         stage_kind::bias, 0, 0,
         cx.new_constant(cx.node_of(s).name + ".folded_bias", {cs.k}, std::move(b)), true};

@@ -13,27 +13,29 @@ namespace graph_ops {
 
 struct conv_transpose2d_rule : op_rule {
   static constexpr op_kind kind = op_kind::conv_transpose2d;
+  using attributes = conv_transpose2d_params;
   static bool optional_slot(std::size_t slot) { return slot == 2; }
 
   static conv_transpose_shape shape_of(const plan_tensor& x, const plan_tensor& w,
                                        const node_desc& n) {
+    const conv_transpose2d_params& attr = n.attr<conv_transpose2d_params>();
     conv_transpose_shape s;
     s.n = x.shape[0];
     s.c = x.shape[1];
     s.h = x.shape[2];
     s.w = x.shape[3];
-    s.groups = n.conv.groups;
-    s.k = w.shape[1] * n.conv.groups;
+    s.groups = attr.conv.groups;
+    s.k = w.shape[1] * attr.conv.groups;
     s.r = w.shape[2];
     s.s = w.shape[3];
-    s.stride_h = n.conv.stride_h;
-    s.stride_w = n.conv.stride_w;
-    s.dil_h = n.conv.dilation_h;
-    s.dil_w = n.conv.dilation_w;
-    s.pad_top = n.conv.pad_top;
-    s.pad_left = n.conv.pad_left;
-    s.out_h = n.shape.size() == 2 ? n.shape[0] : 0;
-    s.out_w = n.shape.size() == 2 ? n.shape[1] : 0;
+    s.stride_h = attr.conv.stride_h;
+    s.stride_w = attr.conv.stride_w;
+    s.dil_h = attr.conv.dilation_h;
+    s.dil_w = attr.conv.dilation_w;
+    s.pad_top = attr.conv.pad_top;
+    s.pad_left = attr.conv.pad_left;
+    s.out_h = attr.out_h;
+    s.out_w = attr.out_w;
     return s;
   }
 
@@ -42,8 +44,11 @@ struct conv_transpose2d_rule : op_rule {
     if (x.shape.size() != 4 || x.layout != tensor_layout::nhwc || x.type != dtype::f32)
       cx.fail_node(n, "input '" + x.name + "' must be a 4-D nhwc f32 image");
     const plan_tensor& w = cx.need_float_weight(n, 4, "[C, K / groups, R, S]");
-    if (n.shape.size() != 2) cx.fail_node(n, "the output size (H, W) is missing");
-    if (n.conv.groups < 1 || w.shape[0] != x.shape[1])
+    const conv_transpose2d_params& attr = n.attr<conv_transpose2d_params>();
+    if (attr.out_h < 1 || attr.out_w < 1)
+      cx.fail_node(n, "the output size " + std::to_string(attr.out_h) + "x" +
+                          std::to_string(attr.out_w) + " is not positive");
+    if (attr.conv.groups < 1 || w.shape[0] != x.shape[1])
       cx.fail_node(n, "weight '" + w.name + "' " + cx.shape_str(w.shape) + " does not match " +
                           std::to_string(x.shape[1]) + " input channels");
     const conv_transpose_shape s = shape_of(x, w, n);

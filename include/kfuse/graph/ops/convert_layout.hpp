@@ -65,14 +65,16 @@ inline void layout_command(detail::compile_context& cx, std::int32_t x, std::int
 
 struct convert_layout_rule : op_rule {
   static constexpr op_kind kind = op_kind::convert_layout;
+  using attributes = convert_layout_params;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const convert_layout_params& attr = n.attr<convert_layout_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
     if (x.shape.size() != 4)
       cx.fail_node(n, "input '" + x.name + "' has " + std::to_string(x.shape.size()) +
                           " dimensions; layout conversion takes 4-D (N, C, H, W)");
-    if (n.to_layout == tensor_layout::plain) cx.fail_node(n, "target layout must be nchw or nhwc");
-    cx.set_out(n, x.shape, x.type, n.to_layout);
+    if (attr.to == tensor_layout::plain) cx.fail_node(n, "target layout must be nchw or nhwc");
+    cx.set_out(n, x.shape, x.type, attr.to);
     cx.pass_quant(n, x);
   }
 

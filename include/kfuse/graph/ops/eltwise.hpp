@@ -12,7 +12,7 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
 
-struct eltwise_params {
+struct eltwise_step_params {
   rows_shape shape;
   chain_list stages;
   quant_params out_q{};  // eltwise_chain_quantize_cmd: the int8 output's scale and zero point
@@ -21,7 +21,7 @@ struct eltwise_params {
 /// out = chain(in): any fused stage chain; operands in c.in[1..3].
 template <class A, class B, class T>
 void eltwise_chain_cmd(const command& c) {
-  const auto& p = *static_cast<const eltwise_params*>(c.params);
+  const auto& p = *static_cast<const eltwise_step_params*>(c.params);
   chain ch{&p.stages,
            {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
             static_cast<const float*>(c.in[3])}};
@@ -32,7 +32,7 @@ void eltwise_chain_cmd(const command& c) {
 /// int8_t), in one pass.
 template <class A, class B, class Out>
 void eltwise_chain_quantize_cmd(const command& c) {
-  const auto& p = *static_cast<const eltwise_params*>(c.params);
+  const auto& p = *static_cast<const eltwise_step_params*>(c.params);
   chain ch{&p.stages,
            {static_cast<const float*>(c.in[1]), static_cast<const float*>(c.in[2]),
             static_cast<const float*>(c.in[3])}};
@@ -42,7 +42,7 @@ void eltwise_chain_quantize_cmd(const command& c) {
 /// out = relu(in): the most common single stage, without the chain's switch.
 template <class A, class B, class T>
 void eltwise_relu_cmd(const command& c) {
-  const auto& p = *static_cast<const eltwise_params*>(c.params);
+  const auto& p = *static_cast<const eltwise_step_params*>(c.params);
   run_rows_cmd<simd::vec_for<A, B>, T, T>(c, p.shape, epilogue<relu>{});
 }
 
@@ -68,17 +68,19 @@ inline const char* stage_p0_name(stage_kind k) {
 
 struct eltwise_rule : op_rule {
   static constexpr op_kind kind = op_kind::eltwise;
+  using attributes = eltwise_params;
   static constexpr bool absorbs_chain = true;
   // bf16 tensors (bf16 and int8 plans) and quantized outputs (int8) have kernels of their own.
   static constexpr bool by_precision = true;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const eltwise_params& attr = n.attr<eltwise_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
     if (x.type != dtype::f32 && x.type != dtype::bf16)
       cx.fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
                           "; eltwise stages take f32 or bf16");
     std::size_t slot = 1;
-    for (const eltwise_stage& s : n.stages) {
+    for (const eltwise_stage& s : attr.stages) {
       if (!stage_reads_operand(s.kind)) continue;
       const plan_tensor& o = cx.T(n.inputs[slot++]);
       if (o.type != dtype::f32)
@@ -100,9 +102,9 @@ struct eltwise_rule : op_rule {
     if (n.inputs.size() - 1 > std::size_t(chain_max_operands))
       cx.fail_node(n, "more than " + std::to_string(chain_max_operands) +
                           " tensor operands in one eltwise node");
-    if (n.stages.size() > std::size_t(chain_max_stages))
+    if (attr.stages.size() > std::size_t(chain_max_stages))
       cx.fail_node(n, "more than " + std::to_string(chain_max_stages) + " stages");
-    for (const eltwise_stage& s : n.stages) {
+    for (const eltwise_stage& s : attr.stages) {
       if (s.kind == stage_kind::clamp && !(s.p0 <= s.p1)) cx.fail_node(n, "clamp: lo exceeds hi");
       const char* p0_name = stage_p0_name(s.kind);
       if (p0_name != nullptr && !std::isfinite(s.p0))
@@ -116,7 +118,7 @@ struct eltwise_rule : op_rule {
 
   static void build_step(detail::compile_context&, const node_desc& n, detail::step& s) {
     std::size_t slot = 1;
-    for (const eltwise_stage& e : n.stages) {
+    for (const eltwise_stage& e : n.attr<eltwise_params>().stages) {
       detail::op_stage o{e.kind, e.p0, e.p1, -1, e.per_channel};
       if (stage_reads_operand(e.kind)) o.operand = n.inputs[slot++].index;
       s.chain.push_back(o);
@@ -132,7 +134,7 @@ struct eltwise_rule : op_rule {
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
     const plan_tensor& x = cx.T(s.x);
-    auto p = std::make_shared<eltwise_params>();
+    auto p = std::make_shared<eltwise_step_params>();
     detail::plan_command c;
     c.in[0] = s.x;
     c.out = s.out;

@@ -11,7 +11,7 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
 
-struct gather_params {
+struct gather_step_params {
   gather_shape shape;
   std::size_t elem_bytes = 4;
   std::string who;  // "graph: node 'emb' (gather)": the error's prefix
@@ -19,15 +19,17 @@ struct gather_params {
 
 template <class I>
 void gather_cmd(const command& c) {
-  const auto& p = *static_cast<const gather_params*>(c.params);
+  const auto& p = *static_cast<const gather_step_params*>(c.params);
   gather_rows(c.in[0], static_cast<const I*>(c.in[1]), c.out, p.shape, p.elem_bytes, c.threads,
               p.who);
 }
 
 struct gather_rule : op_rule {
   static constexpr op_kind kind = op_kind::gather;
+  using attributes = gather_params;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const gather_params& attr = n.attr<gather_params>();
     const plan_tensor& t = cx.T(n.inputs[0]);
     const plan_tensor& i = cx.T(n.inputs[1]);
     if (t.layout == tensor_layout::nhwc && t.shape.size() == 4)
@@ -38,10 +40,10 @@ struct gather_rule : op_rule {
     if (i.layout == tensor_layout::nhwc && i.shape.size() == 4)
       cx.fail_node(n, "indices '" + i.name + "' are nhwc");
     const int r = int(t.shape.size());
-    if (n.axis < -r || n.axis >= r)
-      cx.fail_node(n, "axis " + std::to_string(n.axis) + " is out of range for the table's rank " +
-                          std::to_string(r));
-    const std::size_t axis = std::size_t(n.axis < 0 ? n.axis + r : n.axis);
+    if (attr.axis < -r || attr.axis >= r)
+      cx.fail_node(n, "axis " + std::to_string(attr.axis) +
+                          " is out of range for the table's rank " + std::to_string(r));
+    const std::size_t axis = std::size_t(attr.axis < 0 ? attr.axis + r : attr.axis);
     std::vector<index_t> shape(t.shape.begin(), t.shape.begin() + std::ptrdiff_t(axis));
     shape.insert(shape.end(), i.shape.begin(), i.shape.end());
     shape.insert(shape.end(), t.shape.begin() + std::ptrdiff_t(axis) + 1, t.shape.end());
@@ -64,11 +66,12 @@ struct gather_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
+    const gather_params& attr = n.attr<gather_params>();
     const plan_tensor& t = cx.T(s.x);
     const plan_tensor& i = cx.T(s.others[0]);
     const int r = int(t.shape.size());
-    const std::size_t axis = std::size_t(n.axis < 0 ? n.axis + r : n.axis);
-    auto p = std::make_shared<gather_params>();
+    const std::size_t axis = std::size_t(attr.axis < 0 ? attr.axis + r : attr.axis);
+    auto p = std::make_shared<gather_step_params>();
     for (std::size_t d = 0; d < axis; ++d) p->shape.outer *= t.shape[d];
     for (std::size_t d = axis + 1; d < t.shape.size(); ++d) p->shape.inner *= t.shape[d];
     p->shape.rows = t.shape[axis];

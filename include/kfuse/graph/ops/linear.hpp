@@ -74,6 +74,7 @@ inline tensor_quant int8_input_quant(const detail::compile_context& cx, const no
 
 struct linear_rule : op_rule {
   static constexpr op_kind kind = op_kind::linear;
+  using attributes = linear_params;
   static constexpr bool absorbs_chain = true;
   static constexpr bool by_precision = true;
   static bool optional_slot(std::size_t slot) { return slot == 2; }

@@ -16,7 +16,7 @@ namespace graph_ops {
 
 /// A matmul step's parameter block: the kernel's problem and the fused chain.
 template <class K>
-struct matmul_params {
+struct matmul_step_params {
   typename K::packed packed;
   chain_list stages;
   index_t a_offset = 0, b_offset = 0;  // operands read through an absorbed view
@@ -25,7 +25,7 @@ struct matmul_params {
 /// out = chain(a . b): a, b in c.in[0..1], the chain's operands in c.in[2..3].
 template <class K>
 void matmul_cmd(const command& c) {
-  const auto& p = *static_cast<const matmul_params<K>*>(c.params);
+  const auto& p = *static_cast<const matmul_step_params<K>*>(c.params);
   const chain ch{&p.stages,
                  {static_cast<const float*>(c.in[2]), static_cast<const float*>(c.in[3]), nullptr}};
   K::run(static_cast<const float*>(c.in[0]) + p.a_offset,
@@ -35,6 +35,7 @@ void matmul_cmd(const command& c) {
 
 struct matmul_rule : op_rule {
   static constexpr op_kind kind = op_kind::matmul;
+  using attributes = matmul_params;
   static constexpr bool by_precision = true;
   static constexpr bool absorbs_chain = true;
   /// Slots 0 and 1 of the command are a and b: two left for fused operands.
@@ -80,16 +81,16 @@ struct matmul_rule : op_rule {
     using K = batched_gemm<Recipe, A, epilogue<chain>, B>;
     // An operand with an absorbed view (passes/view_absorption) is the view's shape read
     // through its strides from the view's input.
-    const node_desc* views[2] = {nullptr, nullptr};
+    const strided_view_params* views[2] = {nullptr, nullptr};
     for (int i = 0; i < 2; ++i)
       if (s.views[std::size_t(i)] >= 0)
-        views[i] = &cx.g.nodes()[std::size_t(s.views[std::size_t(i)])];
+        views[i] = &cx.g.nodes()[std::size_t(s.views[std::size_t(i)])].attr<strided_view_params>();
     const std::vector<index_t>& as = views[0] ? views[0]->shape : cx.T(s.x).shape;
     const std::vector<index_t>& bs = views[1] ? views[1]->shape : cx.T(s.others[0]).shape;
     const kfuse::matmul_geometry g =
         kfuse::matmul_geometry_of(as, bs, views[0] ? views[0]->strides : std::vector<index_t>{},
                                   views[1] ? views[1]->strides : std::vector<index_t>{});
-    auto p = std::make_shared<matmul_params<K>>();
+    auto p = std::make_shared<matmul_step_params<K>>();
     p->packed = K::initialize(g.problem);
     p->a_offset = views[0] ? views[0]->offset : 0;
     p->b_offset = views[1] ? views[1]->offset : 0;

@@ -14,9 +14,11 @@ namespace graph_ops {
 
 struct max_pool_indices_rule : op_rule {
   static constexpr op_kind kind = op_kind::max_pool_indices;
+  using attributes = max_pool_indices_params;
 
   static max_pool_indices_kernel::problem problem_of(const plan_tensor& x, const node_desc& n) {
-    return {pool2d_rule::shape_of(x, n.pool), n.column_major};
+    const max_pool_indices_params& attr = n.attr<max_pool_indices_params>();
+    return {pool2d_rule::shape_of(x, attr.pool), attr.column_major};
   }
 
   static void infer(detail::compile_context& cx, const node_desc& n) {

@@ -16,6 +16,7 @@ namespace graph_ops {
 template <bool Rms>
 struct norm_rule : op_rule {
   static constexpr op_kind kind = Rms ? op_kind::rms_norm : op_kind::layer_norm;
+  using attributes = norm_params;
   static constexpr bool absorbs_chain = true;
   /// gamma (and beta for layer_norm) may be left out.
   static bool optional_slot(std::size_t slot) { return Rms ? slot == 1 : slot >= 1; }
@@ -34,7 +35,7 @@ struct norm_rule : op_rule {
       if (n.inputs[s].index < 0) continue;
       cx.need_count(n, names[s], cx.need_constant(n, s, names[s]), cols, "columns");
     }
-    if (!(n.eps >= 0.f)) cx.fail_node(n, "eps must be non-negative");
+    if (!(n.attr<norm_params>().eps >= 0.f)) cx.fail_node(n, "eps must be non-negative");
     cx.set_out(n, x.shape, x.type, x.layout);
   }
 
@@ -51,7 +52,8 @@ struct norm_rule : op_rule {
     if (!Rms && n.inputs.size() > 2 && n.inputs[2].index >= 0)
       beta = cx.constant_f32(n.inputs[2].index);
     auto p = std::make_shared<kernel_params<K>>();
-    p->packed = cx.for_node(n, [&] { return K::initialize(pr, gamma, beta, n.eps); });
+    p->packed =
+        cx.for_node(n, [&] { return K::initialize(pr, gamma, beta, n.attr<norm_params>().eps); });
     p->in = p->out = {pr.rows, pr.cols};
     detail::plan_command c;
     c.in[0] = s.x;

@@ -12,6 +12,7 @@ namespace graph_ops {
 
 struct pool2d_rule : op_rule {
   static constexpr op_kind kind = op_kind::pool2d;
+  using attributes = pool2d_params;
   static constexpr bool absorbs_chain = true;
 
   static pool_shape shape_of(const plan_tensor& x, const pool2d_params& p) {
@@ -38,19 +39,19 @@ struct pool2d_rule : op_rule {
   }
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const pool2d_params& attr = n.attr<pool2d_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
     cx.need_image(n, x);
     if (x.type == dtype::f16 || x.type == dtype::i32 || x.type == dtype::i64)
       cx.fail_node(n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) +
                           "; pooling takes f32, bf16, u8 or i8");
-    if ((x.type == dtype::u8 || x.type == dtype::i8) && !x.has_quant &&
-        n.pool.kind == pool_kind::avg)
+    if ((x.type == dtype::u8 || x.type == dtype::i8) && !x.has_quant && attr.kind == pool_kind::avg)
       cx.fail_node(n, "average pooling of " + std::string(dtype_name(x.type)) + " input '" +
                           x.name + "' needs its quant params (graph::set_quant)");
-    if (n.pool.global)
-      if (n.pool.pad_top || n.pool.pad_left || n.pool.pad_bottom || n.pool.pad_right)
+    if (attr.global)
+      if (attr.pad_top || attr.pad_left || attr.pad_bottom || attr.pad_right)
         cx.fail_node(n, "global pooling takes no padding");
-    const pool_shape ps = shape_of(x, n.pool);
+    const pool_shape ps = shape_of(x, attr);
     cx.check_for_node(n, "pool2d", [&] { detail::check_pool_shape("pool2d", ps); });
     cx.set_out(n, {ps.n, ps.c, ps.out_h(), ps.out_w()}, x.type, x.layout);
     cx.pass_quant(n, x);
@@ -59,8 +60,9 @@ struct pool2d_rule : op_rule {
   template <class A, class B>
   static void lower(detail::compile_context& cx, const detail::step& s, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
+    const pool2d_params& attr = n.attr<pool2d_params>();
     const plan_tensor& x = cx.T(s.x);
-    const pool_shape ps = shape_of(x, n.pool);
+    const pool_shape ps = shape_of(x, attr);
     detail::plan_command c;
     c.in[0] = s.x;
     c.out = s.out;
@@ -84,7 +86,7 @@ struct pool2d_rule : op_rule {
       });
     });
     static constexpr const char* modes[] = {"max", "average", "global max", "global average"};
-    info.kernel = "pool2d " + std::string(modes[int(n.pool.kind) + 2 * int(n.pool.global)]) + " " +
+    info.kernel = "pool2d " + std::string(modes[int(attr.kind) + 2 * int(attr.global)]) + " " +
                   std::string(layout_name(x.layout)) +
                   (s.chain.empty() ? "" : " [" + cx.chain_text(s.chain) + "]");
   }

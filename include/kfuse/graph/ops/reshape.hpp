@@ -12,32 +12,34 @@ namespace graph_ops {
 
 struct reshape_rule : op_rule {
   static constexpr op_kind kind = op_kind::reshape;
+  using attributes = reshape_params;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
+    const reshape_params& attr = n.attr<reshape_params>();
     const plan_tensor& x = cx.T(n.inputs[0]);
-    const std::vector<index_t> shape = n.flatten ? flat_shape(cx, n, x) : target_shape(cx, n, x);
+    const std::vector<index_t> shape = attr.flatten ? flat_shape(cx, n, x) : target_shape(cx, n, x);
     if (shape_numel(shape) != shape_numel(x.shape))
       cx.fail_node(n, "input '" + x.name + "' has " + std::to_string(shape_numel(x.shape)) +
                           " elements " + cx.shape_str(x.shape) + ", the target shape " +
                           cx.shape_str(shape) + " " + std::to_string(shape_numel(shape)));
-    if (n.to_layout == tensor_layout::nhwc ||
-        (n.to_layout == tensor_layout::nchw && shape.size() != 4))
+    if (attr.as == tensor_layout::nhwc || (attr.as == tensor_layout::nchw && shape.size() != 4))
       cx.fail_node(n,
                    "a reshape's output is plain or, for a 4-D shape, nchw (the same memory "
                    "order), not " +
-                       std::string(layout_name(n.to_layout)) + " " + cx.shape_str(shape));
-    cx.set_out(n, shape, x.type, n.to_layout);
+                       std::string(layout_name(attr.as)) + " " + cx.shape_str(shape));
+    cx.set_out(n, shape, x.type, attr.as);
     cx.pass_quant(n, x);
   }
 
   /// flatten: axes [axis, rank) collapsed into one.
   static std::vector<index_t> flat_shape(const detail::compile_context& cx, const node_desc& n,
                                          const plan_tensor& x) {
+    const reshape_params& attr = n.attr<reshape_params>();
     const int r = int(x.shape.size());
-    const int axis = n.axis < 0 ? n.axis + r : n.axis;
+    const int axis = attr.axis < 0 ? attr.axis + r : attr.axis;
     if (axis < 0 || axis > r)
-      cx.fail_node(
-          n, "axis " + std::to_string(n.axis) + " is out of range for rank " + std::to_string(r));
+      cx.fail_node(n, "axis " + std::to_string(attr.axis) + " is out of range for rank " +
+                          std::to_string(r));
     std::vector<index_t> shape(x.shape.begin(), x.shape.begin() + axis);
     index_t inner = 1;
     for (int i = axis; i < r; ++i) inner *= x.shape[std::size_t(i)];
@@ -48,7 +50,7 @@ struct reshape_rule : op_rule {
   /// The node's target shape with its -1 (if any) inferred.
   static std::vector<index_t> target_shape(const detail::compile_context& cx, const node_desc& n,
                                            const plan_tensor& x) {
-    std::vector<index_t> shape = n.shape;
+    std::vector<index_t> shape = n.attr<reshape_params>().shape;
     int unknown = -1;
     index_t known = 1;
     for (std::size_t i = 0; i < shape.size(); ++i) {

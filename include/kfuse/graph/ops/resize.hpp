@@ -21,6 +21,7 @@ inline void resize_cmd(const command& c) {
 
 struct resize_rule : op_rule {
   static constexpr op_kind kind = op_kind::resize;
+  using attributes = resize_params;
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
     const plan_tensor& x = cx.T(n.inputs[0]);
@@ -28,7 +29,7 @@ struct resize_rule : op_rule {
     if (x.type != dtype::f32)
       cx.fail_node(
           n, "input '" + x.name + "' is " + std::string(dtype_name(x.type)) + "; resize takes f32");
-    const resize_params& p = n.resize;
+    const resize_params& p = n.attr<resize_params>();
     if (p.out_h < 1 || p.out_w < 1 || p.out_h > (index_t(1) << 24) || p.out_w > (index_t(1) << 24))
       cx.fail_node(n, "output size " + std::to_string(p.out_h) + "x" + std::to_string(p.out_w) +
                           " is out of range");
@@ -52,7 +53,7 @@ struct resize_rule : op_rule {
   static void lower(detail::compile_context& cx, const detail::step& st, const node_desc& n,
                     step_info& info, std::vector<detail::plan_command>& cmds) {
     const plan_tensor& x = cx.T(st.x);
-    const resize_params& p = n.resize;
+    const resize_params& p = n.attr<resize_params>();
     auto s = std::make_shared<resize_shape>();
     s->n = x.shape[0];
     s->c = x.shape[1];

@@ -31,7 +31,10 @@ namespace detail {
 inline bool nhwc_capable(const node_desc& n, bool& every_slot) {
   const nhwc_support s = nhwc_support_of(n.op);
   every_slot = s == nhwc_support::all;
-  if (s == nhwc_support::target) return n.to_layout == tensor_layout::nchw && n.shape.size() == 4;
+  if (s == nhwc_support::target) {  // broadcast
+    const broadcast_params& b = n.attr<broadcast_params>();
+    return b.as == tensor_layout::nchw && b.shape.size() == 4;
+  }
   return s != nhwc_support::no;
 }
 
@@ -108,7 +111,7 @@ class layout_chooser {
   }
   bool in(tensor_id t) const { return in_[std::size_t(t.index)]; }
   static bool is_conversion_to(const node_desc& n, tensor_layout l) {
-    return n.op == op_kind::convert_layout && n.to_layout == l;
+    return n.op == op_kind::convert_layout && n.attr<convert_layout_params>().to == l;
   }
 
   /// Whether node n computes the same result in NHWC from the region (see the file comment).
@@ -117,7 +120,7 @@ class layout_chooser {
     if (n.inputs.empty() || !nhwc_capable(n, every_slot) || !in(n.inputs[0])) return false;
     if (n.op == op_kind::eltwise) {
       std::size_t slot = 1;
-      for (const eltwise_stage& s : n.stages) {
+      for (const eltwise_stage& s : n.attr<eltwise_params>().stages) {
         if (!stage_reads_operand(s.kind)) continue;
         if (slot >= n.inputs.size()) return false;
         // A per-channel operand holds C values whatever its layout (an SE gate [N=1, C, 1, 1]
@@ -178,8 +181,8 @@ class layout_chooser {
       if (!member[i]) continue;
       node_desc& n = h.nodes_[i];
       ++r.region_nodes;
-      if (n.op == op_kind::broadcast || n.op == op_kind::convert_layout)
-        n.to_layout = tensor_layout::nhwc;
+      if (n.op == op_kind::broadcast) n.attr<broadcast_params>().as = tensor_layout::nhwc;
+      if (n.op == op_kind::convert_layout) n.attr<convert_layout_params>().to = tensor_layout::nhwc;
       const std::size_t ti = std::size_t(n.output.index);
       if (was_nhwc_[ti] || !read_outside[ti]) continue;
       std::string back_name = h.tensors_[ti].name + "/nchw";

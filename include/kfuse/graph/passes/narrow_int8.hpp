@@ -20,7 +20,7 @@ inline void keep_narrow_int8_in_f32(compile_context& cx) {
   for (const step& s : cx.steps) {
     if (!s.alive || s.op != op_kind::conv2d) continue;
     const node_desc& n = cx.node_of(s);
-    if (n.conv.prec != precision::inherit) continue;
+    if (declared_precision(n) != precision::inherit) continue;
     const conv_shape cs = graph_ops::conv2d_rule::shape_of(cx, s);
     if (cs.is_depthwise() || cs.groups != 1 || cs.k > narrow_int8_channels) continue;
     cx.kept_f32.resize(cx.g.nodes().size(), 0);

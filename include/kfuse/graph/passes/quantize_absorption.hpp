@@ -36,20 +36,20 @@ inline void absorb_quantize(compile_context& cx) {
     const node_desc& cn = cx.node_of(c);
     const plan_tensor& x = cx.T(c.x);
     if (x.type != dtype::f32) continue;
-    const bool explicit_q =
-        c.op == op_kind::cast && (cn.to_type == dtype::u8 || cn.to_type == dtype::i8);
+    const cast_params* cast = c.op == op_kind::cast ? &cn.attr<cast_params>() : nullptr;
+    const bool explicit_q = cast && (cast->to == dtype::u8 || cast->to == dtype::i8);
     bool reads_u8 = false;
     if (!explicit_q && x.has_quant && graph_ops::valid_u8_quant(x.quant))
       graph_ops::with_rule(c.op,
                            [&](auto rule) { reads_u8 = decltype(rule)::reads_quantized(cx, c); });
     if (!explicit_q && !reads_u8) continue;
-    const dtype to = explicit_q ? cn.to_type : dtype::u8;
+    const dtype to = explicit_q ? cast->to : dtype::u8;
     const int pi = quantize_producer(cx, c.x, to, u);
     if (pi < 0) continue;
     step& p = cx.steps[std::size_t(pi)];
     const std::string into = cx.node_of(p).name + " (" + std::string(op_name(p.op)) + ")";
     if (explicit_q) {
-      p.out_quant = cn.quant;
+      p.out_quant = cast->quant;
       p.out = c.out;
       p.fused.push_back(cn.name);
       c.alive = false;

@@ -27,7 +27,8 @@ inline void absorb_views(compile_context& cx) {
       // A negative stride (a flip) would need a negative batched_gemm stride; a chain would
       // need the view's values computed.
       if (v.op != op_kind::strided_view || !v.chain.empty() ||
-          std::any_of(vn.strides.begin(), vn.strides.end(), [](index_t s) { return s < 0; }))
+          std::ranges::any_of(vn.attr<strided_view_params>().strides,
+                              [](index_t s) { return s < 0; }))
         continue;
       operand = v.x;
       m.views[std::size_t(slot)] = v.node;
