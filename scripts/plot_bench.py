@@ -82,7 +82,7 @@ for i, panel in enumerate(panels):
         vals = [next(iter(series[(panel, lib)].values())) for lib in libs]
         ax.barh(libs, vals, color=["C0" if "fused" in lib else "C7" for lib in libs])
         ax.set_title(f"{a.title}: {panel}" if panel else a.title, fontsize=10)
-        ax.set_xlabel(a.rate)
+        ax.set_xlabel(a.rate if "/" in a.rate else a.rate + "/s")
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3, axis="x")
         continue
@@ -92,13 +92,19 @@ for i, panel in enumerate(panels):
         xs = sorted(pts)
         ax.plot(xs, [pts[x] for x in xs], marker="o", ms=3,
                 lw=2.2 if lib.startswith("kfuse") else 1.2, label=lib)
+    xs_all = sorted({x for (p, _), pts in series.items() if p == panel for x in pts})
     if by_layer:
-        ax.set_xticks(sorted({x for (p, _), pts in series.items() if p == panel for x in pts}))
+        ax.set_xticks(xs_all)
+    elif a.x:  # a run argument such as a sequence length: log 2, its values as ticks
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs_all, [str(x) for x in xs_all])
     else:
         ax.set_xscale("log")
     ax.set_title(f"{a.title}: {panel}" if panel else a.title, fontsize=10)
     ax.set_xlabel(a.x or ("layer (the benchmark's order)" if by_layer else a.size + " per call"))
-    ax.set_ylabel(a.rate or {"MFLOP": "GFLOP/s", "MB": "GB/s"}.get(a.size, a.size + " / ms"))
+    rate_label = a.rate if "/" in a.rate else a.rate + "/s"  # Google Benchmark rates: per second
+    ax.set_ylabel(rate_label if a.rate else
+                  {"MFLOP": "GFLOP/s", "MB": "GB/s"}.get(a.size, a.size + " / ms"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
 for j in range(len(panels), nrows * cols):
