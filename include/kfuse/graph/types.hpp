@@ -8,6 +8,7 @@
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/epilogue/stage_list.hpp"
+#include "kfuse/types/conv_geometry.hpp"
 #include "kfuse/types/elem.hpp"
 #include "kfuse/types/pad_mode.hpp"
 #include "kfuse/types/pool_kind.hpp"
@@ -137,12 +138,9 @@ constexpr bool stage_reads_operand(stage_kind k) noexcept {
 
 using eltwise_stage = stage_desc<tensor_id>;
 
-/// conv2d geometry (weights are OIHW [K, C / groups, R, S]).
-struct conv2d_params {
-  int stride_h = 1, stride_w = 1;
-  int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  int dilation_h = 1, dilation_w = 1;
-  int groups = 1;
+/// conv2d: its window (conv_geometry, as the kernels' conv_shape has it; weights are OIHW
+/// [K, C / groups, R, S]) and the arithmetic it runs in (inherit: compile_options::prec).
+struct conv2d_params : conv_geometry {
   precision prec = precision::inherit;
 };
 

@@ -21,7 +21,7 @@ conv_transpose_shape make_t(index_t n, index_t c, index_t h, index_t w, index_t 
   conv_transpose_shape s;
   s.n = n, s.c = c, s.h = h, s.w = w, s.k = k, s.r = r, s.s = r;
   s.stride_h = s.stride_w = stride;
-  s.dil_h = s.dil_w = dil;
+  s.dilation_h = s.dilation_w = dil;
   s.pad_top = s.pad_left = pad;
   s.groups = groups;
   s.out_h = conv_transpose_shape::natural(h, stride, dil, r, 2 * pad) + out_pad;
@@ -67,8 +67,8 @@ struct reference {
             for (index_t ko = 0; ko < kg; ++ko)
               for (index_t r = 0; r < s.r; ++r)
                 for (index_t q = 0; q < s.s; ++q) {
-                  const index_t oh = ih * s.stride_h - s.pad_top + r * s.dil_h;
-                  const index_t ow = iw * s.stride_w - s.pad_left + q * s.dil_w;
+                  const index_t oh = ih * s.stride_h - s.pad_top + r * s.dilation_h;
+                  const index_t ow = iw * s.stride_w - s.pad_left + q * s.dilation_w;
                   if (oh < 0 || oh >= s.out_h || ow < 0 || ow >= s.out_w) continue;
                   const double p = xv * w[std::size_t(((c * kg + ko) * s.r + r) * s.s + q)];
                   const std::size_t o =

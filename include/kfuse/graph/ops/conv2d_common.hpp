@@ -29,15 +29,7 @@ struct conv2d_common {
     cs.k = w.shape[0];
     cs.r = w.shape[2];
     cs.s = w.shape[3];
-    cs.stride_h = p.stride_h;
-    cs.stride_w = p.stride_w;
-    cs.pad_top = p.pad_top;
-    cs.pad_left = p.pad_left;
-    cs.pad_bottom = p.pad_bottom;
-    cs.pad_right = p.pad_right;
-    cs.dilation_h = p.dilation_h;
-    cs.dilation_w = p.dilation_w;
-    cs.groups = p.groups;
+    static_cast<conv_geometry&>(cs) = p;  // the window, as the node holds it
     return cs;
   }
   static conv_shape shape_of(const detail::compile_context& cx, const detail::step& s) {

@@ -24,16 +24,10 @@ struct conv_transpose2d_rule : op_rule {
     s.c = x.shape[1];
     s.h = x.shape[2];
     s.w = x.shape[3];
-    s.groups = attr.conv.groups;
+    static_cast<conv_geometry&>(s) = attr.conv;  // the window, as the node holds it
     s.k = w.shape[1] * attr.conv.groups;
     s.r = w.shape[2];
     s.s = w.shape[3];
-    s.stride_h = attr.conv.stride_h;
-    s.stride_w = attr.conv.stride_w;
-    s.dil_h = attr.conv.dilation_h;
-    s.dil_w = attr.conv.dilation_w;
-    s.pad_top = attr.conv.pad_top;
-    s.pad_left = attr.conv.pad_left;
     s.out_h = attr.out_h;
     s.out_w = attr.out_w;
     return s;

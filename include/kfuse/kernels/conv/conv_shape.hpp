@@ -8,17 +8,16 @@
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/kernels/window_checks.hpp"
 #include "kfuse/layout/layout.hpp"
+#include "kfuse/types/conv_geometry.hpp"
 
 namespace kfuse {
 
-struct conv_shape {
+/// The extents and the window (strides, padding, dilations, groups: conv_geometry, which the
+/// graph's conv2d_params also is).
+struct conv_shape : conv_geometry {
   index_t n = 1, c = 1, h = 1, w = 1;  // input (logical N, C, H, W)
   index_t k = 1;                       // output channels
   index_t r = 1, s = 1;                // kernel height, width
-  index_t stride_h = 1, stride_w = 1;
-  index_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  index_t dilation_h = 1, dilation_w = 1;
-  index_t groups = 1;
   // Each group's weights are block-diagonal in this many blocks (output channels [j K/g/d,
   // (j + 1) K/g/d) read only input channels [j C/g/d, (j + 1) C/g/d) of their group): groups
   // merged into one by the caller (graph/ops/conv2d.hpp), whose zero blocks the NHWC f32 tiles

@@ -32,16 +32,16 @@
 #include "kfuse/kernels/workspace.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/types/conv_geometry.hpp"
 
 namespace kfuse {  // plain data, shared by every arch's TUs
 
-struct conv_transpose_shape {
+/// The extents and the window (conv_geometry, as conv2d's; pad_bottom / pad_right are unused:
+/// out_h / out_w place the far edge).
+struct conv_transpose_shape : conv_geometry {
   index_t n = 1, c = 1, h = 1, w = 1;  // input (logical N, C, H, W)
   index_t k = 1, r = 1, s = 1;         // output channels, window
-  index_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
-  index_t pad_top = 0, pad_left = 0;
-  index_t groups = 1;
-  index_t out_h = 1, out_w = 1;  // given: ONNX's output_padding / output_shape decide them
+  index_t out_h = 1, out_w = 1;        // given: ONNX's output_padding / output_shape decide them
   /// The output extent without output padding: (in - 1) * stride - pads + dil * (k - 1) + 1.
   static index_t natural(index_t in, index_t stride, index_t dil, index_t win, index_t pads) {
     return (in - 1) * stride - pads + dil * (win - 1) + 1;
@@ -62,8 +62,8 @@ namespace detail {
 inline void check_conv_transpose_shape(const conv_transpose_shape& s) {
   constexpr std::string_view k = "conv_transpose2d";
   auto num = [](index_t v) { return std::to_string(v); };
-  for (index_t v : {s.c, s.h, s.w, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dil_h, s.dil_w,
-                    s.groups, s.out_h, s.out_w})
+  for (index_t v : {s.c, s.h, s.w, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h,
+                    s.dilation_w, s.groups, s.out_h, s.out_w})
     if (v < 1) fail(k, "extents, strides, dilations and groups must be >= 1");
   if (s.n < 0) fail(k, "negative batch");
   if (s.pad_top < 0 || s.pad_left < 0) fail(k, "padding must not be negative");
@@ -197,7 +197,7 @@ struct conv_transpose2d : image_kernel_types<nhwc, epilogue<>> {
           std::copy(p.bias.begin(), p.bias.end(), o);
       }
     // Input rows whose taps reach [oh0, oh1): oh = ih * stride - pad + rr * dil, rr in [0, R).
-    const index_t reach = (s.r - 1) * s.dil_h;
+    const index_t reach = (s.r - 1) * s.dilation_h;
     const index_t ih0 = std::max<index_t>(0, ceil_div(oh0 + s.pad_top - reach, s.stride_h));
     const index_t ih1 = std::min<index_t>(s.h, floor_div(oh1 - 1 + s.pad_top, s.stride_h) + 1);
     if (ih0 >= ih1) return;
@@ -215,12 +215,12 @@ struct conv_transpose2d : image_kernel_types<nhwc, epilogue<>> {
           const index_t oh_base = ih * s.stride_h - s.pad_top,
                         ow_base = iw * s.stride_w - s.pad_left;
           index_t r0, r1, s0, s1;
-          detail::valid_taps(oh_base - oh0, s.dil_h, s.r, oh1 - oh0, r0, r1);
-          detail::valid_taps(ow_base, s.dil_w, s.s, s.out_w, s0, s1);
+          detail::valid_taps(oh_base - oh0, s.dilation_h, s.r, oh1 - oh0, r0, r1);
+          detail::valid_taps(ow_base, s.dilation_w, s.s, s.out_w, s0, s1);
           for (index_t rr = r0; rr < r1; ++rr) {
-            const index_t oh = oh_base + rr * s.dil_h;
+            const index_t oh = oh_base + rr * s.dilation_h;
             for (index_t ss = s0; ss < s1; ++ss) {
-              const index_t ow = ow_base + ss * s.dil_w;
+              const index_t ow = ow_base + ss * s.dilation_w;
               add_run(out + (oh * s.out_w + ow) * s.k + g * kg, src + (rr * s.s + ss) * kg, kg);
             }
           }
