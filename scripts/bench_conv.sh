@@ -172,7 +172,7 @@ for path in sys.argv[2:]:
               f"{b.get('label', '')} |")
 EOF
 
-# docs/plots/conv.png and depthwise.png: GFLOP/s per layer, kfuse and the peers
+# docs/plots/conv.png, depthwise.png and norm.png: GFLOP/s per layer, kfuse and the peers
 # (python3-matplotlib; scripts/plot_bench.py).
 /usr/bin/python3 "$root/scripts/plot_bench.py" "$root/docs/plots/conv.png" \
   "conv2d f32, ResNet-50 layers" "$conv_json" --family bare >&2
@@ -180,4 +180,9 @@ if [[ -f $build/dwconv_bench.json ]]; then
   /usr/bin/python3 "$root/scripts/plot_bench.py" "$root/docs/plots/depthwise.png" \
     "depthwise, MobileNetV3 / EfficientNet layers" "$build/dwconv_bench.json" --family layers \
     --rate GFLOPs >&2
+fi
+if [[ -f $build/norm_bench.json ]]; then  # docs/plots/norm.png: GB/s per op and library
+  /usr/bin/python3 "$root/scripts/plot_bench.py" "$root/docs/plots/norm.png" \
+    "norms, 4096 x 1024" "$build/norm_bench.json" --rate "GB/s" --scale 1e-9 --bars \
+    --args _,threads >&2
 fi

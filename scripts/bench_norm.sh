@@ -88,3 +88,7 @@ print("\n".join(verdicts))
 print()
 print("Paths: " + "; ".join(sorted({f'{k[0]}/{k[1]}: {v}' for k, v in label.items() if k[2] == 1})))
 PY
+
+# docs/plots/norm.png: GB/s per op and library, 1 and 2 threads (python3-matplotlib).
+/usr/bin/python3 "$root/scripts/plot_bench.py" "$root/docs/plots/norm.png" "norms, 4096 x 1024" \
+  "$out" --rate "GB/s" --scale 1e-9 --bars --args _,threads >&2

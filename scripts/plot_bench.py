@@ -25,9 +25,11 @@ ap.add_argument("--family", default="", help="only run names starting with FAMIL
 ap.add_argument("--size", default="MFLOP", help="counter of work per call (x axis)")
 ap.add_argument("--rate", default="", help="plot this rate counter as it is (e.g. GFLOPs)")
 ap.add_argument("--args", default="layer,batch,threads",
-                help="names of the numeric run-name arguments, in order")
+                help="names of the numeric run-name arguments, in order (_: not plotted)")
 ap.add_argument("--x", default="", help="with --rate: the run argument on the x axis")
 ap.add_argument("--bars", action="store_true", help="with --rate: one bar per run name")
+ap.add_argument("--scale", type=float, default=1.0,
+                help="with --rate: multiply the counter (1e-9: a bytes/s counter in GB/s)")
 a = ap.parse_args()
 arg_names = a.args.split(",")
 NAMED = {"N": "batch", "T": "threads", "L": "layer"}
@@ -51,10 +53,13 @@ def rows(path):
         while parts and parts[-1].lstrip("-").isdigit():
             nums.insert(0, int(parts.pop()))
         args.update(zip(arg_names[-len(nums):] if nums else [], nums))
+        args.pop("_", None)  # an argument named _ in --args is not plotted
         # family/library[/variant], or family/layer name/library when the layer is an argument
         lib = parts[-1] if "layer" in args and len(parts) > 2 else "/".join(parts[1:]) or parts[0]
+        if a.bars:  # one bar per run name: the family and the library
+            lib = "/".join(parts)
         if a.rate:
-            yield lib, args, 0.0, float(b[a.rate])
+            yield lib, args, 0.0, float(b[a.rate]) * a.scale
             continue
         unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
         t = (b["cpu_time"] if args.get("threads", 1) == 1 else b["real_time"]) * unit
@@ -80,7 +85,8 @@ for i, panel in enumerate(panels):
     if a.bars:
         libs = sorted(lib for p, lib in series if p == panel)
         vals = [next(iter(series[(panel, lib)].values())) for lib in libs]
-        ax.barh(libs, vals, color=["C0" if "fused" in lib else "C7" for lib in libs])
+        kf = [("kfuse" in lib or lib.startswith("fused")) for lib in libs]  # kfuse's bars in color
+        ax.barh(libs, vals, color=["C0" if k else "C7" for k in kf])
         ax.set_title(f"{a.title}: {panel}" if panel else a.title, fontsize=10)
         ax.set_xlabel(a.rate if "/" in a.rate else a.rate + "/s")
         ax.tick_params(axis="y", labelsize=7)
