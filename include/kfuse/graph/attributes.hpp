@@ -6,9 +6,10 @@
 // Ops with geometry use the types of graph/types.hpp: conv2d_params, pool2d_params,
 // resize_params, attention_params (attention, cached_attention), reduce_params, pad_params,
 // arg_reduce_params, channel_shuffle_params.
+#include <atomic>
 #include <memory>
+#include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "kfuse/graph/types.hpp"
@@ -132,13 +133,118 @@ custom_op make_custom_op(F fn, std::vector<index_t> out_shape, dtype out_type = 
   return op;
 }
 
-/// A node's attributes: one of the types above (monostate: a default node_desc, before its
-/// builder call sets them).
-using node_attributes =
-    std::variant<std::monostate, eltwise_params, linear_params, conv2d_params, pool2d_params,
-                 softmax_params, norm_params, reshape_params, concat_params, convert_layout_params,
-                 cast_params, custom_op, broadcast_params, resize_params, conv_transpose2d_params,
-                 strided_view_params, matmul_params, gather_params, attention_params, reduce_params,
-                 pad_params, arg_reduce_params, max_pool_indices_params, channel_shuffle_params>;
+/// An op without attributes declares this as its rule's attribute type.
+struct no_attributes {};
+
+/// The attribute types in a fixed order: a node's attributes record their type as its place in
+/// this list, the same in every per-ISA copy of kfuse (kfuse::runtime's tiers read the caller's
+/// graph). A new op with attributes appends its type.
+template <class... T>
+struct attribute_types {
+  /// U's place in the list, -1 when it is not in it.
+  template <class U>
+  static constexpr int index_of() noexcept {
+    int i = 0, found = -1;
+    ((std::is_same_v<U, T> ? (found = i++) : i++), ...);
+    return found;
+  }
+};
+using node_attribute_types =
+    attribute_types<eltwise_params, linear_params, conv2d_params, pool2d_params, softmax_params,
+                    norm_params, reshape_params, concat_params, convert_layout_params, cast_params,
+                    custom_op, broadcast_params, resize_params, conv_transpose2d_params,
+                    strided_view_params, matmul_params, gather_params, attention_params,
+                    reduce_params, pad_params, arg_reduce_params, max_pool_indices_params,
+                    channel_shuffle_params>;
+
+namespace detail {
+/// One attribute value with its reference count. `destroy` is set where the value is made: the
+/// code that made it deletes it, whichever per-ISA copy of kfuse drops the last reference.
+struct attribute_box {
+  std::atomic<long> refs{1};
+  void (*destroy)(const attribute_box*) = nullptr;
+};
+template <class T>
+struct attribute_box_of : attribute_box {
+  T value;
+  template <class... Args>
+  explicit attribute_box_of(Args&&... args) : value(std::forward<Args>(args)...) {
+    destroy = [](const attribute_box* b) { delete static_cast<const attribute_box_of*>(b); };
+  }
+};
+}  // namespace detail
+
+/// A node's attributes: one value of one of node_attribute_types, or none (no_attributes: an op
+/// without attributes, or a node_desc made by hand). Copies share the value until one of them
+/// changes it (copy on write), so copying a graph copies no attributes, and a changed copy leaves
+/// the original as it was.
+class node_attributes {
+ public:
+  node_attributes() = default;
+  /// n.attributes = conv2d_params{...}
+  template <class T>
+  requires(node_attribute_types::index_of<std::decay_t<T>>() >= 0)
+      node_attributes(T&& value) {  // NOLINT: implicit, as an assignment of the value
+    emplace<std::decay_t<T>>(std::forward<T>(value));
+  }
+  node_attributes(const node_attributes& o) noexcept : box_(o.box_), id_(o.id_) {
+    if (box_) box_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  node_attributes(node_attributes&& o) noexcept : box_(o.box_), id_(o.id_) { o.box_ = nullptr; }
+  node_attributes& operator=(node_attributes o) noexcept {
+    std::swap(box_, o.box_);
+    std::swap(id_, o.id_);
+    return *this;
+  }
+  ~node_attributes() { release(); }
+
+  template <class T, class... Args>
+  T& emplace(Args&&... args) {
+    static_assert(id_of<T>() >= 0,
+                  "kfuse: not an attribute type of graph/attributes.hpp (node_attribute_types)");
+    auto* b = new detail::attribute_box_of<T>(std::forward<Args>(args)...);
+    release();
+    box_ = b;
+    id_ = id_of<T>();
+    return b->value;
+  }
+  /// Whether the value is a T (no_attributes: whether there is none).
+  template <class T>
+  bool holds() const noexcept {
+    if constexpr (std::is_same_v<T, no_attributes>)
+      return box_ == nullptr;
+    else
+      return box_ && id_ == id_of<T>();
+  }
+  /// The value as a T, or null when it is not one.
+  template <class T>
+  const T* get_if() const noexcept {
+    return holds<T>() ? &static_cast<const detail::attribute_box_of<T>*>(box_)->value : nullptr;
+  }
+  /// The value as a T to change (this node's own copy from then on), or null.
+  template <class T>
+  T* get_if() {
+    if (!holds<T>()) return nullptr;
+    auto* b = static_cast<detail::attribute_box_of<T>*>(box_);
+    if (b->refs.load(std::memory_order_acquire) > 1) {
+      auto* own = new detail::attribute_box_of<T>(b->value);
+      release();
+      box_ = b = own;
+    }
+    return &b->value;
+  }
+
+ private:
+  template <class T>
+  static constexpr int id_of() noexcept {
+    return node_attribute_types::index_of<T>();
+  }
+  void release() noexcept {
+    if (box_ && box_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) box_->destroy(box_);
+    box_ = nullptr;
+  }
+  detail::attribute_box* box_ = nullptr;
+  int id_ = -1;
+};
 
 KFUSE_END_NAMESPACE

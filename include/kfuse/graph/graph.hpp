@@ -55,21 +55,30 @@ struct node_desc {
   /// type is an error that names the node.
   template <class T>
   const T& attr() const {
-    if (const T* a = std::get_if<T>(&attributes)) return *a;
-    detail::fail("graph", "node '" + name + "' (" + std::string(op_name(op)) +
-                              "): its attributes are not its op's (node_desc edited by hand?)");
+    if (const T* a = attributes.get_if<T>()) return *a;
+    fail_attributes();
   }
   template <class T>
   T& attr() {
-    return const_cast<T&>(std::as_const(*this).attr<T>());
+    if (T* a = attributes.template get_if<T>()) return *a;
+    fail_attributes();
   }
+
+ private:
+  // Out of line of attr<T>(): one copy of the message's code, not one per attribute type.
+  [[noreturn]] void fail_attributes() const;
 };
+
+inline void node_desc::fail_attributes() const {
+  detail::fail("graph", "node '" + name + "' (" + std::string(op_name(op)) +
+                            "): its attributes are not its op's (node_desc edited by hand?)");
+}
 
 /// The precision a linear, matmul or conv2d node declares (inherit for every other op).
 inline precision declared_precision(const node_desc& n) noexcept {
-  if (const auto* c = std::get_if<conv2d_params>(&n.attributes)) return c->prec;
-  if (const auto* l = std::get_if<linear_params>(&n.attributes)) return l->prec;
-  if (const auto* m = std::get_if<matmul_params>(&n.attributes)) return m->prec;
+  if (const auto* c = n.attributes.get_if<conv2d_params>()) return c->prec;
+  if (const auto* l = n.attributes.get_if<linear_params>()) return l->prec;
+  if (const auto* m = n.attributes.get_if<matmul_params>()) return m->prec;
   return precision::inherit;
 }
 
@@ -150,7 +159,7 @@ class graph {
     node_desc n = make(std::move(name), op_kind::eltwise, {x});
     for (const eltwise_stage& s : stages)
       if (stage_reads_operand(s.kind)) n.inputs.push_back(s.operand);
-    n.attributes = eltwise_params{std::move(stages)};
+    n.attributes.emplace<eltwise_params>(eltwise_params{std::move(stages)});
     return add_node(std::move(n));
   }
   tensor_id relu(std::string name, tensor_id x) {
@@ -202,7 +211,7 @@ class graph {
                    precision prec = precision::inherit) {
     node_desc n = make(std::move(name), op_kind::linear, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.attributes = linear_params{prec};
+    n.attributes.emplace<linear_params>(linear_params{prec});
     return add_node(std::move(n));
   }
   /// x: 4-D nchw or nhwc, weight OIHW [K, C / groups, R, S], bias [K] optional.
@@ -210,12 +219,12 @@ class graph {
                    conv2d_params p = {}) {
     node_desc n = make(std::move(name), op_kind::conv2d, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.attributes = p;
+    n.attributes.emplace<conv2d_params>(p);
     return add_node(std::move(n));
   }
   tensor_id pool2d(std::string name, tensor_id x, pool2d_params p) {
     node_desc n = make(std::move(name), op_kind::pool2d, {x});
-    n.attributes = p;
+    n.attributes.emplace<pool2d_params>(p);
     return add_node(std::move(n));
   }
   /// The int64 flat input index of each window's maximum of pool2d(x, p) (p: max pooling; x
@@ -224,18 +233,18 @@ class graph {
   tensor_id max_pool_indices(std::string name, tensor_id x, pool2d_params p,
                              bool column_major = false) {
     node_desc n = make(std::move(name), op_kind::max_pool_indices, {x});
-    n.attributes = max_pool_indices_params{p, column_major};
+    n.attributes.emplace<max_pool_indices_params>(max_pool_indices_params{p, column_major});
     return add_node(std::move(n));
   }
   tensor_id softmax(std::string name, tensor_id x, int axis = -1) {
     node_desc n = make(std::move(name), op_kind::softmax, {x});
-    n.attributes = softmax_params{axis, false};
+    n.attributes.emplace<softmax_params>(softmax_params{axis, false});
     return add_node(std::move(n));
   }
   /// log(softmax(x)) over `axis`, as x - max - log(sum exp(x - max)).
   tensor_id log_softmax(std::string name, tensor_id x, int axis = -1) {
     node_desc n = make(std::move(name), op_kind::softmax, {x});
-    n.attributes = softmax_params{axis, true};
+    n.attributes.emplace<softmax_params>(softmax_params{axis, true});
     return add_node(std::move(n));
   }
   /// x padded by pads[d] positions before and pads[rank + d] after each (logical) axis d, as ONNX
@@ -247,7 +256,7 @@ class graph {
   }
   tensor_id pad(std::string name, tensor_id x, pad_params p) {
     node_desc n = make(std::move(name), op_kind::pad, {x});
-    n.attributes = std::move(p);
+    n.attributes.emplace<pad_params>(std::move(p));
     return add_node(std::move(n));
   }
   /// x's channels in `groups` groups, transposed as ShuffleNet's channel shuffle (a reshape to
@@ -257,7 +266,7 @@ class graph {
   tensor_id channel_shuffle(std::string name, tensor_id x, int groups, index_t first = 0,
                             index_t count = -1) {
     node_desc n = make(std::move(name), op_kind::channel_shuffle, {x});
-    n.attributes = channel_shuffle_params{groups, first, count};
+    n.attributes.emplace<channel_shuffle_params>(channel_shuffle_params{groups, first, count});
     return add_node(std::move(n));
   }
   /// The int64 index of the maximum / minimum along `axis` (ties: the first, or the last with
@@ -265,7 +274,7 @@ class graph {
   tensor_id arg_reduce(std::string name, tensor_id x, arg_kind kind, int axis = -1,
                        bool keepdims = true, bool select_last = false) {
     node_desc n = make(std::move(name), op_kind::arg_reduce, {x});
-    n.attributes = arg_reduce_params{kind, axis, keepdims, select_last};
+    n.attributes.emplace<arg_reduce_params>(arg_reduce_params{kind, axis, keepdims, select_last});
     return add_node(std::move(n));
   }
   /// A reduction over the logical `axes` (negative count from the end; empty: all),
@@ -273,19 +282,19 @@ class graph {
   tensor_id reduce(std::string name, tensor_id x, reduce_kind kind, std::vector<int> axes = {},
                    bool keepdims = true) {
     node_desc n = make(std::move(name), op_kind::reduce, {x});
-    n.attributes = reduce_params{kind, std::move(axes), keepdims};
+    n.attributes.emplace<reduce_params>(reduce_params{kind, std::move(axes), keepdims});
     return add_node(std::move(n));
   }
   /// Over the last axis; gamma / beta ([last]) optional.
   tensor_id layer_norm(std::string name, tensor_id x, tensor_id gamma = {}, tensor_id beta = {},
                        float eps = 1e-5f) {
     node_desc n = make(std::move(name), op_kind::layer_norm, {x, gamma, beta});
-    n.attributes = norm_params{eps};
+    n.attributes.emplace<norm_params>(norm_params{eps});
     return add_node(std::move(n));
   }
   tensor_id rms_norm(std::string name, tensor_id x, tensor_id gamma = {}, float eps = 1e-6f) {
     node_desc n = make(std::move(name), op_kind::rms_norm, {x, gamma});
-    n.attributes = norm_params{eps};
+    n.attributes.emplace<norm_params>(norm_params{eps});
     return add_node(std::move(n));
   }
   /// Inference batch norm over C of a 4-D tensor (or the last axis of a plain one):
@@ -293,7 +302,7 @@ class graph {
   tensor_id batch_norm(std::string name, tensor_id x, tensor_id mean, tensor_id var,
                        tensor_id gamma, tensor_id beta, float eps = 1e-5f) {
     node_desc n = make(std::move(name), op_kind::batch_norm, {x, mean, var, gamma, beta});
-    n.attributes = norm_params{eps};
+    n.attributes.emplace<norm_params>(norm_params{eps});
     return add_node(std::move(n));
   }
 
@@ -304,36 +313,36 @@ class graph {
   tensor_id reshape(std::string name, tensor_id x, std::vector<index_t> shape,
                     tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::reshape, {x});
-    n.attributes = reshape_params{std::move(shape), as, false, 1};
+    n.attributes.emplace<reshape_params>(reshape_params{std::move(shape), as, false, 1});
     return add_node(std::move(n));
   }
   /// Collapses axes [axis, rank) into one (a plain [N, C*H*W] from nchw by default).
   tensor_id flatten(std::string name, tensor_id x, int axis = 1) {
     node_desc n = make(std::move(name), op_kind::reshape, {x});
     // the target shape is derived at compile time
-    n.attributes = reshape_params{{}, tensor_layout::plain, true, axis};
+    n.attributes.emplace<reshape_params>(reshape_params{{}, tensor_layout::plain, true, axis});
     return add_node(std::move(n));
   }
   tensor_id concat(std::string name, std::vector<tensor_id> xs, int axis) {
     node_desc n = make(std::move(name), op_kind::concat, std::move(xs));
-    n.attributes = concat_params{axis};
+    n.attributes.emplace<concat_params>(concat_params{axis});
     return add_node(std::move(n));
   }
   tensor_id convert_layout(std::string name, tensor_id x, tensor_layout to) {
     node_desc n = make(std::move(name), op_kind::convert_layout, {x});
-    n.attributes = convert_layout_params{to};
+    n.attributes.emplace<convert_layout_params>(convert_layout_params{to});
     return add_node(std::move(n));
   }
   /// Float to float (round to nearest even), e.g. f32 -> bf16.
   tensor_id cast(std::string name, tensor_id x, dtype to) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.attributes = cast_params{to, {}};
+    n.attributes.emplace<cast_params>(cast_params{to, {}});
     return add_node(std::move(n));
   }
   /// Float -> i8 / u8 with q's scale and zero point (also recorded as the output's quant).
   tensor_id quantize(std::string name, tensor_id x, dtype to, tensor_quant q) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.attributes = cast_params{to, q};
+    n.attributes.emplace<cast_params>(cast_params{to, q});
     const tensor_id y = add_node(std::move(n));
     set_quant(y, q);
     return y;
@@ -341,7 +350,7 @@ class graph {
   /// i8 / u8 -> f32 with the input's quant params.
   tensor_id dequantize(std::string name, tensor_id x) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.attributes = cast_params{dtype::f32, {}};
+    n.attributes.emplace<cast_params>(cast_params{dtype::f32, {}});
     return add_node(std::move(n));
   }
   /// x expanded to `shape` by NumPy's rules (extent-1 axes repeated, missing leading axes
@@ -349,7 +358,7 @@ class graph {
   tensor_id broadcast(std::string name, tensor_id x, std::vector<index_t> shape,
                       tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::broadcast, {x});
-    n.attributes = broadcast_params{std::move(shape), as};
+    n.attributes.emplace<broadcast_params>(broadcast_params{std::move(shape), as});
     return add_node(std::move(n));
   }
   /// out[i0, i1, ...] = x[offset + i0 * strides[0] + i1 * strides[1] + ...] for a plain (or
@@ -358,7 +367,8 @@ class graph {
   tensor_id strided_view(std::string name, tensor_id x, std::vector<index_t> shape, index_t offset,
                          std::vector<index_t> strides, tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::strided_view, {x});
-    n.attributes = strided_view_params{std::move(shape), offset, std::move(strides), as};
+    n.attributes.emplace<strided_view_params>(
+        strided_view_params{std::move(shape), offset, std::move(strides), as});
     return add_node(std::move(n));
   }
   /// a [..., M, K] . b [..., K, N] of two run-time tensors (NumPy matmul: batch dimensions
@@ -366,7 +376,7 @@ class graph {
   tensor_id matmul(std::string name, tensor_id a, tensor_id b,
                    precision prec = precision::inherit) {
     node_desc n = make(std::move(name), op_kind::matmul, {a, b});
-    n.attributes = matmul_params{prec};
+    n.attributes.emplace<matmul_params>(matmul_params{prec});
     return add_node(std::move(n));
   }
   /// Fused attention: softmax(Q.K^T * scale + bias) . V with Q [B, Sq, H, d], K and V
@@ -375,7 +385,7 @@ class graph {
   tensor_id attention(std::string name, tensor_id q, tensor_id k, tensor_id v, tensor_id bias = {},
                       attention_params p = {}) {
     node_desc n = make(std::move(name), op_kind::attention, {q, k, v, bias});
-    n.attributes = p;
+    n.attributes.emplace<attention_params>(p);
     return add_node(std::move(n));
   }
   /// A decoder step (or a prefill of Sq tokens) against KV caches the caller owns: k_new and
@@ -389,14 +399,14 @@ class graph {
                              attention_params p = {}) {
     node_desc n = make(std::move(name), op_kind::cached_attention,
                        {q, k_new, v_new, k_cache, v_cache, position});
-    n.attributes = p;
+    n.attributes.emplace<attention_params>(p);
     return add_node(std::move(n));
   }
   /// out = table gathered along `axis` by i32 / i64 `indices` (negative ones count from the end):
   /// the shape is table's before axis, then indices', then table's after axis (ONNX Gather).
   tensor_id gather(std::string name, tensor_id table, tensor_id indices, int axis = 0) {
     node_desc n = make(std::move(name), op_kind::gather, {table, indices});
-    n.attributes = gather_params{axis};
+    n.attributes.emplace<gather_params>(gather_params{axis});
     return add_node(std::move(n));
   }
   /// Transposed convolution of an nhwc image: weights [C, K / groups, R, S], bias [K]
@@ -405,19 +415,19 @@ class graph {
                              conv2d_params p, index_t out_h, index_t out_w) {
     node_desc n = make(std::move(name), op_kind::conv_transpose2d, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.attributes = conv_transpose2d_params{p, out_h, out_w};
+    n.attributes.emplace<conv_transpose2d_params>(conv_transpose2d_params{p, out_h, out_w});
     return add_node(std::move(n));
   }
   /// x (4-D nchw or nhwc) resampled to p.out_h x p.out_w, nearest or bilinear.
   tensor_id resize(std::string name, tensor_id x, resize_params p) {
     node_desc n = make(std::move(name), op_kind::resize, {x});
-    n.attributes = p;
+    n.attributes.emplace<resize_params>(p);
     return add_node(std::move(n));
   }
   /// A user's fused op (see make_custom_op): at most 4 inputs.
   tensor_id custom(std::string name, std::vector<tensor_id> inputs, custom_op op) {
     node_desc n = make(std::move(name), op_kind::custom, std::move(inputs));
-    n.attributes = std::move(op);
+    n.attributes.emplace<custom_op>(std::move(op));
     return add_node(std::move(n));
   }
 

@@ -13,7 +13,8 @@
 //    element; passes 2 and 3 hit the row in L1/L2, so memory sees one read and one write.
 //    A non-f32 output cannot hold the unscaled exp without a second rounding: it goes to an L1
 //    scratch row instead (rows up to softmax_scratch_row_limit; longer ones recompute the exp).
-//    Large f32 outputs (8 MiB and more, aligned) use the scratch row too and streaming stores.
+//    Large f32 outputs (a quarter of the L3 and more, aligned: simd/stream.hpp) use the scratch
+//    row too and streaming stores.
 //  - online (longer rows): pass 1 keeps a running max and a rescaled sum per lane (one rescale
 //    per block of 4 vectors), pass 2 computes exp and scale and stores: two reads and one write
 //    of memory whatever the row length, about 2.25 exps per element.

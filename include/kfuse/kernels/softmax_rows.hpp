@@ -28,7 +28,7 @@ enum class softmax_method {
 inline constexpr index_t softmax_cached_row_limit = index_t(1) << 15;
 
 /// Cached rows up to this length (elements) keep exp(x - max) in a 32 KiB stack buffer when the
-/// output is not f32 or is written with streaming stores (kfuse::detail::stream_min_bytes).
+/// output is not f32 or is written with streaming stores (kfuse::detail::stream_min_bytes()).
 inline constexpr index_t softmax_scratch_row_limit = index_t(1) << 13;
 
 struct softmax_options {

@@ -1,7 +1,13 @@
 #pragma once
 // Streaming (non-temporal) f32 stores for large outputs, and what a kernel needs around them.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "kfuse/config/macros.hpp"
@@ -49,10 +55,39 @@ struct stream_ops<simd::hwy_impl> {
 #endif
 #endif
 
+/// The streaming threshold from KFUSE_STREAM_MIN_BYTES's value (env: null when unset) and the
+/// last-level cache's size in bytes (l3 <= 0: unknown): the variable when it is a whole number
+/// of bytes >= 1, else a quarter of the cache (an output that fits there stays for the next
+/// operation), else 8 MiB. `warning` says why a set variable was ignored.
+inline index_t stream_min_bytes_of(const char* env, long long l3, std::string& warning) {
+  if (env) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(env, &end, 10);
+    if (end != env && *end == 0 && errno == 0 && v >= 1) return index_t(v);
+    warning = std::string("kfuse: KFUSE_STREAM_MIN_BYTES='") + env +
+              "' is not a byte count >= 1; ignored";
+  }
+  return l3 > 0 ? index_t(l3 / 4) : index_t(8) << 20;
+}
+
 /// Outputs of at least this many bytes are written with streaming stores (where the output is
-/// f32, vector-aligned and its rows are whole vectors): a quarter of the L3 of the machine this
-/// was tuned on; smaller outputs stay in cache for the next operation.
-inline constexpr index_t stream_min_bytes = index_t(8) << 20;
+/// f32, vector-aligned and its rows are whole vectors); smaller outputs stay in cache for the
+/// next operation. A quarter of this machine's last-level cache (8 MiB where unknown), or
+/// KFUSE_STREAM_MIN_BYTES; decided once per process.
+inline index_t stream_min_bytes() {
+  static const index_t bytes = [] {
+    long long l3 = -1;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    std::string warning;
+    const index_t b = stream_min_bytes_of(std::getenv("KFUSE_STREAM_MIN_BYTES"), l3, warning);
+    if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
+    return b;
+  }();
+  return bytes;
+}
 
 template <class V, class Out>
 bool use_streaming_stores(const Out* out, index_t rows, index_t cols) {
@@ -60,7 +95,7 @@ bool use_streaming_stores(const Out* out, index_t rows, index_t cols) {
     return false;
   } else {
     constexpr index_t vbytes = index_t(sizeof(float)) * V::lanes;
-    return rows * cols * index_t(sizeof(float)) >= stream_min_bytes &&
+    return rows * cols * index_t(sizeof(float)) >= stream_min_bytes() &&
            reinterpret_cast<std::uintptr_t>(out) % std::uintptr_t(vbytes) == 0 &&
            (cols * index_t(sizeof(float))) % vbytes == 0;
   }

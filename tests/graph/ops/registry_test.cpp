@@ -6,7 +6,6 @@
 #include <set>
 #include <string>
 #include <type_traits>
-#include <variant>
 #include <vector>
 
 #include "kfuse/graph/graph.hpp"
@@ -16,20 +15,15 @@ using namespace kfuse;
 
 namespace {
 
-template <class T, class Variant>
-struct is_alternative;
-template <class T, class... Ts>
-struct is_alternative<T, std::variant<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {
-};
-
 // What each pass reads of a rule, checked at compile time for every op.
 template <op_kind K>
 constexpr bool rule_is_complete() {
   using R = typename graph_ops::rule_of<K>::type;
   static_assert(std::is_base_of_v<graph_ops::op_rule, R>, "a rule derives from op_rule");
   static_assert(R::kind == K, "a rule handles the kind it is registered for");
-  static_assert(is_alternative<typename R::attributes, node_attributes>::value,
-                "a rule's attributes are one of node_attributes (graph/attributes.hpp)");
+  static_assert(node_attribute_types::index_of<typename R::attributes>() >= 0 ||
+                    std::is_same_v<typename R::attributes, no_attributes>,
+                "a rule's attributes are one of node_attribute_types (graph/attributes.hpp)");
   static_assert(
       std::is_same_v<decltype(&R::infer), void (*)(detail::compile_context&, const node_desc&)>,
       "a rule has infer(compile_context&, const node_desc&)");
@@ -104,7 +98,7 @@ TEST_CASE("op registry: every op's builder call makes a node holding its rule's 
     built.insert(n.op);
     graph_ops::with_rule(n.op, [&](auto rule) {
       using R = decltype(rule);
-      CHECK(std::holds_alternative<typename R::attributes>(n.attributes));
+      CHECK(n.attributes.holds<typename R::attributes>());
     });
   }
   for (op_kind k : every_op()) {
@@ -133,7 +127,14 @@ TEST_CASE("op registry: a node's attributes are read as its op's type only") {
   n.attributes = conv2d_params{};
   CHECK(n.attr<conv2d_params>().groups == 1);
   n.attr<conv2d_params>().groups = 2;
-  CHECK(std::get<conv2d_params>(n.attributes).groups == 2);
+  CHECK(n.attributes.get_if<conv2d_params>()->groups == 2);
+  CHECK(n.attributes.get_if<pool2d_params>() == nullptr);
+  // Copies share the value until one changes it.
+  node_desc m = n;
+  m.attr<conv2d_params>().groups = 4;
+  CHECK(n.attr<conv2d_params>().groups == 2);
+  CHECK(m.attr<conv2d_params>().groups == 4);
+  CHECK(node_desc{}.attributes.holds<no_attributes>());
   CHECK_THROWS_WITH(n.attr<pool2d_params>(), Catch::Matchers::Contains("node 'c' (conv2d)"));
   CHECK(declared_precision(n) == precision::inherit);
   n.attr<conv2d_params>().prec = precision::int8;

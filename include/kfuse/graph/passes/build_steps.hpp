@@ -3,8 +3,6 @@
 // output's shape, type and layout from its op's rule (infer), then becomes one step (build_step).
 // A node must hold its op's attributes (graph_ops::<op>_rule::attributes): the builder calls
 // make them; a node_desc made by hand may not.
-#include <variant>
-
 #include "kfuse/graph/compiler/context.hpp"
 #include "kfuse/graph/ops/registry.hpp"
 
@@ -17,7 +15,7 @@ inline void infer_nodes(compile_context& cx) {
     const node_desc& n = cx.g.nodes()[std::size_t(ni)];
     graph_ops::with_rule(n.op, [&](auto rule) {
       using R = decltype(rule);
-      if (!std::holds_alternative<typename R::attributes>(n.attributes))
+      if (!n.attributes.holds<typename R::attributes>())
         cx.fail_node(n, "its attributes are not its op's (a node_desc made or edited by hand?)");
       R::infer(cx, n);
     });
