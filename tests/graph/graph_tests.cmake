@@ -36,13 +36,7 @@ kfuse_add_arch_test(graph_threading SOURCES graph/graph_threading_test.cpp graph
                     LABELS "ci;threads"
                     ARCHS ${graph_host})
 foreach(arch IN LISTS graph_host)
-  if(TARGET graph_threading_${arch})
-    set(f ${CMAKE_CURRENT_BINARY_DIR}/graph_threading_${arch}_env.cmake)
-    file(WRITE ${f} "if(DEFINED graph_threading_${arch}_TESTS)\n"
-                    "  set_tests_properties(\${graph_threading_${arch}_TESTS} PROPERTIES "
-                    "ENVIRONMENT KFUSE_NUM_THREADS=4)\nendif()\n")
-    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${f})
-  endif()
+  kfuse_set_discovered(graph_threading_${arch} ENVIRONMENT KFUSE_NUM_THREADS=4)
 endforeach()
 # Selective builds (compile<ops<...>>): the TU instantiates the listed ops itself.
 kfuse_add_arch_test(graph_selective SOURCES graph/selective_build_test.cpp LABELS "ci"

@@ -15,12 +15,6 @@ endforeach()
 # default it starts at a quarter of the machine's L3: simd/stream.hpp).
 foreach(t softmax norm)
   foreach(arch IN LISTS archs)
-    if(TARGET kernels_${t}_${arch})
-      set(f ${CMAKE_CURRENT_BINARY_DIR}/kernels_${t}_${arch}_env.cmake)
-      file(WRITE ${f} "if(DEFINED kernels_${t}_${arch}_TESTS)\n"
-                      "  set_tests_properties(\${kernels_${t}_${arch}_TESTS} PROPERTIES "
-                      "ENVIRONMENT KFUSE_STREAM_MIN_BYTES=8388608)\nendif()\n")
-      set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${f})
-    endif()
+    kfuse_set_discovered(kernels_${t}_${arch} ENVIRONMENT KFUSE_STREAM_MIN_BYTES=8388608)
   endforeach()
 endforeach()
