@@ -318,10 +318,11 @@ inline std::string describe(const kfuse::graph& g) {
     for (std::size_t i = 0; i < n.inputs.size(); ++i) s << (i ? ", " : "") << name(n.inputs[i]);
     s << ")";
     switch (n.op) {
-      case op_kind::eltwise:
+      case op_kind::eltwise: {
         s << " [";
-        for (std::size_t i = 0; i < n.attr<kfuse::eltwise_params>().stages.size(); ++i) {
-          const auto& st = n.attr<kfuse::eltwise_params>().stages[i];
+        const auto& stages = n.attr<kfuse::eltwise_params>().stages;
+        for (std::size_t i = 0; i < stages.size(); ++i) {
+          const auto& st = stages[i];
           s << (i ? ", " : "") << kfuse::stage_name(st.kind);
           if (st.kind == stage_kind::leaky_relu || st.kind == stage_kind::scale)
             s << "(" << st.p0 << ")";
@@ -331,6 +332,7 @@ inline std::string describe(const kfuse::graph& g) {
         }
         s << "]";
         break;
+      }
       case op_kind::linear:
         s << " prec " << prec_names[int(n.attr<kfuse::linear_params>().prec)];
         break;
@@ -360,12 +362,14 @@ inline std::string describe(const kfuse::graph& g) {
       case op_kind::batch_norm:
         s << " eps " << n.attr<kfuse::norm_params>().eps;
         break;
-      case op_kind::reshape:
-        if (n.attr<kfuse::reshape_params>().flatten)
-          s << " flatten axis " << n.attr<kfuse::reshape_params>().axis;
+      case op_kind::reshape: {
+        const auto& r = n.attr<kfuse::reshape_params>();
+        if (r.flatten)
+          s << " flatten axis " << r.axis;
         else
-          s << " to " << shape_str(n.attr<kfuse::reshape_params>().shape);
+          s << " to " << shape_str(r.shape);
         break;
+      }
       case op_kind::convert_layout:
         s << " to " << kfuse::layout_name(n.attr<kfuse::convert_layout_params>().to);
         break;
@@ -383,28 +387,32 @@ inline std::string describe(const kfuse::graph& g) {
         s << " " << shape_str(v.shape) << " strides " << shape_str(v.strides) << " + " << v.offset;
         break;
       }
-      case op_kind::conv_transpose2d:
-        s << " out " << n.attr<kfuse::conv_transpose2d_params>().out_h << "x"
-          << n.attr<kfuse::conv_transpose2d_params>().out_w;
+      case op_kind::conv_transpose2d: {
+        const auto& t = n.attr<kfuse::conv_transpose2d_params>();
+        s << " out " << t.out_h << "x" << t.out_w;
         break;
-      case op_kind::resize:
-        s << " to " << n.attr<kfuse::resize_params>().out_h << "x"
-          << n.attr<kfuse::resize_params>().out_w;
+      }
+      case op_kind::resize: {
+        const auto& r = n.attr<kfuse::resize_params>();
+        s << " to " << r.out_h << "x" << r.out_w;
         break;
-      case op_kind::broadcast:
-        s << " to " << shape_str(n.attr<kfuse::broadcast_params>().shape) << " "
-          << kfuse::layout_name(n.attr<kfuse::broadcast_params>().as);
+      }
+      case op_kind::broadcast: {
+        const auto& b = n.attr<kfuse::broadcast_params>();
+        s << " to " << shape_str(b.shape) << " " << kfuse::layout_name(b.as);
         break;
+      }
       case op_kind::matmul:
         s << " prec " << prec_names[int(n.attr<kfuse::matmul_params>().prec)];
         break;
       case op_kind::gather:
         s << " axis " << n.attr<kfuse::gather_params>().axis;
         break;
-      case op_kind::attention:
-        s << " scale " << n.attr<kfuse::attention_params>().scale
-          << (n.attr<kfuse::attention_params>().causal ? " causal" : "");
+      case op_kind::attention: {
+        const auto& a = n.attr<kfuse::attention_params>();
+        s << " scale " << a.scale << (a.causal ? " causal" : "");
         break;
+      }
       case op_kind::channel_shuffle: {
         const auto& c = n.attr<kfuse::channel_shuffle_params>();
         s << " groups " << c.groups << " channels " << c.first << "+" << c.count;

@@ -159,7 +159,7 @@ class graph {
     node_desc n = make(std::move(name), op_kind::eltwise, {x});
     for (const eltwise_stage& s : stages)
       if (stage_reads_operand(s.kind)) n.inputs.push_back(s.operand);
-    n.attributes.emplace<eltwise_params>(eltwise_params{std::move(stages)});
+    n.attributes = eltwise_params{std::move(stages)};
     return add_node(std::move(n));
   }
   tensor_id relu(std::string name, tensor_id x) {
@@ -211,7 +211,7 @@ class graph {
                    precision prec = precision::inherit) {
     node_desc n = make(std::move(name), op_kind::linear, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.attributes.emplace<linear_params>(linear_params{prec});
+    n.attributes = linear_params{prec};
     return add_node(std::move(n));
   }
   /// x: 4-D nchw or nhwc, weight OIHW [K, C / groups, R, S], bias [K] optional.
@@ -219,12 +219,12 @@ class graph {
                    conv2d_params p = {}) {
     node_desc n = make(std::move(name), op_kind::conv2d, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.attributes.emplace<conv2d_params>(p);
+    n.attributes = p;
     return add_node(std::move(n));
   }
   tensor_id pool2d(std::string name, tensor_id x, pool2d_params p) {
     node_desc n = make(std::move(name), op_kind::pool2d, {x});
-    n.attributes.emplace<pool2d_params>(p);
+    n.attributes = p;
     return add_node(std::move(n));
   }
   /// The int64 flat input index of each window's maximum of pool2d(x, p) (p: max pooling; x
@@ -233,18 +233,18 @@ class graph {
   tensor_id max_pool_indices(std::string name, tensor_id x, pool2d_params p,
                              bool column_major = false) {
     node_desc n = make(std::move(name), op_kind::max_pool_indices, {x});
-    n.attributes.emplace<max_pool_indices_params>(max_pool_indices_params{p, column_major});
+    n.attributes = max_pool_indices_params{p, column_major};
     return add_node(std::move(n));
   }
   tensor_id softmax(std::string name, tensor_id x, int axis = -1) {
     node_desc n = make(std::move(name), op_kind::softmax, {x});
-    n.attributes.emplace<softmax_params>(softmax_params{axis, false});
+    n.attributes = softmax_params{axis, false};
     return add_node(std::move(n));
   }
   /// log(softmax(x)) over `axis`, as x - max - log(sum exp(x - max)).
   tensor_id log_softmax(std::string name, tensor_id x, int axis = -1) {
     node_desc n = make(std::move(name), op_kind::softmax, {x});
-    n.attributes.emplace<softmax_params>(softmax_params{axis, true});
+    n.attributes = softmax_params{axis, true};
     return add_node(std::move(n));
   }
   /// x padded by pads[d] positions before and pads[rank + d] after each (logical) axis d, as ONNX
@@ -256,7 +256,7 @@ class graph {
   }
   tensor_id pad(std::string name, tensor_id x, pad_params p) {
     node_desc n = make(std::move(name), op_kind::pad, {x});
-    n.attributes.emplace<pad_params>(std::move(p));
+    n.attributes = std::move(p);
     return add_node(std::move(n));
   }
   /// x's channels in `groups` groups, transposed as ShuffleNet's channel shuffle (a reshape to
@@ -266,7 +266,7 @@ class graph {
   tensor_id channel_shuffle(std::string name, tensor_id x, int groups, index_t first = 0,
                             index_t count = -1) {
     node_desc n = make(std::move(name), op_kind::channel_shuffle, {x});
-    n.attributes.emplace<channel_shuffle_params>(channel_shuffle_params{groups, first, count});
+    n.attributes = channel_shuffle_params{groups, first, count};
     return add_node(std::move(n));
   }
   /// The int64 index of the maximum / minimum along `axis` (ties: the first, or the last with
@@ -274,7 +274,7 @@ class graph {
   tensor_id arg_reduce(std::string name, tensor_id x, arg_kind kind, int axis = -1,
                        bool keepdims = true, bool select_last = false) {
     node_desc n = make(std::move(name), op_kind::arg_reduce, {x});
-    n.attributes.emplace<arg_reduce_params>(arg_reduce_params{kind, axis, keepdims, select_last});
+    n.attributes = arg_reduce_params{kind, axis, keepdims, select_last};
     return add_node(std::move(n));
   }
   /// A reduction over the logical `axes` (negative count from the end; empty: all),
@@ -282,19 +282,19 @@ class graph {
   tensor_id reduce(std::string name, tensor_id x, reduce_kind kind, std::vector<int> axes = {},
                    bool keepdims = true) {
     node_desc n = make(std::move(name), op_kind::reduce, {x});
-    n.attributes.emplace<reduce_params>(reduce_params{kind, std::move(axes), keepdims});
+    n.attributes = reduce_params{kind, std::move(axes), keepdims};
     return add_node(std::move(n));
   }
   /// Over the last axis; gamma / beta ([last]) optional.
   tensor_id layer_norm(std::string name, tensor_id x, tensor_id gamma = {}, tensor_id beta = {},
                        float eps = 1e-5f) {
     node_desc n = make(std::move(name), op_kind::layer_norm, {x, gamma, beta});
-    n.attributes.emplace<norm_params>(norm_params{eps});
+    n.attributes = norm_params{eps};
     return add_node(std::move(n));
   }
   tensor_id rms_norm(std::string name, tensor_id x, tensor_id gamma = {}, float eps = 1e-6f) {
     node_desc n = make(std::move(name), op_kind::rms_norm, {x, gamma});
-    n.attributes.emplace<norm_params>(norm_params{eps});
+    n.attributes = norm_params{eps};
     return add_node(std::move(n));
   }
   /// Inference batch norm over C of a 4-D tensor (or the last axis of a plain one):
@@ -302,7 +302,7 @@ class graph {
   tensor_id batch_norm(std::string name, tensor_id x, tensor_id mean, tensor_id var,
                        tensor_id gamma, tensor_id beta, float eps = 1e-5f) {
     node_desc n = make(std::move(name), op_kind::batch_norm, {x, mean, var, gamma, beta});
-    n.attributes.emplace<norm_params>(norm_params{eps});
+    n.attributes = norm_params{eps};
     return add_node(std::move(n));
   }
 
@@ -313,36 +313,36 @@ class graph {
   tensor_id reshape(std::string name, tensor_id x, std::vector<index_t> shape,
                     tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::reshape, {x});
-    n.attributes.emplace<reshape_params>(reshape_params{std::move(shape), as, false, 1});
+    n.attributes = reshape_params{std::move(shape), as, false, 1};
     return add_node(std::move(n));
   }
   /// Collapses axes [axis, rank) into one (a plain [N, C*H*W] from nchw by default).
   tensor_id flatten(std::string name, tensor_id x, int axis = 1) {
     node_desc n = make(std::move(name), op_kind::reshape, {x});
     // the target shape is derived at compile time
-    n.attributes.emplace<reshape_params>(reshape_params{{}, tensor_layout::plain, true, axis});
+    n.attributes = reshape_params{{}, tensor_layout::plain, true, axis};
     return add_node(std::move(n));
   }
   tensor_id concat(std::string name, std::vector<tensor_id> xs, int axis) {
     node_desc n = make(std::move(name), op_kind::concat, std::move(xs));
-    n.attributes.emplace<concat_params>(concat_params{axis});
+    n.attributes = concat_params{axis};
     return add_node(std::move(n));
   }
   tensor_id convert_layout(std::string name, tensor_id x, tensor_layout to) {
     node_desc n = make(std::move(name), op_kind::convert_layout, {x});
-    n.attributes.emplace<convert_layout_params>(convert_layout_params{to});
+    n.attributes = convert_layout_params{to};
     return add_node(std::move(n));
   }
   /// Float to float (round to nearest even), e.g. f32 -> bf16.
   tensor_id cast(std::string name, tensor_id x, dtype to) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.attributes.emplace<cast_params>(cast_params{to, {}});
+    n.attributes = cast_params{to, {}};
     return add_node(std::move(n));
   }
   /// Float -> i8 / u8 with q's scale and zero point (also recorded as the output's quant).
   tensor_id quantize(std::string name, tensor_id x, dtype to, tensor_quant q) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.attributes.emplace<cast_params>(cast_params{to, q});
+    n.attributes = cast_params{to, q};
     const tensor_id y = add_node(std::move(n));
     set_quant(y, q);
     return y;
@@ -350,7 +350,7 @@ class graph {
   /// i8 / u8 -> f32 with the input's quant params.
   tensor_id dequantize(std::string name, tensor_id x) {
     node_desc n = make(std::move(name), op_kind::cast, {x});
-    n.attributes.emplace<cast_params>(cast_params{dtype::f32, {}});
+    n.attributes = cast_params{dtype::f32, {}};
     return add_node(std::move(n));
   }
   /// x expanded to `shape` by NumPy's rules (extent-1 axes repeated, missing leading axes
@@ -358,7 +358,7 @@ class graph {
   tensor_id broadcast(std::string name, tensor_id x, std::vector<index_t> shape,
                       tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::broadcast, {x});
-    n.attributes.emplace<broadcast_params>(broadcast_params{std::move(shape), as});
+    n.attributes = broadcast_params{std::move(shape), as};
     return add_node(std::move(n));
   }
   /// out[i0, i1, ...] = x[offset + i0 * strides[0] + i1 * strides[1] + ...] for a plain (or
@@ -367,8 +367,7 @@ class graph {
   tensor_id strided_view(std::string name, tensor_id x, std::vector<index_t> shape, index_t offset,
                          std::vector<index_t> strides, tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::strided_view, {x});
-    n.attributes.emplace<strided_view_params>(
-        strided_view_params{std::move(shape), offset, std::move(strides), as});
+    n.attributes = strided_view_params{std::move(shape), offset, std::move(strides), as};
     return add_node(std::move(n));
   }
   /// a [..., M, K] . b [..., K, N] of two run-time tensors (NumPy matmul: batch dimensions
@@ -376,7 +375,7 @@ class graph {
   tensor_id matmul(std::string name, tensor_id a, tensor_id b,
                    precision prec = precision::inherit) {
     node_desc n = make(std::move(name), op_kind::matmul, {a, b});
-    n.attributes.emplace<matmul_params>(matmul_params{prec});
+    n.attributes = matmul_params{prec};
     return add_node(std::move(n));
   }
   /// Fused attention: softmax(Q.K^T * scale + bias) . V with Q [B, Sq, H, d], K and V
@@ -385,7 +384,7 @@ class graph {
   tensor_id attention(std::string name, tensor_id q, tensor_id k, tensor_id v, tensor_id bias = {},
                       attention_params p = {}) {
     node_desc n = make(std::move(name), op_kind::attention, {q, k, v, bias});
-    n.attributes.emplace<attention_params>(p);
+    n.attributes = p;
     return add_node(std::move(n));
   }
   /// A decoder step (or a prefill of Sq tokens) against KV caches the caller owns: k_new and
@@ -399,14 +398,14 @@ class graph {
                              attention_params p = {}) {
     node_desc n = make(std::move(name), op_kind::cached_attention,
                        {q, k_new, v_new, k_cache, v_cache, position});
-    n.attributes.emplace<attention_params>(p);
+    n.attributes = p;
     return add_node(std::move(n));
   }
   /// out = table gathered along `axis` by i32 / i64 `indices` (negative ones count from the end):
   /// the shape is table's before axis, then indices', then table's after axis (ONNX Gather).
   tensor_id gather(std::string name, tensor_id table, tensor_id indices, int axis = 0) {
     node_desc n = make(std::move(name), op_kind::gather, {table, indices});
-    n.attributes.emplace<gather_params>(gather_params{axis});
+    n.attributes = gather_params{axis};
     return add_node(std::move(n));
   }
   /// Transposed convolution of an nhwc image: weights [C, K / groups, R, S], bias [K]
@@ -415,19 +414,19 @@ class graph {
                              conv2d_params p, index_t out_h, index_t out_w) {
     node_desc n = make(std::move(name), op_kind::conv_transpose2d, {x, weight});
     if (bias.index >= 0) n.inputs.push_back(bias);
-    n.attributes.emplace<conv_transpose2d_params>(conv_transpose2d_params{p, out_h, out_w});
+    n.attributes = conv_transpose2d_params{p, out_h, out_w};
     return add_node(std::move(n));
   }
   /// x (4-D nchw or nhwc) resampled to p.out_h x p.out_w, nearest or bilinear.
   tensor_id resize(std::string name, tensor_id x, resize_params p) {
     node_desc n = make(std::move(name), op_kind::resize, {x});
-    n.attributes.emplace<resize_params>(p);
+    n.attributes = p;
     return add_node(std::move(n));
   }
   /// A user's fused op (see make_custom_op): at most 4 inputs.
   tensor_id custom(std::string name, std::vector<tensor_id> inputs, custom_op op) {
     node_desc n = make(std::move(name), op_kind::custom, std::move(inputs));
-    n.attributes.emplace<custom_op>(std::move(op));
+    n.attributes = std::move(op);
     return add_node(std::move(n));
   }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Code-free vocabulary of the executor: element types and layouts as run-time values, tensor
 // handles, op parameters, bindings, the replay command and the profiler hook. Everything here is
-// a trivially copyable aggregate or an enum (no code of its own, so it is shared by every ISA).
+// an aggregate or an enum (no code of its own, so it is shared by every ISA).
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -13,8 +13,7 @@ struct reduce_rule : op_rule {
   static constexpr op_kind kind = op_kind::reduce;
   using attributes = reduce_params;
 
-  /// The reduced logical axes of node n on x (checked; all of them when
-  /// n.attr<reduce_params>().axes is empty).
+  /// The reduced logical axes of node n on x (checked; all of them when its axes are empty).
   static std::vector<bool> reduced_axes(detail::compile_context& cx, const node_desc& n,
                                         const plan_tensor& x) {
     const reduce_params& attr = n.attr<reduce_params>();
