@@ -42,8 +42,10 @@ declare -A ort_reps=([mlp_b1]=400 [mlp_b64]=100 [block_b1]=60 [block_b8]=15)
     done
   done
 ) 9>/tmp/kfuse_bench.lock
-python3 - "$out/models.json" "$out" <<'PY'
+/usr/bin/python3 - "$out/models.json" "$out" <<'PY'
 import json, os, re, subprocess, sys
+sys.path.insert(0, "scripts")
+from bench_report import ratio_plot
 doc = json.load(open(sys.argv[1]))
 out = sys.argv[2]
 cpu = re.search(r"Model name:\s*(.*)", subprocess.run(["lscpu"], capture_output=True, text=True).stdout).group(1)
@@ -88,6 +90,9 @@ def vs(r, peer):
 print("| model | prec | batch | threads | " + " | ".join(n for _, n in impls) +
       " | replay / oneDNN | replay / libtorch | ORT (same run) | replay / ORT | goal | met |")
 print("|---" * (len(impls) + 10) + "|")
+labels, bars = [], {"ONNX Runtime": [], "oneDNN chained": [], "libtorch frozen": []}
+def over(a, b):
+    return a[0] / b[0] if a and b and not a[1] and not b[1] else None
 for key in sorted(rows, key=lambda k: (k[0] != "mlp", k[1] != "f32", k[2], k[3], k[1])):
     model, prec, batch, threads = key
     r = rows[key]
@@ -95,8 +100,14 @@ for key in sorted(rows, key=lambda k: (k[0] != "mlp", k[1] != "f32", k[2], k[3],
     rep = r.get("kfuse_replay")
     ratio = rep[0] / o if (rep and not rep[1] and o) else None
     goal = target.get((model, prec, batch), 1.0)
+    labels.append(f"{model} {prec} b{batch} t{threads}")
+    bars["ONNX Runtime"].append(ratio)
+    bars["oneDNN chained"].append(over(rep, r.get("dnnl_chained")))
+    bars["libtorch frozen"].append(over(rep, r.get("torch_frozen")))
     print(f"| {model} | {prec} | {batch} | {threads} | " + " | ".join(fmt(r.get(i)) for i, _ in impls) +
           f" | {vs(r, 'dnnl_chained')} | {vs(r, 'torch_frozen')}" +
           f" | {us(o) if o else '-'} | {f'{ratio:.2f}x' if ratio else '-'} | <= {goal}x | "
           f"{('yes' if ratio <= goal else 'no') if ratio else '-'} |")
+ratio_plot("docs/plots/executor.png", "executor models: kfuse replay against its peers", labels, bars, {},
+           "kfuse replay time / peer time (lower is better; ONNX Runtime: f32 model at every precision)")
 PY

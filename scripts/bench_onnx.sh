@@ -54,7 +54,7 @@ import os
 import re
 import sys
 sys.path.insert(0, "scripts")
-from bench_report import field, header, median
+from bench_report import field, header, median, ratio_plot
 out, models = sys.argv[1], sys.argv[2:]
 header(out)
 lim = re.search(r"limits \(\w+\): (.*)", open(f"{out}/limits.txt").read())
@@ -62,6 +62,7 @@ print(f"kfuse probed limits: {lim.group(1) if lim else '?'}\n")
 print("| model | batch | threads | kfuse f32 NCHW | kfuse f32 NHWC | ONNX Runtime f32 | f32 / ORT (target <= 0.8) | kfuse bf16 | bf16 / ORT (<= 0.5) | kfuse int8 | int8 / ORT (<= 0.35) | int8 top-1 vs f32 | load + compile |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 notes = []
+labels, bars = [], {"f32": [], "bf16": [], "int8": []}
 def cell(v, log=None):
     # "(split)": kfuse-run ran the batch as one-thread parts at once (--split auto took it).
     if v is None:
@@ -91,6 +92,9 @@ for m in models:
             lc = f"{field(f, 'load'):.0f} + {field(f, 'compile'):.0f} ms" if field(f, "load") is not None else "-"
             sc = field(f, "split compile") if os.path.exists(f) and "split: on" in open(f).read() else None
             lc += f" (+ {sc:.0f} split)" if sc is not None else ""
+            labels.append(f"{m} b{b} t{t}")
+            for name, k in (("f32", best), ("bf16", kb), ("int8", None if f32_int8 else k8)):
+                bars[name].append(k / o if k is not None and o is not None else None)
             print(f"| {m} | {b} | {t} | {cell(kn, f'{base}_nchw.txt')} | {cell(kh, f)} | {cell(o)} | {ratio(best, o, 0.8)} | "
                   f"{cell(kb, f'{base}_bf16.txt')} | {ratio(kb, o, 0.5)} | {int8_cell} | {int8_ratio} | "
                   f"{top1.group(1) if top1 else '-'} | {lc} |")
@@ -98,4 +102,7 @@ for m in models:
                 if e and e not in notes: notes.append(e)
 for n in notes:
     print(f"\n{n}")
+ratio_plot("docs/plots/cnn.png", "CNNs, kfuse-run vs ONNX Runtime f32", labels, bars,
+           {"f32": 0.8, "bf16": 0.5, "int8": 0.35},
+           "kfuse time / ONNX Runtime f32 time (lower is better; dashed: each precision's target)")
 PY

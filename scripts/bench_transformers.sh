@@ -51,12 +51,13 @@ rm -f "$out"/*.txt
 /usr/bin/python3 - "$out" "${models[@]}" <<'PY'
 import sys
 sys.path.insert(0, "scripts")
-from bench_report import field, header, median
+from bench_report import field, header, median, ratio_plot
 out, models = sys.argv[1], sys.argv[2:]
 header(out)
 print("| model | seq | batch | threads | kfuse f32 | kfuse bf16 | kfuse int8 | ONNX Runtime f32 | f32 / ORT (target <= 0.9) | bf16 / ORT (target <= 0.5) | int8 / ORT (target <= 0.4) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 notes = []
+labels, bars = [], {"f32": [], "bf16": [], "int8": []}
 for m in models:
     for s in (128, 384):
         for b in (1, 8):
@@ -70,9 +71,15 @@ for m in models:
                     if k is None or o is None: return "-"
                     r = k / o
                     return f"{r:.2f} ({'met' if r <= target else 'not met'})"
+                labels.append(f"{m} s{s} b{b} t{t}")
+                for name, k in (("f32", k32), ("bf16", k16), ("int8", k8)):
+                    bars[name].append(k / o if k is not None and o is not None else None)
                 print(f"| {m} | {s} | {b} | {t} | {cell(k32)} | {cell(k16)} | {cell(k8)} | {cell(o)} | {ratio(k32, 0.9)} | {ratio(k16, 0.5)} | {ratio(k8, 0.4)} |")
                 for e in (e1, e2, e3, e4):
                     if e and e not in notes: notes.append(e)
 for n in notes:
     print(f"\n{n}")
+ratio_plot("docs/plots/transformers.png", "transformer encoders, kfuse-run vs ONNX Runtime f32", labels,
+           bars, {"f32": 0.9, "bf16": 0.5, "int8": 0.4},
+           "kfuse time / ONNX Runtime f32 time (lower is better; dashed: each precision's target)")
 PY

@@ -167,7 +167,7 @@ TEST_CASE("graph errors: conv2d geometry", "[graph]") {
   graph g4;
   auto x4 = g4.input("x", {1, 4, 2, 2}, dtype::f32, tensor_layout::nchw);
   pool2d_params pp;
-  pp.kernel_h = pp.kernel_w = 3;
+  pp.r = pp.s = 3;
   g4.output(g4.pool2d("p4", x4, pp));
   CHECK_THROWS_WITH(compile(g4), StartsWith("graph: node 'p4' (pool2d): ") &&
                                      !Contains("(pool2d): pool2d") && Contains("not positive"));

@@ -457,8 +457,8 @@ TEST_CASE("graph: max_pool_indices gives each window's argmax as a flat input in
       INFO("ceil_mode " << ceil << " column_major " << col);
       pool2d_params pp;
       pp.kind = kfuse::pool_kind::max;
-      pp.kernel_h = 3;
-      pp.kernel_w = 2;
+      pp.r = 3;
+      pp.s = 2;
       pp.stride_h = 2;
       pp.stride_w = 2;
       pp.pad_top = 1;
@@ -1082,7 +1082,7 @@ TEST_CASE("graph: max and average pooling nodes", "[graph]") {
   auto x = g.input("x", {N, C, H, W}, dtype::f32, tensor_layout::nchw);
   pool2d_params mp;
   mp.kind = kfuse::pool_kind::max;
-  mp.kernel_h = mp.kernel_w = 3;
+  mp.r = mp.s = 3;
   mp.stride_h = mp.stride_w = 2;
   mp.pad_top = mp.pad_left = mp.pad_bottom = mp.pad_right = 1;
   auto y = g.relu("relu", g.pool2d("maxpool", x, mp));
@@ -1768,7 +1768,7 @@ TEST_CASE("graph: an nchw CNN runs its image ops in nhwc, the caller's layouts a
                                   g.constant("b1", {K}, b1.data()), cp));
   pool2d_params mp;
   mp.kind = kfuse::pool_kind::max;
-  mp.kernel_h = mp.kernel_w = mp.stride_h = mp.stride_w = 2;
+  mp.r = mp.s = mp.stride_h = mp.stride_w = 2;
   auto p1 = g.pool2d("p1", c1, mp);  // [2, 8, 6, 5]
   auto s = g.add("s", g.conv2d("c2", p1, g.constant("w2", {K, K, 3, 3}, w2.data()), {}, cp), p1);
   pool2d_params gp;

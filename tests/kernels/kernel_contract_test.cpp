@@ -95,7 +95,7 @@ TEST_CASE("kernel contract: can_implement reports without throwing", "[contract]
   CHECK_THROWS_AS(conv_f32_nchw::workspace_size(bad, 1), kfuse::error);
   CHECK(conv_f32_nchw::can_implement(conv_case(1, 3, 8, 8, 4, 3, 1, 1)).ok());
   CHECK_FALSE(dw_f32_nchw::can_implement(conv_case(1, 4, 8, 8, 8, 3, 1, 1)).ok());  // not dw
-  pool_shape ps{.n = 1, .c = 2, .h = 4, .w = 4, .kind = kfuse::pool_kind::max, .r = 9, .s = 9};
+  const auto ps = pool_shape::of({1, 2, 4, 4}, {.kind = kfuse::pool_kind::max, .r = 9, .s = 9});
   CHECK_FALSE(pool_f32_nchw::can_implement(ps).ok());  // window larger than the padded input
   CHECK_FALSE(gemm_f32::can_implement({-1, 4, 4}).ok());
   CHECK(gemm_f32::can_implement({3, 4, 5}).ok());
@@ -147,19 +147,16 @@ TEST_CASE("kernel contract: depthwise and pool2d NCHW scratch comes from the wor
     }
   }
   for (auto kind : {kfuse::pool_kind::max, kfuse::pool_kind::avg}) {
-    pool_shape ps{.n = 2,
-                  .c = 3,
-                  .h = 11,
-                  .w = 13,
-                  .kind = kind,
-                  .r = 3,
-                  .s = 3,
-                  .stride_h = 3,  // stride 3: the phases path, whose scratch is poisoned
-                  .stride_w = 3,
-                  .pad_top = 1,
-                  .pad_left = 1,
-                  .pad_bottom = 1,
-                  .pad_right = 1};
+    // stride 3: the phases path, whose scratch is poisoned
+    const auto ps = pool_shape::of({2, 3, 11, 13}, {.kind = kind,
+                                                    .r = 3,
+                                                    .s = 3,
+                                                    .stride_h = 3,
+                                                    .stride_w = 3,
+                                                    .pad_top = 1,
+                                                    .pad_left = 1,
+                                                    .pad_bottom = 1,
+                                                    .pad_right = 1});
     const auto x = random_values<float>(kfuse::numel(ps.in_dims()), rng);
     std::vector<float> ref(std::size_t(kfuse::numel(ps.out_dims())));
     pool_f32_nchw::run(kfuse::view<kfuse::nchw>(x.data(), ps.in_dims()), ps,

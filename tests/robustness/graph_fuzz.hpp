@@ -345,10 +345,10 @@ inline std::string describe(const kfuse::graph& g) {
       }
       case op_kind::pool2d: {
         const auto& p = n.attr<kfuse::pool2d_params>();
-        s << " " << pool_names[int(p.kind) + 2 * int(p.global)] << " " << p.kernel_h << "x"
-          << p.kernel_w << " stride " << p.stride_h << "x" << p.stride_w << " pad " << p.pad_top
-          << "," << p.pad_left << "," << p.pad_bottom << "," << p.pad_right
-          << (p.ceil_mode ? " ceil" : "") << (p.count_include_pad ? " count_include_pad" : "");
+        s << " " << pool_names[int(p.kind) + 2 * int(p.global)] << " " << p.r << "x" << p.s
+          << " stride " << p.stride_h << "x" << p.stride_w << " pad " << p.pad_top << ","
+          << p.pad_left << "," << p.pad_bottom << "," << p.pad_right << (p.ceil_mode ? " ceil" : "")
+          << (p.count_include_pad ? " count_include_pad" : "");
         break;
       }
       case op_kind::softmax:
@@ -1077,14 +1077,14 @@ class gen {
     const bool global = p.global;
     const bool is_max = p.kind == kfuse::pool_kind::max;
     if (!global) {
-      p.kernel_h = ri(1, 3);
-      p.kernel_w = ri(1, 3);
+      p.r = ri(1, 3);
+      p.s = ri(1, 3);
       p.stride_h = ri(1, 3);
       p.stride_w = ri(1, 3);
-      p.pad_top = ri(0, p.kernel_h / 2);
-      p.pad_bottom = ri(0, p.kernel_h / 2);
-      p.pad_left = ri(0, p.kernel_w / 2);
-      p.pad_right = ri(0, p.kernel_w / 2);
+      p.pad_top = ri(0, p.r / 2);
+      p.pad_bottom = ri(0, p.r / 2);
+      p.pad_left = ri(0, p.s / 2);
+      p.pad_right = ri(0, p.s / 2);
       p.ceil_mode = coin(0.4);
       p.count_include_pad = coin(0.5);
     }
@@ -1112,8 +1112,8 @@ class gen {
             if (!global) {  // PyTorch's window and divisor
               h0 = oh * p.stride_h - p.pad_top;
               w0 = ow * p.stride_w - p.pad_left;
-              h1 = std::min<index_t>(h0 + p.kernel_h, H + p.pad_bottom);
-              w1 = std::min<index_t>(w0 + p.kernel_w, W + p.pad_right);
+              h1 = std::min<index_t>(h0 + p.r, H + p.pad_bottom);
+              w1 = std::min<index_t>(w0 + p.s, W + p.pad_right);
               size = (h1 - h0) * (w1 - w0);
               h0 = std::max<index_t>(h0, 0);
               w0 = std::max<index_t>(w0, 0);

@@ -773,7 +773,7 @@ std::vector<kind> invalid_kinds() {
   add("pool2d: window larger than the padded input", [pool](ctx& c) {
     const int x = c.four_d();
     kfuse::pool2d_params p;
-    p.kernel_h = int(c.T(x).shape[2]) + 1;
+    p.r = int(c.T(x).shape[2]) + 1;
     return c.finish(pool(c, x, p));
   });
   add("pool2d: padding more than half the window", [pool](ctx& c) {
@@ -793,7 +793,7 @@ std::vector<kind> invalid_kinds() {
   });
   add("pool2d: zero window", [pool](ctx& c) {
     kfuse::pool2d_params p;
-    p.kernel_w = 0;
+    p.s = 0;
     return c.finish(pool(c, c.four_d(), p));
   });
   add("pool2d: average of u8 / i8 without quant params", [pool](ctx& c) {

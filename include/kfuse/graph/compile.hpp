@@ -43,7 +43,7 @@
 #include "kfuse/graph/passes/view_absorption.hpp"
 #include "kfuse/graph/replay.hpp"
 #include "kfuse/kernels/gemm/dot_rates.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kfuse/graph/plan.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

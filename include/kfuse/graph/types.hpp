@@ -11,7 +11,7 @@
 #include "kfuse/types/conv_geometry.hpp"
 #include "kfuse/types/elem.hpp"
 #include "kfuse/types/pad_mode.hpp"
-#include "kfuse/types/pool_kind.hpp"
+#include "kfuse/types/pool_window.hpp"
 #include "kfuse/types/reduce_kind.hpp"
 #include "kfuse/types/resize_modes.hpp"
 
@@ -144,20 +144,10 @@ struct conv2d_params : conv_geometry {
   precision prec = precision::inherit;
 };
 
-/// pool2d geometry. `kind` is the kernel's pool_kind; `global`: one window over the whole plane
-/// (the window, strides and pads unused).
-struct pool2d_params {
-  pool_kind kind = pool_kind::max;
-  int kernel_h = 2, kernel_w = 2;
-  int stride_h = 2, stride_w = 2;
-  int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  bool ceil_mode = false;
-  /// Average: padded positions count in the divisor. The default is the kernel's
-  /// (pool_shape::count_include_pad) and PyTorch's; the ONNX importer sets ONNX's attribute
-  /// (default 0) itself.
-  bool count_include_pad = true;
-  bool global = false;
-};
+/// pool2d: its window, as the kernels' pool_shape has it (the input's extents come from the
+/// graph). The defaults are the kernel's: 1x1, stride 1, padded positions counted in an average's
+/// divisor (PyTorch's); the ONNX importer sets ONNX's count_include_pad (default 0) itself.
+using pool2d_params = pool_window;
 
 /// pad: x padded by pads[d] positions before and pads[rank + d] after each logical axis d (ONNX
 /// Pad's order; negative pads crop); the new positions hold `value` (constant), mirror x without
@@ -232,7 +222,7 @@ struct binding {
   bool read_only = false;  // made by bind() from a const pointer: not for an input the plan writes
 };
 
-/// A user-supplied executor (defined in kfuse/threading/thread_pool.hpp).
+/// A user-supplied executor (defined in kfuse/threading/parallel_for.hpp).
 struct executor;
 
 struct command;

@@ -20,7 +20,7 @@
 #include "kfuse/kernels/kernel_contract.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 #include "kfuse/types/convert.hpp"
 #include "kfuse/types/reduce_kind.hpp"
 

@@ -25,7 +25,7 @@
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/detail/copy_short.hpp"
 #include "kfuse/kernels/run_info.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

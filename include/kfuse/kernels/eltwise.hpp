@@ -13,7 +13,7 @@
 #include "kfuse/epilogue/epilogue.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "kfuse/detail/checks.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 namespace kfuse {
 

@@ -5,7 +5,7 @@
 
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/layout/tensor_view.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

@@ -39,7 +39,7 @@
 #include "kfuse/simd/reduce.hpp"
 #include "kfuse/simd/stream.hpp"
 #include "kfuse/simd/vec.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 #include "kfuse/types/convert.hpp"
 
 namespace kfuse {

@@ -3,9 +3,10 @@
 // ceil mode) and global max / average pooling, with optional epilogue stages fused before the
 // store.
 //
-//   kfuse::pool_shape ps{.n = 1, .c = 64, .h = 56, .w = 56, .kind = kfuse::pool_kind::max,
-//                        .r = 3, .s = 3, .stride_h = 2, .stride_w = 2,
-//                        .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1};
+//   const auto ps = kfuse::pool_shape::of(
+//       {1, 64, 56, 56}, {.kind = kfuse::pool_kind::max, .r = 3, .s = 3, .stride_h = 2,
+//                         .stride_w = 2, .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right =
+//                         1});
 //   kfuse::pool2d<kfuse::f32, kfuse::nhwc>::run(kfuse::view<kfuse::nhwc>(x, ps.in_dims()), ps,
 //                                               kfuse::view<kfuse::nhwc>(y, ps.out_dims()));
 //
@@ -32,7 +33,7 @@
 #include "kfuse/kernels/pool_shape.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 #include "kfuse/types/convert.hpp"
 
 KFUSE_BEGIN_NAMESPACE

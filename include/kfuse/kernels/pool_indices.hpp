@@ -17,7 +17,7 @@
 #include "kfuse/kernels/pool_shape.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 #include "kfuse/types/convert.hpp"
 
 KFUSE_BEGIN_NAMESPACE

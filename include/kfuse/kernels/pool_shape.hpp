@@ -1,30 +1,31 @@
 #pragma once
-// pool_shape: the geometry of one 2-D pooling (max, average, global), with PyTorch's output-size
-// rule for ceil mode and its checks.
+// pool_shape: one 2-D pooling problem (max, average, global): its window and input extents, with
+// PyTorch's output-size rule for ceil mode and its checks.
 #include <string>
 
 #include "kfuse/config/macros.hpp"
 #include "kfuse/detail/checks.hpp"
 #include "kfuse/kernels/window_checks.hpp"
 #include "kfuse/layout/layout.hpp"
-#include "kfuse/types/pool_kind.hpp"
+#include "kfuse/types/pool_window.hpp"
 
 namespace kfuse {
 
-struct pool_shape {
+/// A pooling problem: the window (pool_window) over an input of extents n, c, h, w.
+///   auto ps = kfuse::pool_shape::of({1, 64, 56, 56}, {.kind = kfuse::pool_kind::max, .r = 3,
+///                                                     .s = 3, .stride_h = 2, .stride_w = 2});
+struct pool_shape : pool_window {
   index_t n = 1, c = 1, h = 1, w = 1;  // input (logical N, C, H, W)
-  pool_kind kind = pool_kind::max;
-  index_t r = 1, s = 1;  // window height, width (ignored when global)
-  index_t stride_h = 1, stride_w = 1;
-  index_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  /// Output size rounds up (PyTorch ceil_mode); a last window that would start past the input
-  /// and its left / top padding is dropped.
-  bool ceil_mode = false;
-  /// Average: padded positions count in the divisor (PyTorch's default), else only the input's.
-  /// Positions past the bottom / right padding (ceil mode) never count.
-  bool count_include_pad = true;
-  /// One window over the whole plane: output N x C x 1 x 1 (window, strides, pads unused).
-  bool global = false;
+
+  static constexpr pool_shape of(const dims4& in, const pool_window& window) noexcept {
+    pool_shape ps;
+    static_cast<pool_window&>(ps) = window;
+    ps.n = in.n;
+    ps.c = in.c;
+    ps.h = in.h;
+    ps.w = in.w;
+    return ps;
+  }
 
   /// Output extent along one axis (PyTorch pooling_output_shape); 0 or less when the window
   /// does not fit the padded input.

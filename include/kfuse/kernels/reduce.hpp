@@ -29,7 +29,7 @@
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/simd/reduce.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 #include "kfuse/types/reduce_kind.hpp"
 
 KFUSE_BEGIN_NAMESPACE

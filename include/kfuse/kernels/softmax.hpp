@@ -42,7 +42,7 @@
 #include "kfuse/layout/tensor_view.hpp"
 #include "kfuse/simd/stream.hpp"
 #include "kfuse/simd/vec.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 #include "kfuse/types/convert.hpp"
 
 KFUSE_BEGIN_NAMESPACE

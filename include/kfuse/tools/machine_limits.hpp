@@ -21,7 +21,7 @@
 #include "kfuse/kernels/gemm/dot_rates.hpp"
 #include "kfuse/kernels/gemm/microkernels.hpp"
 #include "kfuse/simd/vec.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 #if KFUSE_X86_INT8_DOT || KFUSE_X86_INT8_MADD
 #include <immintrin.h>

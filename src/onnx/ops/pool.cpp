@@ -18,8 +18,8 @@ void dilated_max_pool(context& cx, const node_proto& n, run_value x, const pool2
                       int dw, index_t oh, index_t ow, const std::vector<index_t>& in_shape) {
   if (x.shape.size() == 4) x = cx.to_layout(x, tensor_layout::nchw, n.output(0) + "/nchw");
   const index_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  const index_t need_h = (oh - 1) * p.stride_h + index_t(dh) * (p.kernel_h - 1) + 1;
-  const index_t need_w = (ow - 1) * p.stride_w + index_t(dw) * (p.kernel_w - 1) + 1;
+  const index_t need_h = (oh - 1) * p.stride_h + index_t(dh) * (p.r - 1) + 1;
+  const index_t need_w = (ow - 1) * p.stride_w + index_t(dw) * (p.s - 1) + 1;
   const index_t bottom = std::max<index_t>(p.pad_bottom, need_h - H - p.pad_top);
   const index_t right = std::max<index_t>(p.pad_right, need_w - W - p.pad_left);
   const index_t Hp = H + p.pad_top + bottom, Wp = W + p.pad_left + right;
@@ -31,8 +31,8 @@ void dilated_max_pool(context& cx, const node_proto& n, run_value x, const pool2
   const std::vector<index_t> shape{N, C, oh, ow};
   const std::vector<index_t> strides{C * Hp * Wp, Hp * Wp, p.stride_h * Wp, index_t(p.stride_w)};
   std::vector<tensor_id> taps;
-  for (int a = 0; a < p.kernel_h; ++a)
-    for (int b = 0; b < p.kernel_w; ++b)
+  for (int a = 0; a < p.r; ++a)
+    for (int b = 0; b < p.s; ++b)
       taps.push_back(cx.g.strided_view(
           cx.unique(n.output(0) + "/tap" + std::to_string(a) + "_" + std::to_string(b)), xp, shape,
           index_t(a) * dh * Wp + index_t(b) * dw, strides, tensor_layout::nchw));
@@ -139,8 +139,8 @@ void import_pool(context& cx, const node_proto& n) {
         p4[std::size_t(d + 2)] = e;
       }
     }
-    p.kernel_h = int(k2[0]);
-    p.kernel_w = int(k2[1]);
+    p.r = int(k2[0]);
+    p.s = int(k2[1]);
     p.stride_h = int(s2[0]);
     p.stride_w = int(s2[1]);
     p.pad_top = int(p4[0]);
@@ -150,14 +150,14 @@ void import_pool(context& cx, const node_proto& n) {
     p.ceil_mode = ceil;
     p.count_include_pad = cx.attr_int(n, "count_include_pad", 0) != 0;
     // The window's extent with its dilation (the output size follows it).
-    const index_t keh = index_t(dil_h) * (p.kernel_h - 1) + 1;
-    const index_t kew = index_t(dil_w) * (p.kernel_w - 1) + 1;
+    const index_t keh = index_t(dil_h) * (p.r - 1) + 1;
+    const index_t kew = index_t(dil_w) * (p.s - 1) + 1;
     oh = pool_shape::out_extent(x.shape[2], keh, p.stride_h, p.pad_top, p.pad_bottom, ceil);
     ow = pool_shape::out_extent(x.shape[3], kew, p.stride_w, p.pad_left, p.pad_right, ceil);
     if (oh < 1 || ow < 1) cx.fail(n, "the window is larger than the padded input");
   }
-  const bool wide = p.pad_top > p.kernel_h / 2 || p.pad_bottom > p.kernel_h / 2 ||
-                    p.pad_left > p.kernel_w / 2 || p.pad_right > p.kernel_w / 2;
+  const bool wide = p.pad_top > p.r / 2 || p.pad_bottom > p.r / 2 || p.pad_left > p.s / 2 ||
+                    p.pad_right > p.s / 2;
   if (int8_data && (dil_h > 1 || dil_w > 1 || wide || indices))
     cx.fail(n, "input 'x' is " + std::string(dtype_name(x.type)) +
                    ": a dilated max pooling, one with padding wider than half the window or one "
@@ -189,9 +189,9 @@ void import_pool(context& cx, const node_proto& n) {
   if (!global && wide) {
     const index_t H = x.shape[2], W = x.shape[3];
     const index_t bottom =
-        std::max<index_t>(p.pad_bottom, (oh - 1) * p.stride_h + p.kernel_h - H - p.pad_top);
+        std::max<index_t>(p.pad_bottom, (oh - 1) * p.stride_h + p.r - H - p.pad_top);
     const index_t right =
-        std::max<index_t>(p.pad_right, (ow - 1) * p.stride_w + p.kernel_w - W - p.pad_left);
+        std::max<index_t>(p.pad_right, (ow - 1) * p.stride_w + p.s - W - p.pad_left);
     if (!is_max) {
       // The positions that count: the input, plus its padding with count_include_pad.
       const bool inc = p.count_include_pad;
@@ -202,10 +202,10 @@ void import_pool(context& cx, const node_proto& n) {
       for (index_t oy = 0; oy < oh; ++oy)
         for (index_t ox = 0; ox < ow; ++ox) {
           const index_t ys = oy * p.stride_h - p.pad_top, xs = ox * p.stride_w - p.pad_left;
-          const index_t cy = std::min(ys + p.kernel_h, y1) - std::max(ys, y0);
-          const index_t cxn = std::min(xs + p.kernel_w, x1) - std::max(xs, x0);
+          const index_t cy = std::min(ys + p.r, y1) - std::max(ys, y0);
+          const index_t cxn = std::min(xs + p.s, x1) - std::max(xs, x0);
           const index_t cnt = std::max<index_t>(0, cy) * std::max<index_t>(0, cxn);
-          const float v = cnt > 0 ? float(p.kernel_h * p.kernel_w) / float(cnt) : 0.f;
+          const float v = cnt > 0 ? float(p.r * p.s) / float(cnt) : 0.f;
           f.f[std::size_t(oy * ow + ox)] = v;
           needed = needed || v != 1.f;
         }

@@ -65,7 +65,7 @@ TEST_CASE("layout choice: nothing to do without an nchw conv") {
   graph pool_only;
   pool2d_params mp;
   mp.kind = kfuse::pool_kind::max;
-  mp.kernel_h = mp.kernel_w = mp.stride_h = mp.stride_w = 2;
+  mp.r = mp.s = mp.stride_h = mp.stride_w = 2;
   pool_only.output(pool_only.pool2d(
       "mp", pool_only.input("x", {1, 2, 4, 4}, dtype::f32, tensor_layout::nchw), mp));
   CHECK_FALSE(detail::choose_layout(pool_only, r));
@@ -157,7 +157,7 @@ TEST_CASE("layout choice: conversions the graph has are kept, nhwc-only ops stay
     auto c = g.conv2d("c", x, g.constant("w", {4, 3, 3, 3}, w.data()), {}, cp);
     pool2d_params mp;
     mp.kind = kfuse::pool_kind::max;
-    mp.kernel_h = mp.kernel_w = mp.stride_h = mp.stride_w = 2;
+    mp.r = mp.s = mp.stride_h = mp.stride_w = 2;
     auto down = g.pool2d("down", c, mp);
     conv2d_params tp;
     tp.stride_h = tp.stride_w = 2;

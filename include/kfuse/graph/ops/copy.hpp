@@ -5,7 +5,7 @@
 
 #include "kfuse/detail/copy_short.hpp"
 #include "kfuse/graph/types.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

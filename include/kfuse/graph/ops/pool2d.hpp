@@ -16,26 +16,7 @@ struct pool2d_rule : op_rule {
   static constexpr bool absorbs_chain = true;
 
   static pool_shape shape_of(const plan_tensor& x, const pool2d_params& p) {
-    pool_shape ps;
-    ps.n = x.shape[0];
-    ps.c = x.shape[1];
-    ps.h = x.shape[2];
-    ps.w = x.shape[3];
-    ps.kind = p.kind;
-    ps.global = p.global;
-    if (!ps.global) {
-      ps.r = p.kernel_h;
-      ps.s = p.kernel_w;
-      ps.stride_h = p.stride_h;
-      ps.stride_w = p.stride_w;
-      ps.pad_top = p.pad_top;
-      ps.pad_left = p.pad_left;
-      ps.pad_bottom = p.pad_bottom;
-      ps.pad_right = p.pad_right;
-      ps.ceil_mode = p.ceil_mode;
-      ps.count_include_pad = p.count_include_pad;
-    }
-    return ps;
+    return pool_shape::of({x.shape[0], x.shape[1], x.shape[2], x.shape[3]}, p);
   }
 
   static void infer(detail::compile_context& cx, const node_desc& n) {

@@ -4,7 +4,7 @@
 // split over threads by bytes.
 #include "kfuse/graph/ops/op_rule.hpp"
 #include "kfuse/kernels/resize.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

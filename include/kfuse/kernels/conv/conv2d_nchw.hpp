@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "kfuse/kernels/conv/conv2d_base.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

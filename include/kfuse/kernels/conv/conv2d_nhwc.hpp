@@ -8,7 +8,7 @@
 
 #include "kfuse/kernels/conv/conv2d_base.hpp"
 #include "kfuse/kernels/conv/nhwc_geometry.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

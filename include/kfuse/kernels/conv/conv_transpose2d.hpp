@@ -31,7 +31,7 @@
 #include "kfuse/kernels/window_checks.hpp"
 #include "kfuse/kernels/workspace.hpp"
 #include "kfuse/layout/tensor_view.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 #include "kfuse/types/conv_geometry.hpp"
 
 namespace kfuse {  // plain data, shared by every arch's TUs

@@ -23,7 +23,7 @@
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/kernels/workspace.hpp"
 #include "kfuse/simd/vec.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

@@ -20,7 +20,7 @@
 #include "kfuse/kernels/gemm/microkernels.hpp"
 #include "kfuse/kernels/register_tile.hpp"
 #include "kfuse/kernels/workspace.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 

@@ -28,7 +28,7 @@
 #include <cstring>
 
 #include "kfuse/kernels/gemm/packed_weights.hpp"
-#include "kfuse/threading/thread_pool.hpp"
+#include "kfuse/threading/parallel_for.hpp"
 
 // The run-time check is the same in every TU (whatever its tier: one inline definition); the
 // tile kernels exist in the avx512_bf16 tier's.
