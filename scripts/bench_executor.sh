@@ -4,7 +4,8 @@
 # replay / kfuse eager op by op / libtorch frozen TorchScript / chained oneDNN primitives, at 1
 # and 2 threads) and ONNX Runtime on the same models in the same run (npm onnxruntime-node through
 # bench/ort/ort_run.js, intraOpNumThreads = the same count; models from scripts/make_models.py).
-# Prints the CPU and markdown tables; ratios are same-run medians.
+# Prints the CPU and markdown tables; ratios are same-run medians. Plots the replay's ratios to
+# each peer in docs/plots/executor.png (python3-matplotlib).
 #   scripts/bench_executor.sh [extra google-benchmark args, e.g. --benchmark_filter=mlp]
 # Needs the peers: scripts/setup.sh --peers. Runs are serialized with flock on
 # /tmp/kfuse_bench.lock (the machine is shared); medians of KFUSE_BENCH_REPS repetitions.

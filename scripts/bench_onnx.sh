@@ -10,7 +10,7 @@
 # table of medians with the ratios next to the targets (fp32 <= 0.8x ONNX Runtime's time,
 # bf16 <= 0.5x, int8 <= 0.35x). kfuse-run's default --split auto runs batch 8 on 2 threads as two
 # one-thread parts of batch 4 where that is faster ("(split)" in the cell; the parts' compile
-# time is added to the last column).
+# time is added to the last column), and plots the ratios in docs/plots/cnn.png (python3-matplotlib).
 #   scripts/bench_onnx.sh [model ...]
 # Needs the peers (scripts/setup.sh --peers). Serialized with flock on /tmp/kfuse_bench.lock.
 set -euo pipefail

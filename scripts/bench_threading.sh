@@ -9,7 +9,8 @@
 #   d  2 threads while a busy-loop process occupies one core (pinned to the second CPU)
 # Prints the CPU, kfuse's probed limits and pool, ONNX Runtime's per-call overhead from node, and
 # one markdown table (medians of KFUSE_BENCH_ROUNDS alternated rounds) with the targets of
-# docs/executor.md: c/a <= 1.15, d/a <= 1.3, each no worse than ONNX Runtime's.
+# docs/executor.md: c/a <= 1.15, d/a <= 1.3, each no worse than ONNX Runtime's; plots c/a and d/a
+# of both in docs/plots/threading.png (python3-matplotlib).
 #   scripts/bench_threading.sh [model ...]     models: mlp_b1 mlp_b64 block_b1 mobile_b1
 # Needs the peers: scripts/setup.sh --peers. Serialized with flock on /tmp/kfuse_bench.lock.
 set -euo pipefail

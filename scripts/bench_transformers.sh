@@ -6,7 +6,8 @@
 # linears in int8, attention in f32), ONNX Runtime (npm onnxruntime-node via
 # bench/ort/ort_run.js, intraOpNumThreads = the same count) in fp32 on the same inputs. Prints the
 # CPU, ONNX Runtime's per-call overhead from node, and a markdown table of medians with the
-# ratios next to the targets (fp32 <= 0.9x ONNX Runtime's time, bf16 <= 0.5x, int8 <= 0.4x).
+# ratios next to the targets (fp32 <= 0.9x ONNX Runtime's time, bf16 <= 0.5x, int8 <= 0.4x), and
+# plots the ratios in docs/plots/transformers.png (python3-matplotlib).
 #   scripts/bench_transformers.sh [model ...]        (default: bert_layer minilm_l6 bert_base)
 # bert_layer is one BERT-base encoder layer.
 # BERT-base's batch-8 sequence-384 rows take 3 repetitions (one call is seconds on one core).

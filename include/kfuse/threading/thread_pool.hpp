@@ -292,8 +292,14 @@ class thread_pool {
   void judge(std::chrono::steady_clock::duration busy, std::chrono::steady_clock::duration waited,
              bool were_parked) {
     const auto late = were_parked ? detail::late_after_parked : detail::late_after_spinning;
-    const bool nobody = helped_.load(std::memory_order_relaxed) == 0 && busy > late;
+    const bool helped = helped_.load(std::memory_order_relaxed) != 0;
+    const bool nobody = !helped && busy > late;
     const bool stalled = waited > 2 * busy + late;
+    // A job shorter than a parked worker's wake-up that ran alone says nothing: counted as a
+    // success, the first job after each solo period (its workers parked) would halve the period
+    // and reset the misses, and two threads on one core would pay a wake-up and a spinning
+    // worker every 1 ms (an MLP replay at 1.28x its one-thread time).
+    if (were_parked && !helped && !nobody && !stalled) return;
     if (!nobody && !stalled) {
       misses_ = 0;
       solo_period_ = std::max(detail::solo_first, solo_period_ / 2);
