@@ -14,6 +14,7 @@
 #include "kfuse/types/pool_window.hpp"
 #include "kfuse/types/reduce_kind.hpp"
 #include "kfuse/types/resize_modes.hpp"
+#include "kfuse/types/shuffle_selection.hpp"
 
 namespace kfuse {
 
@@ -192,11 +193,9 @@ struct resize_params {
 };
 
 /// channel_shuffle: the channels in `groups` groups, transposed (ShuffleNet's shuffle; 1: none),
-/// and the run [first, first + count) of the result kept (count -1: to the last channel).
-struct channel_shuffle_params {
-  int groups = 1;
-  index_t first = 0, count = -1;
-};
+/// and the run [first, first + count) of the result kept (count -1: to the last channel), as the
+/// kernel's channel_shuffle_shape has it.
+using channel_shuffle_params = shuffle_selection;
 
 /// attention: the scale of Q.K^T (0: 1 / sqrt(head_dim)) and a causal mask.
 struct attention_params {

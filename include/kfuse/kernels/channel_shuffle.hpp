@@ -7,8 +7,8 @@
 //   out channel j = in channel source(first + j),  source(c) = (c % groups) * (C / groups)
 //                                                               + c / groups
 //
-//   const kfuse::channel_shuffle_shape s{.n = 1, .c = 232, .hw = 28 * 28, .groups = 2,
-//                                        .first = 0, .count = 116, .channels_last = true};
+//   const auto s = kfuse::channel_shuffle_shape::of(1, 232, 28 * 28, true,
+//                                                    {.groups = 2, .first = 0, .count = 116});
 //   kfuse::channel_shuffle(x, y, s);  // y: NHWC [1, 28, 28, 116]
 //
 // NHWC: each pixel's channels are gathered (groups = 2, ShuffleNet's: two runs interleaved, a
@@ -26,17 +26,29 @@
 #include "kfuse/detail/copy_short.hpp"
 #include "kfuse/kernels/run_info.hpp"
 #include "kfuse/threading/parallel_for.hpp"
+#include "kfuse/types/shuffle_selection.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
 /// The problem: an image of n x c channels x hw pixels (channels_last: NHWC, [n, hw, c] in
-/// memory; else NCHW, [n, c, hw]), its channels in `groups` groups, the output's `count` channels
-/// from `first` of the shuffled order (in the same layout).
-struct channel_shuffle_shape {
+/// memory; else NCHW, [n, c, hw]) and what of its shuffle the output keeps (shuffle_selection:
+/// `count` channels from `first` of the shuffled order, -1: to the last; in the same layout).
+struct channel_shuffle_shape : shuffle_selection {
   index_t n = 1, c = 1, hw = 1;
-  int groups = 1;
-  index_t first = 0, count = 1;
   bool channels_last = false;
+
+  static constexpr channel_shuffle_shape of(index_t n, index_t c, index_t hw, bool channels_last,
+                                            const shuffle_selection& keep) noexcept {
+    channel_shuffle_shape s;
+    static_cast<shuffle_selection&>(s) = keep;
+    s.n = n;
+    s.c = c;
+    s.hw = hw;
+    s.channels_last = channels_last;
+    return s;
+  }
+  /// The output's channels (count, or to the last channel when count is -1).
+  constexpr index_t kept() const noexcept { return count == -1 ? c - first : count; }
 
   /// The input channel of shuffled channel ch.
   index_t source(index_t ch) const {
@@ -44,7 +56,7 @@ struct channel_shuffle_shape {
     return (ch % groups) * per + ch / groups;
   }
   index_t in_count() const { return n * c * hw; }
-  index_t out_count() const { return n * count * hw; }
+  index_t out_count() const { return n * kept() * hw; }
 };
 
 namespace detail {
@@ -56,8 +68,8 @@ inline void check_channel_shuffle(std::string_view k, const channel_shuffle_shap
   if (s.groups < 1 || s.c % s.groups != 0)
     fail(k, "groups " + std::to_string(s.groups) + " do not divide " + std::to_string(s.c) +
                 " channels");
-  if (s.first < 0 || s.count < 1 || s.first > s.c - s.count)
-    fail(k, "channels " + std::to_string(s.first) + " to " + std::to_string(s.first + s.count) +
+  if (s.first < 0 || s.kept() < 1 || s.first > s.c - s.kept())
+    fail(k, "channels " + std::to_string(s.first) + " to " + std::to_string(s.first + s.kept()) +
                 " are not within the " + std::to_string(s.c) + " channels");
 }
 
@@ -65,7 +77,7 @@ inline void check_channel_shuffle(std::string_view k, const channel_shuffle_shap
 template <class T>
 void channel_shuffle_pixels(const T* KFUSE_RESTRICT in, T* KFUSE_RESTRICT out,
                             const channel_shuffle_shape& s, index_t p0, index_t p1) {
-  const index_t C = s.c, cnt = s.count;
+  const index_t C = s.c, cnt = s.kept();
   if (s.groups == 1) {
     for (index_t p = p0; p < p1; ++p)
       copy_short(out + p * cnt, in + p * C + s.first, std::size_t(cnt) * sizeof(T));
@@ -98,7 +110,7 @@ template <class T>
 void channel_shuffle_planes(const T* in, T* out, const channel_shuffle_shape& s, index_t q0,
                             index_t q1) {
   for (index_t q = q0; q < q1; ++q) {
-    const index_t b = q / s.count, j = q % s.count;
+    const index_t b = q / s.kept(), j = q % s.kept();
     std::memcpy(out + q * s.hw, in + (b * s.c + s.source(s.first + j)) * s.hw,
                 std::size_t(s.hw) * sizeof(T));
   }
@@ -113,8 +125,8 @@ run_info channel_shuffle_impl(const T* in, T* out, const channel_shuffle_shape& 
   check_buffer(k, "output", out, s.out_count());
   check_disjoint(k, "input", in, s.in_count(), out, s.out_count());
   const bool nhwc = s.channels_last;
-  const index_t items = nhwc ? s.n * s.hw : s.n * s.count;
-  const index_t per_item = nhwc ? s.count : s.hw;  // elements written per item
+  const index_t items = nhwc ? s.n * s.hw : s.n * s.kept();
+  const index_t per_item = nhwc ? s.kept() : s.hw;  // elements written per item
   const index_t grain = std::max<index_t>(1, (index_t(1) << 14) / per_item);
   parallel_for(
       0, items, grain,

@@ -22,18 +22,11 @@ struct channel_shuffle_rule : op_rule {
   static constexpr op_kind kind = op_kind::channel_shuffle;
   using attributes = channel_shuffle_params;
 
-  /// The kernel's problem for input x (4-D) and node n's attributes (count -1 resolved).
+  /// The kernel's problem for input x (4-D) and node n's attributes.
   static channel_shuffle_shape problem_of(const plan_tensor& x, const node_desc& n) {
-    const channel_shuffle_params& attr = n.attr<channel_shuffle_params>();
-    channel_shuffle_shape s;
-    s.n = x.shape[0];
-    s.c = x.shape[1];
-    s.hw = x.shape[2] * x.shape[3];
-    s.groups = attr.groups;
-    s.first = attr.first;
-    s.count = attr.count < 0 ? s.c - s.first : attr.count;
-    s.channels_last = x.layout == tensor_layout::nhwc;
-    return s;
+    return channel_shuffle_shape::of(x.shape[0], x.shape[1], x.shape[2] * x.shape[3],
+                                     x.layout == tensor_layout::nhwc,
+                                     n.attr<channel_shuffle_params>());
   }
 
   static void infer(detail::compile_context& cx, const node_desc& n) {
@@ -51,7 +44,7 @@ struct channel_shuffle_rule : op_rule {
     const channel_shuffle_shape s = problem_of(x, n);
     cx.check_for_node(n, "channel_shuffle",
                       [&] { detail::check_channel_shuffle("channel_shuffle", s); });
-    cx.set_out(n, {s.n, s.count, x.shape[2], x.shape[3]}, x.type, x.layout);
+    cx.set_out(n, {s.n, s.kept(), x.shape[2], x.shape[3]}, x.type, x.layout);
     cx.pass_quant(n, x);
   }
 
