@@ -109,8 +109,9 @@ void channel_shuffle_pixels(const T* KFUSE_RESTRICT in, T* KFUSE_RESTRICT out,
 template <class T>
 void channel_shuffle_planes(const T* in, T* out, const channel_shuffle_shape& s, index_t q0,
                             index_t q1) {
+  const index_t cnt = s.kept();
   for (index_t q = q0; q < q1; ++q) {
-    const index_t b = q / s.kept(), j = q % s.kept();
+    const index_t b = q / cnt, j = q % cnt;
     std::memcpy(out + q * s.hw, in + (b * s.c + s.source(s.first + j)) * s.hw,
                 std::size_t(s.hw) * sizeof(T));
   }
@@ -125,8 +126,9 @@ run_info channel_shuffle_impl(const T* in, T* out, const channel_shuffle_shape& 
   check_buffer(k, "output", out, s.out_count());
   check_disjoint(k, "input", in, s.in_count(), out, s.out_count());
   const bool nhwc = s.channels_last;
-  const index_t items = nhwc ? s.n * s.hw : s.n * s.kept();
-  const index_t per_item = nhwc ? s.kept() : s.hw;  // elements written per item
+  const index_t cnt = s.kept();
+  const index_t items = nhwc ? s.n * s.hw : s.n * cnt;
+  const index_t per_item = nhwc ? cnt : s.hw;  // elements written per item
   const index_t grain = std::max<index_t>(1, (index_t(1) << 14) / per_item);
   parallel_for(
       0, items, grain,

@@ -299,7 +299,7 @@ class thread_pool {
     // success, the first job after each solo period (its workers parked) would halve the period
     // and reset the misses, and two threads on one core would pay a wake-up and a spinning
     // worker every 1 ms (an MLP replay at 1.28x its one-thread time).
-    if (were_parked && !helped && !nobody && !stalled) return;
+    if (were_parked && !helped && busy <= late && !stalled) return;
     if (!nobody && !stalled) {
       misses_ = 0;
       solo_period_ = std::max(detail::solo_first, solo_period_ / 2);
