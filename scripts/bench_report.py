@@ -46,11 +46,13 @@ def header(out_dir):
     print(ort_overhead_line(f"{out_dir}/ort_tiny.txt"))
 
 
-def ratio_plot(path, title, labels, series, targets, xlabel):
+def ratio_plot(path, title, labels, series, targets, xlabel, footer=None):
     """A horizontal bar chart of same-run ratios (kfuse time / peer time): one group of bars per
     label (a model and its setting), one bar per series (name -> one ratio or None per label),
-    a vertical line per target (name -> value, colored as its series). Writes PNG `path`; prints
-    a note instead when matplotlib is missing (scripts/setup.sh --peers installs it)."""
+    a vertical line per target (name -> value, colored as its series; black for a name that is
+    no series). `footer`: the gray line at the bottom (default: this machine's CPU). Writes PNG
+    `path`; prints a note instead when matplotlib is missing (scripts/setup.sh --peers installs
+    it)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -76,7 +78,7 @@ def ratio_plot(path, title, labels, series, targets, xlabel):
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="best")
-    fig.text(0.01, 0.005, cpu_line(), fontsize=6, color="gray")
+    fig.text(0.01, 0.005, footer or cpu_line(), fontsize=6, color="gray")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -199,29 +199,15 @@ def report_int8(doc):
 
 def plot(doc, path, xlabel="kfuse f32 time / ONNX Runtime time (lower is better; line: 1.0, dashed: 0.75)",
          title="torchvision zoo, kfuse-run vs ONNX Runtime", dashed=GEOMEAN_TARGET):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib  # noqa: F401 (ImportError: main() says how to install it)
+    from bench_report import ratio_plot
     models = [(n, e) for n, e in doc["models"].items() if e.get("cells")]
     cells = [c for c in CELLS if any(c[0] in e["cells"] for _, e in models)]
-    h = 0.8 / max(1, len(cells))
-    fig, ax = plt.subplots(figsize=(8, 1.6 + len(models) * (0.25 + 0.1 * len(cells))))
-    for i, (k, b, t) in enumerate(cells):
-        ys = [j + (i - (len(cells) - 1) / 2) * h for j in range(len(models))]
-        xs = [(e["cells"].get(k) or {}).get("ratio") or 0 for _, e in models]
-        ax.barh(ys, xs, height=h, label=f"batch {b}, {t} thread{'s' if t > 1 else ''}")
-    ax.axvline(CELL_TARGET, color="black", linewidth=1)
-    ax.axvline(dashed, color="gray", linewidth=1, linestyle="--")
-    ax.set_yticks(range(len(models)))
-    ax.set_yticklabels([f"{n} ({e['resolution']})" if e.get("resolution") else n for n, e in models])
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.set_title(f"{title} ({doc['date']})", fontsize=10)
-    ax.legend(fontsize=8, loc="best")
-    fig.text(0.01, 0.005, doc["cpu"], fontsize=6, color="gray")
-    fig.tight_layout(rect=(0, 0.02, 1, 1))
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path, dpi=110)
+    labels = [f"{n} ({e['resolution']})" if e.get("resolution") else n for n, e in models]
+    series = {f"batch {b}, {t} thread{'s' if t > 1 else ''}":
+              [(e["cells"].get(k) or {}).get("ratio") for _, e in models] for k, b, t in cells}
+    ratio_plot(path, f"{title} ({doc['date']})", labels, series, {"geometric-mean target": dashed},
+               xlabel, footer=doc["cpu"])
 
 
 PREAMBLE = """# The torchvision zoo against ONNX Runtime: measurement log
