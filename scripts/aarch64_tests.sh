@@ -37,7 +37,7 @@ cmake -S "$root" -B "$dir" -G Ninja \
   -DKFUSE_BUILD_TESTS=ON -DKFUSE_BUILD_EXAMPLES=OFF -DKFUSE_BUILD_BENCH=OFF -DKFUSE_INSTALL=OFF \
   -DKFUSE_BUILD_RUNTIME=OFF \
   >/dev/null
-ninja -C "$dir" -j"$jobs" kfuse_smoke  # only what the smoke label runs
+ninja -C "$dir" -j"$jobs" kfuse_tests_smoke  # only what the smoke label runs
 status=0
 ctest --test-dir "$dir" -L "$label" -j"$jobs" --output-on-failure --timeout 600 || status=1
 echo "aarch64_tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED), wall time $(( $(date +%s) - start )) s"

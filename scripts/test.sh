@@ -26,17 +26,6 @@ phase() {  # phase NAME: closes the previous phase and prints its time
   return 0
 }
 
-# existing_targets BUILD_DIR NAME...: the names that are targets of that build (a sanitizer
-# phase lists targets of every test group; a build on a CPU without some arch has fewer).
-existing_targets() {
-  local dir=$1 t
-  shift
-  for t in "$@"; do
-    ninja -C "$dir" -t query "$t" >/dev/null 2>&1 && echo "$t"
-  done
-  return 0
-}
-
 phase "setup"
 scripts/setup.sh
 
@@ -60,38 +49,12 @@ fi
 # arch the sanitized phases test (an AVX2-only runner gets avx2, not a run of skipped tests).
 host=$(cmake -P cmake/kfuse_host_arch.cmake)
 
-# The sanitized phase's set: the covering set's kernel, executor and unit tests on the most
-# extended arch this machine runs (each of its TUs also runs the generic arch). CI's main build
-# leaves these host-arch executables out (KFUSE_TESTS_RUN_ELSEWHERE): they run once, in the
+# The sanitized set (tests labelled "sanitize": SANITIZE ci in their *_tests.cmake) runs on the
+# most extended arch this machine runs (each of its TUs also runs the generic arch). CI's main
+# build leaves those host-arch executables out (KFUSE_SANITIZED_ELSEWHERE): they run once, in the
 # AddressSanitizer + UBSan build, with every check on; their other archs' copies run in the main
-# build. That saves ~240 CPU-s of compiling the same tests twice; --full builds both.
-# The longest TUs first: the last one to start must not leave the other core idle at the end
-# (ninja 1.11 starts ready edges in manifest order, so tests/CMakeLists.txt defines the plan
-# compiler before the tests; this list order alone did not do it).
-asan_targets=(kfuse_graph_compiler_$host kernels_eltwise_$host kernels_gemm_$host
-  types_convert_$host simd_vec_$host epilogue_stages_$host kernels_layout_convert_$host threading_thread_pool
-  threading_cpu_budget graph_threading_$host
-  kernels_conv2d_f32_$host kernels_conv_depthwise_f32_$host
-  kernels_pool2d_float_$host graph_exec_$host
-  tools_profiler_$host  # (its trace JSON test runs it too)
-  robustness_kernel_probes_$host robustness_graph_probes_$host
-  robustness_graph_fuzz_$host  # randomized differential test, ~5 s here
-  epilogue_nan_inf_$host graph_passes kernels_kernel_contract_$host
-  kernels_batched_gemm_$host kernels_attention_$host  # the transformer kernels (~10 s)
-  kernels_reduce_$host kernels_pad  # index walks over any axes
-  tools_npy tools_kfuse_run_args  # the .npy reader takes untrusted bytes (fuzz loop, ~1 s)
-  # The ONNX importer takes untrusted bytes: its fuzz, error and conformance tests, sanitized.
-  onnx_importer_fuzz_$host onnx_importer_errors_$host onnx_conformance_$host
-  # kfuse::llm: the GGUF reader (fuzzed headers), the tokenizers, the tiny models.
-  llm_gguf llm_tokenizer llm_model)
-if [[ $full == 1 ]]; then  # sanitized -O0 TUs of 1-2 CPU-minutes each: locally, not in CI's budget
-  asan_targets+=(kernels_softmax_$host kernels_norm_$host
-    kernels_conv2d_f32_nchw_$host kernels_conv2d_errors_$host
-    kernels_conv2d_lowp_$host kernels_conv2d_lowp_nchw_$host
-    kernels_conv_depthwise_lowp_$host kernels_pool2d_int8_$host
-    kernels_batch_norm_$host graph_errors_$host graph_quant_fusion_$host
-    tools_unit tools_graph_$host)
-fi
+# build. That saves ~240 CPU-s of compiling the same tests twice; --full builds both, and
+# sanitizes the rest of the set too (SANITIZE full: sanitized -O0 TUs of 1-2 CPU-minutes each).
 
 phase "build (Release, every x86 arch this machine runs)"
 # The benchmarks are not run by tests. The examples are built here (the -march matrix phase
@@ -113,7 +76,7 @@ cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_EXAMPLE
   -DKFUSE_BUILD_BENCH=OFF -DKFUSE_FULL_TESTS=$([[ $full == 1 ]] && echo ON || echo OFF) \
   -DKFUSE_ARCHS="$test_archs" -DKFUSE_RUNTIME_ARCHS="sse4;avx2;$host" -DKFUSE_RUNTIME_TEST_FLAGS=ON \
   -DKFUSE_RUNTIME_PRECISIONS="$([[ $full == 1 ]] && echo "f32;bf16;int8" || echo f32)" \
-  -DKFUSE_TESTS_RUN_ELSEWHERE="$([[ $full == 1 ]] || (IFS=';'; echo "${asan_targets[*]}"))" >/dev/null
+  -DKFUSE_SANITIZED_ELSEWHERE="$([[ $full == 1 ]] || echo "$host")" >/dev/null
 cmake --build build/ci -j "$jobs"
 
 phase "tests (ctest -L ci)"
@@ -127,10 +90,7 @@ fi
 echo "test: sanitizer phases test arch $host"
 
 phase "asan+ubsan build + tests"
-# The set above (asan_targets); package/ODR/compile-fail/dispatch tests check builds, not
-# memory, and stay out, as do the kfuse-run tests (cli: the command is not built
-# here); so does the allocation-counting replay test (no_asan: it
-# replaces operator new). -O0: the sanitized TUs compile fastest there (-Og: the gemm test 74 ->
+# The sanitized set above (kfuse_tests_sanitize; --full: kfuse_tests_sanitize_full). -O0: the sanitized TUs compile fastest there (-Og: the gemm test 74 ->
 # 115 s, conv2d 35 -> 53 s; -O1 about twice -O0) and the tests still run in seconds. CI
 # sanitizes one TU per kernel family and the executor; --full adds the rest. -g1 (line tables:
 # reports still name file and line): the sanitized compiler instance builds ~12% faster than
@@ -158,24 +118,21 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEB
   -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
 # The TSan build (next phase) compiles beside this one: its plan compiler is one TU of ~90 s,
 # which on its own left a core idle for a third of that phase.
-# The thread pool and the executor (graph_exec runs plans on 1 and 2 threads; graph_threading
-# pinned to one core, against a busy loop, and one replay buffer on two threads).
+# The tests labelled threads (kfuse_tests_threads): the thread pool and the executor (graph_exec
+# runs plans on 1 and 2 threads; graph_threading pinned to one core, against a busy loop, and one
+# replay buffer on two threads).
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DKFUSE_SANITIZE=thread \
   -DKFUSE_ARCHS="$host" -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build/tsan -j "$jobs" \
-  --target $(existing_targets build/tsan kfuse_graph_compiler_$host threading_thread_pool \
-    threading_cpu_budget graph_exec_$host graph_threading_$host robustness_graph_probes_$host) \
-  >build/tsan-build.log 2>&1 &
+cmake --build build/tsan -j "$jobs" --target kfuse_tests_threads >build/tsan-build.log 2>&1 &
 tsan_build=$!
-cmake --build build/asan -j "$jobs" --target $(existing_targets build/asan "${asan_targets[@]}")
-ctest --test-dir build/asan -L ci -LE "package|compile_fail|odr|dispatch|examples|no_asan|cli" -j "$jobs" \
-  --output-on-failure
+cmake --build build/asan -j "$jobs" --target kfuse_tests_sanitize$([[ $full == 1 ]] && echo _full)
+ctest --test-dir build/asan -L sanitize -j "$jobs" --output-on-failure
 
 phase "tsan build (its rest) + threading tests"
 wait $tsan_build || { cat build/tsan-build.log; echo "test: the TSan build failed" >&2; exit 1; }
 tail -n 1 build/tsan-build.log
-ctest --test-dir build/tsan -L threads -LE no_asan -j "$jobs" --output-on-failure
+ctest --test-dir build/tsan -L threads -j "$jobs" --output-on-failure
 
 if [[ -x scripts/examples_matrix.sh ]]; then
   phase "examples -march matrix"

@@ -5,7 +5,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND CMAKE_CXX_COMPILER_ID MATCH
   # -march=x86-64 (SSE2, below kfuse's sse4 tier) after any -march of CMAKE_CXX_FLAGS, and no
   # KFUSE_FORCE_GENERIC: what a plain `g++ -std=c++20` build gets.
   kfuse_add_test(first_use_scalar_fallback SOURCES first_use/scalar_fallback_test.cpp
-                 LABELS "ci;first_use" NO_PCH)
+                 LABELS first_use NO_PCH)
   target_compile_options(first_use_scalar_fallback PRIVATE -march=x86-64)
 
   add_test(NAME first_use_warn_scalar_fallback

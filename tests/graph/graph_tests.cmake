@@ -8,41 +8,31 @@
 kfuse_arch_set(host graph_host)
 kfuse_arch_set(reference graph_reference)
 kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp graph/ops/channel_shuffle_test.cpp
-                    graph/ops/conv2d_grouped_test.cpp LABELS "ci;threads" ARCHS ${graph_host})
-if(KFUSE_FULL_TESTS)
-  kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp graph/ops/channel_shuffle_test.cpp
-                      graph/ops/conv2d_grouped_test.cpp LABELS "full;threads" ARCHS ${graph_reference})
-endif()
-kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp LABELS "ci"
-                    ARCHS ${graph_host})
+                    graph/ops/conv2d_grouped_test.cpp ARCHS ${graph_host} ${graph_reference}
+                    CI_ARCHS ${graph_host} LABELS threads SANITIZE ci)
+kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp ARCHS ${graph_host}
+                    SANITIZE full)
 # Zero heap allocations during replay, on every thread (replaces the global operator new, so it
-# stays out of the AddressSanitizer build: label no_asan).
-kfuse_add_arch_test(graph_noalloc SOURCES graph/graph_noalloc_test.cpp LABELS "ci;threads;no_asan"
-                    ARCHS ${graph_host})
+# stays out of the sanitizer builds).
+kfuse_add_arch_test(graph_noalloc SOURCES graph/graph_noalloc_test.cpp ARCHS ${graph_host})
 # Quantize absorption into producers' epilogues (int8 MLP and conv chains, explicit quantize
 # nodes): fused vs unfused within one quantization step.
-kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp LABELS "ci"
-                    ARCHS ${graph_host})
-if(KFUSE_FULL_TESTS)
-  kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp LABELS "full"
-                      ARCHS ${graph_reference})
-endif()
+kfuse_add_arch_test(graph_quant_fusion SOURCES graph/graph_quant_fusion_test.cpp
+                    ARCHS ${graph_host} ${graph_reference} CI_ARCHS ${graph_host} SANITIZE full)
 # Threading where inference runs: the process pinned to one core with pools of 1..8 threads,
 # application threads against a busy loop, one replay buffer on two threads (docs/executor.md);
 # split_replay (a batch as one-thread parts at once).
 # Its own executable: the pinning must come before the default pool exists, which
 # KFUSE_NUM_THREADS=4 then makes oversubscribe the core.
 kfuse_add_arch_test(graph_threading SOURCES graph/graph_threading_test.cpp graph/split_replay_test.cpp
-                    LABELS "ci;threads"
-                    ARCHS ${graph_host})
+                    ARCHS ${graph_host} LABELS threads SANITIZE ci)
 foreach(arch IN LISTS graph_host)
   kfuse_set_discovered(graph_threading_${arch} ENVIRONMENT KFUSE_NUM_THREADS=4)
 endforeach()
 # Selective builds (compile<ops<...>>): the TU instantiates the listed ops itself.
-kfuse_add_arch_test(graph_selective SOURCES graph/selective_build_test.cpp LABELS "ci"
-                    ARCHS ${graph_host})
+kfuse_add_arch_test(graph_selective SOURCES graph/selective_build_test.cpp ARCHS ${graph_host})
 # The vocabulary helpers (names, bind) and their ADL behaviour: header-only, no kernel.
-kfuse_add_test(graph_names SOURCES graph/names_test.cpp LABELS "ci;smoke")
+kfuse_add_test(graph_names SOURCES graph/names_test.cpp LABELS smoke)
 # The op registry: every op's rule has what the passes ask for, and its builder call makes the
 # rule's attributes (parses the rules; instantiates no kernel).
-kfuse_add_test(graph_registry SOURCES graph/ops/registry_test.cpp LABELS "ci;smoke")
+kfuse_add_test(graph_registry SOURCES graph/ops/registry_test.cpp LABELS smoke)

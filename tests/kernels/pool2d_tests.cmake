@@ -3,19 +3,7 @@
 # "full".
 kfuse_arch_set(kernel_ci pool_kernel_ci)
 kfuse_arch_set(f32_tails_ci pool_f32_tails)
-foreach(t float int8)
-  set(pool_ci_archs ${pool_kernel_ci})
-  if(t STREQUAL "float")
-    list(APPEND pool_ci_archs ${pool_f32_tails})
-  endif()
-  set(pool_full_archs ${archs})
-  list(REMOVE_ITEM pool_full_archs ${pool_ci_archs})
-  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/pool2d_${t}_test.cpp)
-    kfuse_add_arch_test(kernels_pool2d_${t} SOURCES kernels/pool2d_${t}_test.cpp LABELS "ci"
-                        ARCHS ${pool_ci_archs})
-    if(KFUSE_FULL_TESTS AND pool_full_archs)
-      kfuse_add_arch_test(kernels_pool2d_${t} SOURCES kernels/pool2d_${t}_test.cpp LABELS "full"
-                          ARCHS ${pool_full_archs})
-    endif()
-  endif()
-endforeach()
+kfuse_add_arch_test(kernels_pool2d_float SOURCES kernels/pool2d_float_test.cpp
+                    CI_ARCHS ${pool_kernel_ci} ${pool_f32_tails} SANITIZE ci)
+kfuse_add_arch_test(kernels_pool2d_int8 SOURCES kernels/pool2d_int8_test.cpp
+                    CI_ARCHS ${pool_kernel_ci} SANITIZE full)

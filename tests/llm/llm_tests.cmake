@@ -6,7 +6,7 @@ if(TARGET kfuse_llm)
   set(kfuse_llm_vocab_dir "$ENV{HOME}/.cache/kfuse/llama/llama.cpp/models" CACHE PATH
       "llama.cpp's models/ directory (ggml-vocab-*.gguf with .inp / .out): the tokenizer tests")
   foreach(t gguf tokenizer model)
-    kfuse_add_test(llm_${t} SOURCES llm/${t}_test.cpp LABELS "ci")
+    kfuse_add_test(llm_${t} SOURCES llm/${t}_test.cpp SANITIZE ci)
     if(TARGET llm_${t})
       target_link_libraries(llm_${t} PRIVATE kfuse::llm)
       target_compile_definitions(llm_${t} PRIVATE KFUSE_LLAMA_VOCAB_DIR="${kfuse_llm_vocab_dir}")

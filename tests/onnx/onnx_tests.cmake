@@ -4,8 +4,12 @@
 # ones. They compile plans through the tests' plan compiler instance, so one arch only.
 if(TARGET kfuse_onnx)
   kfuse_arch_set(host onnx_host)
-  foreach(t importer importer_errors importer_fuzz conformance export_qdq)
-    kfuse_add_arch_test(onnx_${t} SOURCES onnx/${t}_test.cpp LABELS "ci" ARCHS ${onnx_host})
+  # The importer takes untrusted bytes: its fuzz, error and conformance tests are sanitized.
+  foreach(t importer export_qdq)
+    kfuse_add_arch_test(onnx_${t} SOURCES onnx/${t}_test.cpp ARCHS ${onnx_host})
+  endforeach()
+  foreach(t importer_errors importer_fuzz conformance)
+    kfuse_add_arch_test(onnx_${t} SOURCES onnx/${t}_test.cpp ARCHS ${onnx_host} SANITIZE ci)
   endforeach()
   foreach(arch IN LISTS onnx_host)
     foreach(t importer importer_errors importer_fuzz conformance export_qdq)
@@ -26,7 +30,7 @@ endif()
 # kfuse-run end to end: a model with its input file (output written and read back by the
 # accuracy line of --compare-fp32 on an int8 plan), the default --layout auto (both plans
 # timed), and a bad argument (one line, exit code 2).
-# Label "cli": the sanitizer builds do not build the command, so they leave these out.
+# Label "cli" (the sanitizer builds do not build the command).
 if(TARGET kfuse_run)
   set(m ${CMAKE_CURRENT_SOURCE_DIR}/onnx/models/small_cnn_b1)
   add_test(NAME onnx:kfuse_run_int8_compare

@@ -4,8 +4,8 @@
 kfuse_arch_set(reference probes_reference)
 kfuse_arch_set(host probes_host)
 kfuse_add_arch_test(robustness_kernel_probes SOURCES robustness/kernel_probes_test.cpp
-                    LABELS "ci" ARCHS ${probes_reference} ${probes_host})
+                    ARCHS ${probes_reference} ${probes_host} SANITIZE ci)
 # The executor's probes (names, sizes, quant params, typed and overlapping bindings, NaN through
 # plans, plan::run from two threads): links the prebuilt plan compiler like the graph tests.
 kfuse_add_arch_test(robustness_graph_probes SOURCES robustness/graph_probes_test.cpp
-                    LABELS "ci;threads" ARCHS ${probes_host})
+                    ARCHS ${probes_host} LABELS threads SANITIZE ci)

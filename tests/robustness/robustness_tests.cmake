@@ -4,5 +4,5 @@
 # (KFUSE_FUZZ_SEED / KFUSE_FUZZ_COUNT override them; scripts/fuzz_graphs.sh runs it longer).
 # It links the prebuilt plan compiler (tests/CMakeLists.txt, kfuse_graph_compiler_<arch>).
 kfuse_arch_set(host fuzz_host)
-kfuse_add_arch_test(robustness_graph_fuzz SOURCES robustness/graph_fuzz_test.cpp LABELS "ci"
-                    ARCHS ${fuzz_host})
+kfuse_add_arch_test(robustness_graph_fuzz SOURCES robustness/graph_fuzz_test.cpp
+                    ARCHS ${fuzz_host} SANITIZE ci)
