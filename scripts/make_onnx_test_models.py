@@ -200,6 +200,40 @@ class ShuffleUnits(nn.Module):
         return torch.cat((a * 2, b, self.head(c)), 1)
 
 
+class ConvNextBlocks(nn.Module):
+    """ConvNeXt as torchvision writes it: a patchify stem with a channels-last LayerNorm
+    (permute, layer norm, permute back), blocks of a 7x7 depthwise conv, a permute to
+    [N, H, W, C], layer norm, two linears with GELU, a layer scale and the permute back before
+    the residual add, and a downsampling layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 2, 2)
+        self.stem_norm = nn.LayerNorm(16)
+        self.blocks = nn.ModuleList([self.block(16), self.block(16)])
+        self.down_norm = nn.LayerNorm(16)
+        self.down = nn.Conv2d(16, 24, 2, 2)
+        self.last = self.block(24)
+
+    @staticmethod
+    def block(c):
+        return nn.ModuleDict({"dw": nn.Conv2d(c, c, 7, padding=3, groups=c), "norm": nn.LayerNorm(c),
+                              "fc1": nn.Linear(c, 4 * c), "fc2": nn.Linear(4 * c, c)})
+
+    @staticmethod
+    def run(b, x, scale):
+        y = b["dw"](x).permute(0, 2, 3, 1)
+        y = b["fc2"](F.gelu(b["fc1"](b["norm"](y))))
+        return x + (scale * y).permute(0, 3, 1, 2)
+
+    def forward(self, x):
+        x = self.stem_norm(self.stem(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        for b in self.blocks:
+            x = self.run(b, x, 0.5)
+        x = self.down(self.down_norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2))
+        return self.run(self.last, x, 0.25)
+
+
 # Models whose axis 0 is the symbolic dimension "batch" (kfuse-run's --split tests).
 DYNAMIC_BATCH = {"small_cnn_dyn_b4", "batch_centered_dyn_b4"}
 
@@ -212,6 +246,7 @@ MODELS = {
     "layernorm_op12_b2": (LayerNormOpset12, (2, 3, 12)),
     "encoder_b2": (Encoder, (2, 9, 32)),
     "shuffle_units_b2": (ShuffleUnits, (2, 3, 12, 12)),
+    "convnext_blocks_b2": (ConvNextBlocks, (2, 3, 16, 16)),
     "small_cnn_dyn_b4": (SmallCnn, (4, 3, 24, 24)),
     "batch_centered_dyn_b4": (BatchCentered, (4, 8)),
 }

@@ -56,8 +56,9 @@ double run_model(const std::string& name, kfuse::tensor_layout layout, int threa
 }  // namespace
 
 TEST_CASE("onnx: PyTorch exports match PyTorch in both layouts, on 1 and 2 threads") {
-  for (const char* name : {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2", "upsampling_b2",
-                           "layernorm_op12_b2", "encoder_b2", "shuffle_units_b2"})
+  for (const char* name :
+       {"small_cnn_b1", "mlp_b3", "conv1d_b2", "decomposed_b2", "upsampling_b2",
+        "layernorm_op12_b2", "encoder_b2", "shuffle_units_b2", "convnext_blocks_b2"})
     for (auto layout : {kfuse::tensor_layout::nchw, kfuse::tensor_layout::nhwc})
       for (int threads : {1, 2}) {
         INFO(name << " layout " << kfuse::layout_name(layout) << " threads " << threads);
@@ -175,6 +176,26 @@ TEST_CASE("onnx: channel shuffles and channel slices become channel_shuffle node
   CHECK(kernels.find("reshape of nhwc") == std::string::npos);
   CHECK(p.report().text().find(" node(s) whose outputs nothing reads do not run") !=
         std::string::npos);
+}
+
+// ConvNeXt's permutes of an image to [N, H, W, C] (its channels-last layer norms and linears)
+// and back: in an NHWC plan they read the image's memory as it is, so they are views, and no
+// step converts the image to nchw.
+TEST_CASE("onnx: ConvNeXt's permutes around NHWC images are views") {
+  kfuse::onnx::import_options opt;
+  opt.layout = kfuse::tensor_layout::nhwc;
+  const kfuse::onnx::model m = kfuse::onnx::load(models + "/convnext_blocks_b2.onnx", opt);
+  const kfuse::plan p = kfuse::compile(m.graph, {.threads = 1});
+  int views = 0, copies = 0;
+  std::string kernels;
+  for (const kfuse::step_info& s : p.steps()) {
+    kernels += s.kernel + "\n";
+    if (s.op == kfuse::op_kind::strided_view) (s.kernel == "view" ? views : copies) += 1;
+  }
+  INFO(kernels);
+  CHECK(views == 10);  // 5 permutes there and 5 back
+  CHECK(copies == 0);
+  CHECK(kernels.find("nhwc->nchw") == std::string::npos);
 }
 
 TEST_CASE("onnx: supported_ops lists the default-domain ops, sorted") {

@@ -361,9 +361,11 @@ class graph {
     n.attributes = broadcast_params{std::move(shape), as};
     return add_node(std::move(n));
   }
-  /// out[i0, i1, ...] = x[offset + i0 * strides[0] + i1 * strides[1] + ...] for a plain (or
-  /// nchw) x; strides in elements, 0 repeats, negative reads backwards. Transposes, slices with
-  /// steps, tiles; `as`: plain, or nchw for a 4-D result.
+  /// out[i0, i1, ...] = x[offset + i0 * strides[0] + i1 * strides[1] + ...] over x's logical
+  /// order; strides in elements, 0 repeats, negative reads backwards. Transposes, slices with
+  /// steps, tiles. An nhwc x is read in place when each axis of the view walks one of its axes;
+  /// `as`: plain, or nchw / nhwc for a 4-D result. A view that reads x's memory in order copies
+  /// nothing.
   tensor_id strided_view(std::string name, tensor_id x, std::vector<index_t> shape, index_t offset,
                          std::vector<index_t> strides, tensor_layout as = tensor_layout::plain) {
     node_desc n = make(std::move(name), op_kind::strided_view, {x});

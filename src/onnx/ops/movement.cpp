@@ -2,6 +2,7 @@
 // Each op computes a view of its input (extents, element strides, offset; then the result's
 // shape); run-time data becomes the graph's strided_view (one copy), constants are evaluated the
 // same way at load time.
+#include <algorithm>
 #include <numeric>
 
 #include "ops.hpp"
@@ -24,6 +25,33 @@ std::vector<index_t> row_major_strides(const std::vector<index_t>& s) {
 
 const std::vector<index_t>& shape_of(const value& v) { return v.is_const ? v.c.shape : v.r.shape; }
 
+// Whether v is a permutation of the axes of x, an nhwc image (a Transpose of it).
+bool permutes_image(const run_value& x, const view& v) {
+  if (x.layout != tensor_layout::nhwc || x.shape.size() != 4 || v.shape.size() != 4 ||
+      v.offset != 0 || v.result != v.shape)
+    return false;
+  const std::vector<index_t> xs = row_major_strides(x.shape);
+  std::vector<bool> seen(4, false);
+  for (std::size_t d = 0; d < 4; ++d) {
+    const auto a = std::size_t(std::find(xs.begin(), xs.end(), v.strides[d]) - xs.begin());
+    if (a >= 4 || seen[a] || x.shape[a] != v.shape[d]) return false;
+    seen[a] = true;
+  }
+  return true;
+}
+
+// Whether the 4-D view v of plain x, stored nhwc, is x's bytes in order (the permutation
+// [N, H, W, C] -> [N, C, H, W] back into an NHWC plan's image): then it is the image as it is.
+bool image_order(const context& cx, const run_value& x, const view& v) {
+  if (cx.image_layout() != tensor_layout::nhwc || x.layout != tensor_layout::plain ||
+      v.shape.size() != 4 || v.offset != 0 || v.result != v.shape ||
+      numel(v.shape) != numel(x.shape))
+    return false;
+  const std::vector<index_t>& s = v.shape;
+  return v.strides[1] == 1 && v.strides[3] == s[1] && v.strides[2] == s[1] * s[3] &&
+         v.strides[0] == s[1] * s[2] * s[3];
+}
+
 // x read through v: a constant evaluated now, run-time data as one strided_view (a copy). An
 // empty result is a constant whatever x is: it has no values to compute.
 value read_view(context& cx, const node_proto& n, const value& x, const view& v,
@@ -45,12 +73,15 @@ value read_view(context& cx, const node_proto& n, const value& x, const view& v,
     }
     return y;
   }
-  run_value in = cx.as_plain(x.r, out);
+  // An nhwc image is read in place by a permutation of its axes (the graph's strided_view maps
+  // the strides onto its memory order); other views read the logical order.
+  const run_value in = permutes_image(x.r, v) ? x.r : cx.as_plain(x.r, out);
+  const tensor_layout as = image_order(cx, in, v) ? tensor_layout::nhwc : tensor_layout::plain;
   const std::string name = v.shape == v.result ? cx.unique(out) : cx.unique(out + "/view");
   y.r = in;
-  y.r.id = cx.g.strided_view(name, in.id, v.shape, v.offset, v.strides);
+  y.r.id = cx.g.strided_view(name, in.id, v.shape, v.offset, v.strides, as);
   y.r.shape = v.shape;
-  y.r.layout = tensor_layout::plain;
+  y.r.layout = as;
   if (v.shape != v.result) y.r = cx.reshape(y.r, v.result, out);
   return y;
 }

@@ -10,6 +10,20 @@ KFUSE_BEGIN_NAMESPACE
 
 namespace graph_ops {
 
+/// Step s's output as its input's bytes: the memory plan aliases it, and keeps this whole copy
+/// only when it must (a view returned as a graph output whose source lives elsewhere).
+inline void view_command(detail::compile_context& cx, const detail::step& s,
+                         std::vector<detail::plan_command>& cmds) {
+  cx.T(s.out).root = s.x;
+  cx.views.push_back(std::int32_t(cx.d->steps.size()));
+  detail::plan_command c;
+  c.fn = &slice_copy_cmd;
+  c.in[0] = s.x;
+  c.out = s.out;
+  c.params = cx.own(std::make_shared<slice_params>(whole_copy(cx.T(s.x).bytes)));
+  cmds.push_back(c);
+}
+
 struct reshape_rule : op_rule {
   static constexpr op_kind kind = op_kind::reshape;
   using attributes = reshape_params;
@@ -87,14 +101,7 @@ struct reshape_rule : op_rule {
       info.bytes = 2.0 * double(x.bytes);
       return;
     }
-    cx.T(s.out).root = s.x;  // a view: resolved by the memory plan (a copy only if it must)
-    cx.views.push_back(std::int32_t(cx.d->steps.size()));
-    detail::plan_command c;  // the copy, kept only when the view cannot alias
-    c.fn = &slice_copy_cmd;
-    c.in[0] = s.x;
-    c.out = s.out;
-    c.params = cx.own(std::make_shared<slice_params>(whole_copy(x.bytes)));
-    cmds.push_back(c);
+    view_command(cx, s, cmds);
   }
 };
 

@@ -25,8 +25,9 @@ inline void absorb_views(compile_context& cx) {
       step& v = cx.steps[std::size_t(vi)];
       const node_desc& vn = cx.node_of(v);
       // A negative stride (a flip) would need a negative batched_gemm stride; a chain would
-      // need the view's values computed.
+      // need the view's values computed; the strides are over a plain (or nchw) input's order.
       if (v.op != op_kind::strided_view || !v.chain.empty() ||
+          cx.T(v.x).layout == tensor_layout::nhwc ||
           std::ranges::any_of(vn.attr<strided_view_params>().strides,
                               [](index_t s) { return s < 0; }))
         continue;
