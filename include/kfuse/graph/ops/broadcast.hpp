@@ -38,6 +38,12 @@ inline command_fn broadcast_fn(dtype t) {
   }
 }
 
+/// The logical axis (n, c, h, w order for 4-D) that memory axis m of a rank-r tensor in layout l
+/// holds: nhwc's memory order is (n, h, w, c).
+constexpr int logical_axis(tensor_layout l, int r, int m) noexcept {
+  return l == tensor_layout::nhwc && r == 4 ? (m == 3 ? 1 : m == 0 ? 0 : m + 1) : m;
+}
+
 /// The plan command copying step st's input through view p (broadcast and strided_view).
 inline void strided_copy_command(detail::compile_context& cx, const detail::step& st,
                                  std::shared_ptr<broadcast_shape> p, const char* kernel,
@@ -91,17 +97,15 @@ struct broadcast_rule : op_rule {
     const std::vector<index_t> mem = detail::compile_context::memory_shape(x);
     index_t stride = 1;
     const int xr = int(x.shape.size());
-    for (int m = xr - 1; m >= 0; --m) {  // memory axis m is logical axis ax
-      int ax = m;
-      if (x.layout == tensor_layout::nhwc && xr == 4) ax = m == 3 ? 1 : m == 0 ? 0 : m + 1;
+    for (int m = xr - 1; m >= 0; --m) {
+      const int ax = logical_axis(x.layout, xr, m);
       logical[ax] = x.shape[std::size_t(ax)] == 1 ? 0 : stride;
       stride *= mem[std::size_t(m)];
     }
     broadcast_shape s;
     s.rank = r;
-    for (int m = 0; m < r; ++m) {  // output memory axis m is logical axis ax
-      int ax = m;
-      if (out.layout == tensor_layout::nhwc && r == 4) ax = m == 3 ? 1 : m == 0 ? 0 : m + 1;
+    for (int m = 0; m < r; ++m) {
+      const int ax = logical_axis(out.layout, r, m);
       s.dims[m] = out.shape[std::size_t(ax)];
       s.in_strides[m] = ax >= off ? logical[ax - off] : 0;
     }

@@ -93,9 +93,8 @@ struct strided_view_rule : op_rule {
         if (lo[std::size_t(a)] < 0 || hi[std::size_t(a)] >= extent[std::size_t(a)]) return false;
     }
     out.in_offset = offset;
-    for (int m = 0; m < r; ++m) {  // output memory axis m is view axis d
-      int d = m;
-      if (v.as == tensor_layout::nhwc && r == 4) d = m == 3 ? 1 : m == 0 ? 0 : m + 1;
+    for (int m = 0; m < r; ++m) {
+      const int d = logical_axis(v.as, r, m);
       out.dims[m] = v.shape[std::size_t(d)];
       out.in_strides[m] = strides[std::size_t(d)];
     }
