@@ -8,7 +8,8 @@
 kfuse_arch_set(host graph_host)
 kfuse_arch_set(reference graph_reference)
 kfuse_add_arch_test(graph_exec SOURCES graph/graph_test.cpp graph/ops/channel_shuffle_test.cpp
-                    graph/ops/conv2d_grouped_test.cpp graph/ops/strided_view_test.cpp ARCHS ${graph_host} ${graph_reference}
+                    graph/ops/conv2d_grouped_test.cpp graph/ops/eltwise_test.cpp
+                    graph/ops/strided_view_test.cpp ARCHS ${graph_host} ${graph_reference}
                     CI_ARCHS ${graph_host} LABELS threads SANITIZE ci)
 kfuse_add_arch_test(graph_errors SOURCES graph/graph_errors_test.cpp ARCHS ${graph_host}
                     SANITIZE full)

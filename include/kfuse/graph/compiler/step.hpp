@@ -48,6 +48,17 @@ inline int operand_count(const std::vector<op_stage>& chain) {
   return k;
 }
 
+/// Bytes a chain's operands hold for a tensor of `numel` values and `channels` channels: a
+/// per-channel operand (bias, per-channel add / mul) one value a channel, a second tensor one
+/// value an element.
+inline double operand_bytes(const std::vector<op_stage>& chain, index_t numel, index_t channels) {
+  double bytes = 0;
+  for (const op_stage& s : chain)
+    if (s.operand >= 0 && s.kind != stage_kind::scale)
+      bytes += 4.0 * double(s.kind == stage_kind::bias || s.per_channel ? channels : numel);
+  return bytes;
+}
+
 /// Whether a chain reads a per-channel parameter (then the eltwise rows follow channels).
 inline bool chain_per_channel(const std::vector<op_stage>& chain) {
   for (const op_stage& s : chain)

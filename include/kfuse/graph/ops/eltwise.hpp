@@ -162,7 +162,7 @@ struct eltwise_rule : op_rule {
     }
     const double count = double(shape_numel(x.shape));
     info.bytes = double(x.bytes) + double(cx.T(s.out).bytes) +
-                 double(detail::operand_count(s.chain)) * count * 4;
+                 detail::operand_bytes(s.chain, shape_numel(x.shape), cx.channels_of(x));
     info.flops = count * double(s.chain.size());
     c.threads = cx.threads_for(info.bytes, info.flops);
     c.params = cx.own(p);

@@ -5,6 +5,7 @@
 
 #include "kfuse/graph/types.hpp"
 #include "kfuse/kernels/eltwise.hpp"
+#include "kfuse/kernels/register_tile.hpp"
 
 KFUSE_BEGIN_NAMESPACE
 
@@ -63,9 +64,34 @@ KFUSE_NOINLINE void run_rows(const In* in, Out* out, const rows_shape& s, index_
   }
 }
 
+/// A chain of the common form whose activation is a clamp (relu, relu6, clip or none), as one
+/// inline stage: a batch norm and its ReLU are a scale, a bias and a clamp. Through the chain
+/// itself each vector is a call with a switch per stage: DenseNet's 62 standalone batch norms
+/// took 3.9x longer that way (5.0 against 1.3 ms at batch 1, AVX-512), far below memory speed.
+struct common_clamp {
+  static constexpr std::string_view name{"chain"};
+  static constexpr bool may_use_channel = true;
+  common_form f;
+  template <class V, class Ctx>
+  KFUSE_INLINE V operator()(V x, const Ctx& ctx) const {
+    return detail::common_value<kfuse::clamp, detail::no_tail>{f, {f.lo, f.hi}, {}}(x, 0, 0, ctx);
+  }
+};
+
+/// ep with its chain replaced by common_clamp{f} (a quantize<E> after it stays).
+template <class S>
+KFUSE_INLINE epilogue<common_clamp> with_common_clamp(const epilogue<S>&, const common_form& f) {
+  return {common_clamp{f}};
+}
+template <class S, class E>
+KFUSE_INLINE epilogue<common_clamp, quantize<E>> with_common_clamp(
+    const epilogue<S, quantize<E>>& ep, const common_form& f) {
+  return {common_clamp{f}, detail::stage_at<1>(ep.stages)};
+}
+
 /// Rows [c.begin, c.end), split over c.threads threads when more than one.
 template <class V, class In, class Out, class Ep>
-KFUSE_INLINE void run_rows_cmd(const command& c, const rows_shape& s, const Ep& ep) {
+KFUSE_INLINE void run_rows_split(const command& c, const rows_shape& s, const Ep& ep) {
   const In* in = static_cast<const In*>(c.in[0]);
   Out* out = static_cast<Out*>(c.out);
   if (c.threads <= 1) {
@@ -75,6 +101,18 @@ KFUSE_INLINE void run_rows_cmd(const command& c, const rows_shape& s, const Ep& 
   parallel_for(
       c.begin, c.end, s.rows_per_chunk,
       [&](range r, int) { run_rows<V>(in, out, s, r.begin, r.end, ep); }, c.threads);
+}
+
+/// Rows [c.begin, c.end) through ep; a run-time chain of the common form with a clamp runs
+/// inline (common_clamp).
+template <class V, class In, class Out, class Ep>
+KFUSE_INLINE void run_rows_cmd(const command& c, const rows_shape& s, const Ep& ep) {
+  if constexpr (detail::has_common_form<Ep>) {
+    const common_form f = detail::stage_at<0>(ep.stages).common();
+    if (f.kind == common_form::act::clamp)
+      return run_rows_split<V, In, Out>(c, s, with_common_clamp(ep, f));
+  }
+  run_rows_split<V, In, Out>(c, s, ep);
 }
 
 }  // namespace graph_ops
