@@ -1,10 +1,11 @@
 // Grouped (not depthwise) conv2d nodes in NHWC and NCHW plans against a double-precision
 // reference: groups of few channels (ResNeXt's 4, RegNet's 8, a channel multiplier of 2, groups
 // of 6) run as merged groups with block-diagonal weights in NHWC, f32 groups of one vector as
-// diagonal tiles (4 or 2 groups per tile, the zero blocks skipped); wider groups stay as they
-// are. f32 within 1e-4 of the output range (the same products summed in another order,
-// K <= 9 * 24 terms); bf16 and int8 plans within 3e-2 of it (bf16's 2^-9 rounding of inputs and
-// weights, int8's quantization steps), as the ONNX tests' tolerances.
+// diagonal tiles (4 or 2 groups per tile, the zero blocks skipped; a count that neither divides
+// padded with phantom blocks); wider groups stay as they are. f32 within 1e-4 of the output range
+// (the same products summed in another order, K <= 9 * 24 terms); bf16 and int8 plans within 3e-2
+// of it (bf16's 2^-9 rounding of inputs and weights, int8's quantization steps), as the ONNX tests'
+// tolerances.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -67,7 +68,13 @@ TEST_CASE("graph: grouped convs of few channels per group, merged in NHWC, match
                                 {96, 96, 6, 3, 1, "groups 6 as 3x2", ""},
                                 {48, 96, 6, 3, 2, "groups 6 as 3x2", ""},
                                 {40, 40, 10, 1, 1, "groups 10 as 5", "groups 10 as 5"},
-                                {64, 64, 2, 3, 1, "", ""}};
+                                {64, 64, 2, 3, 1, "", ""},
+                                // Group counts of one vector each that 4 and 2 do not divide:
+                                // padded with phantom blocks (RegNetX's 25 groups of 16).
+                                {80, 80, 5, 3, 1, "groups 5 as 2x4", ""},
+                                {48, 48, 3, 3, 2, "groups 3 as 1x4", ""},
+                                {112, 112, 7, 1, 1, "groups 7 as 2x4", ""},
+                                {80, 80, 10, 3, 1, "groups 10 as 2x4", "groups 10 as 5"}};
   for (const grouped_case& t : cases)
     for (precision prec : {precision::f32, precision::bf16, precision::int8}) {
       INFO("c " << t.c << " k " << t.k << " groups " << t.groups << " kernel " << t.kernel

@@ -104,6 +104,12 @@ TEST_CASE("conv2d: bad geometry throws at pack time", "[conv2d][errors]") {
                     Contains("diagonal blocks (3) do not divide a group's 8 input and 4 output"));
   s.diagonal = 0;
   CHECK_THROWS_WITH(C::pack(w.data(), s), Contains("diagonal blocks (0)"));
+  s = shape_3x3();
+  s.phantom_blocks = 1;  // without diagonal blocks
+  CHECK_THROWS_WITH(C::pack(w.data(), s),
+                    Contains("phantom blocks (1) must be fewer than the 1 diagonal blocks"));
+  s.diagonal = 2;  // a group of 4 output channels: not the diagonal tiles' vectors
+  CHECK_THROWS_WITH(C::pack(w.data(), s), Contains("phantom blocks run on the diagonal tiles"));
 }
 
 TEST_CASE("conv2d: weights packed for one layout are refused by the other", "[conv2d][errors]") {

@@ -57,12 +57,21 @@ struct conv2d_dense_lowering : conv2d_common {
       // diagonal blocks of one group (conv_shape::diagonal), whose tiles skip the zero blocks.
       conv_shape merged = cs;
       merged.groups /= merge;
-      const index_t diagonal = K::with_diagonal(merged).diagonal;
+      const conv_shape diag = K::with_diagonal(merged);
+      const index_t diagonal = diag.diagonal, phantom = diag.phantom_blocks * merge;
+      if (phantom > 0) {  // zero groups after the last one (their weights: zero output rows)
+        const index_t cg = cs.c / cs.groups, kg = cs.k / cs.groups;
+        w.resize(w.size() + std::size_t(phantom * kg * cg * cs.r * cs.s), 0.f);
+        cs.c += phantom * cg;
+        cs.k += phantom * kg;
+        cs.groups += phantom;
+      }
       merge *= diagonal;
       if (merge > 1) {
         w = block_diagonal(w, cs, merge);
         cs.groups /= merge;
         cs.diagonal = diagonal;
+        cs.phantom_blocks = diag.phantom_blocks;
       }
       const plan_tensor& x = cx.T(s.x);
       detail::plan_command c;

@@ -127,15 +127,23 @@ struct conv2d : detail::conv2d_nhwc_path<
   }
 
   /// s with NV (else 2) of its groups run as the diagonal blocks of one group, when the diagonal
-  /// tiles take that; s itself otherwise.
+  /// tiles take that; s itself otherwise. A group count that neither divides is padded with
+  /// phantom blocks (conv_shape::phantom_blocks: c and k grow by their channels, the weights
+  /// need zeros there): RegNetX's 25 groups of 16 channels ran one vector wide, at a quarter of
+  /// the peak, and run as 7 groups of 4 blocks.
   static conv_shape with_diagonal(const conv_shape& s) {
-    for (const index_t d : {index_t(NV), index_t(2)}) {
-      if (d < 2 || s.groups % d != 0) continue;
-      conv_shape t = s;
-      t.groups /= d;
-      t.diagonal = d;
-      if (diagonal_tiles(t)) return t;
-    }
+    for (const bool padded : {false, true})
+      for (const index_t d : {index_t(NV), index_t(2)}) {
+        const index_t phantom = (d - s.groups % d) % d;
+        if (d < 2 || s.groups < 2 || (phantom > 0) != padded) continue;
+        conv_shape t = s;
+        t.c += phantom * (s.c / s.groups);
+        t.k += phantom * (s.k / s.groups);
+        t.groups = (s.groups + phantom) / d;
+        t.diagonal = d;
+        t.phantom_blocks = phantom;
+        if (diagonal_tiles(t)) return t;
+      }
     return s;
   }
   /// "conv implicit-gemm nhwc f32 fma 6x4v", "conv 1x1 gemm f32 fma 6x4v", ...
@@ -196,21 +204,23 @@ struct conv2d : detail::conv2d_nhwc_path<
     if (w.layout_ != Layout::name)
       detail::fail(k, "weights were packed for layout " + std::string(w.layout_) + ", not " +
                           std::string(Layout::name));
-    if (x.dims.c != s.c)
-      detail::fail(k, "channel mismatch: the input has " + std::to_string(x.dims.c) +
-                          " channels, the packed weights expect C = " + std::to_string(s.c));
-    if (y.dims.c != s.k)
-      detail::fail(k, "channel mismatch: the output has " + std::to_string(y.dims.c) +
-                          " channels, the packed weights produce K = " + std::to_string(s.k));
+    if (x.dims.c != s.in_channels())
+      detail::fail(
+          k, "channel mismatch: the input has " + std::to_string(x.dims.c) +
+                 " channels, the packed weights expect C = " + std::to_string(s.in_channels()));
+    if (y.dims.c != s.out_channels())
+      detail::fail(
+          k, "channel mismatch: the output has " + std::to_string(y.dims.c) +
+                 " channels, the packed weights produce K = " + std::to_string(s.out_channels()));
     if (x.dims.h != s.h || x.dims.w != s.w)
       detail::fail(k, "the input is " + std::to_string(x.dims.h) + "x" + std::to_string(x.dims.w) +
                           ", the weights were packed for " + std::to_string(s.h) + "x" +
                           std::to_string(s.w));
     if (x.dims.n < 0) detail::fail(k, "negative batch");
-    if (!(y.dims == dims4{x.dims.n, s.k, s.out_h(), s.out_w()}))
+    if (!(y.dims == dims4{x.dims.n, s.out_channels(), s.out_h(), s.out_w()}))
       detail::fail(k, "the output shape is not N x K x OH x OW = " + std::to_string(x.dims.n) +
-                          " x " + std::to_string(s.k) + " x " + std::to_string(s.out_h()) + " x " +
-                          std::to_string(s.out_w()));
+                          " x " + std::to_string(s.out_channels()) + " x " +
+                          std::to_string(s.out_h()) + " x " + std::to_string(s.out_w()));
     if (w.block_ != (w.path_ == detail::conv_path::nchw_rows ? MR : NR))
       detail::fail(k, "weights were packed for another micro-kernel");
     if constexpr (integer) {
@@ -225,7 +235,8 @@ struct conv2d : detail::conv2d_nhwc_path<
     detail::check_buffer(k, "input", x.data, n_in);
     detail::check_buffer(k, "output", y.data, n_out);
     detail::check_disjoint(k, "input", x.data, n_in, y.data, n_out);
-    validate(ep, k, n_out, s.k, y.data, sizeof(*y.data) * std::size_t(n_out), sizeof(*y.data));
+    validate(ep, k, n_out, s.out_channels(), y.data, sizeof(*y.data) * std::size_t(n_out),
+             sizeof(*y.data));
   }
 
   /// y = epilogue(conv(x, w)). x holds float (f32), bf16_t (bf16), or uint8_t / int8_t with zero

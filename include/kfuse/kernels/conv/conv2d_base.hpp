@@ -118,6 +118,10 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
       static_assert(!std::is_integral_v<Src>,
                     "kfuse::conv2d::pack: float recipes take float (or bf16_t) weights");
     detail::check_conv_shape(k, s);
+    if (s.phantom_blocks > 0 && !diagonal_tiles(s))
+      detail::fail(k, "phantom blocks run on the diagonal tiles only (NHWC f32, 2 or " +
+                          std::to_string(NV) + " diagonal blocks of " + std::to_string(L) +
+                          " output channels per group)");
     if (count >= 0 && count != s.weight_count())
       detail::fail(k, "wrong weight count: " + std::to_string(count) +
                           " values given, the shape needs K * C/groups * R * S = " +

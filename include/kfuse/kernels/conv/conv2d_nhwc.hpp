@@ -69,6 +69,7 @@ struct conv2d_nhwc_path : Base {
                       int pool, const workspace& ws, std::size_t slot, std::int32_t za) {
     using MK = microkernel;
     const index_t OH = s.out_h(), OW = s.out_w(), cg = s.c / s.groups, kg = s.k / s.groups;
+    const index_t K = s.out_channels();  // the output's channels: its pixel stride
     const index_t KB = w.kblocks_, cgp = w.cgp_, rs = s.r * s.s;
     const bool copy_rows = nhwc_geom.copy_rows(s);
     const index_t pix = nhwc_geom.pixel_values(s);
@@ -101,7 +102,9 @@ struct conv2d_nhwc_path : Base {
         const index_t b = it % bands, n = (it / bands) % s.n, kb = (it / (bands * s.n)) % KB,
                       g = it / (bands * s.n * KB);
         const typename MK::storage* wblock = w.data_.data() + ((g * KB + kb) * rs) * cgp * NR;
-        const index_t ch0 = g * kg + kb * NR, ch_valid = std::min<index_t>(NR, kg - kb * NR);
+        // Phantom blocks (conv_shape) end the last group: their channels are not stored.
+        const index_t ch0 = g * kg + kb * NR,
+                      ch_valid = std::min<index_t>({NR, kg - kb * NR, K - ch0});
         const std::int32_t* sums = integer ? w.sums_.data() + (g * KB + kb) * NR : nullptr;
         // Balanced tiles of at most MR consecutive pixels of the band, spanning output rows (7x7
         // maps run as tiles of 5 and 6 pixels, not 4 + 3 per row).
@@ -120,14 +123,14 @@ struct conv2d_nhwc_path : Base {
             if constexpr (diagonal_capable<TX>) {
               if (diagonal && rows >= MR - 1) {
                 detail::nhwc_diagonal_tile_rows<vec, MR, NV, NR>(
-                    rows, in.pixels(), s, wblock, cgp, cg / s.diagonal, y + pix0 * s.k + ch0,
-                    pix0 * s.k + ch0, ch0, ch_valid, ep);
+                    rows, in.pixels(), s, wblock, cgp, cg / s.diagonal, y + pix0 * K + ch0,
+                    pix0 * K + ch0, ch0, ch_valid, ep);
                 p += rows;
                 continue;
               }
             }
             detail::nhwc_tile_any<MK, vec, MR, NV>(rows, in.pixels(), s, wblock, chunk, cgp,
-                                                   y + pix0 * s.k + ch0, pix0 * s.k + ch0, ch0,
+                                                   y + pix0 * K + ch0, pix0 * K + ch0, ch0,
                                                    ch_valid, sums, a_zero, ep);
             p += rows;
           }

@@ -109,16 +109,18 @@ struct nhwc_input {
       std::fill(row, row + wp * pix, pad);
       return;
     }
-    const index_t ih = key % s.h, ng = key / s.h;
-    const TX* src = x + ((ng / s.groups * s.h + ih) * s.w) * s.c + ng % s.groups * cg;
+    const index_t ih = key % s.h, ng = key / s.h, g = ng % s.groups, C = s.in_channels();
+    const TX* src = x + ((ng / s.groups * s.h + ih) * s.w) * C + g * cg;
+    // The group's channels in the tensor (a group with phantom blocks has fewer).
+    const index_t real = std::min(cg, C - g * cg);
     std::fill(row, row + s.pad_left * pix, pad);
-    if (cg == s.c && pix == cg) {
+    if (cg == C && pix == cg) {
       std::memcpy(row + s.pad_left * cg, src, sizeof(TX) * std::size_t(s.w * cg));
     } else {
       for (index_t iw = 0; iw < s.w; ++iw) {
         TX* o = row + (s.pad_left + iw) * pix;
-        std::memcpy(o, src + iw * s.c, sizeof(TX) * std::size_t(cg));
-        std::fill(o + cg, o + pix, pad);
+        std::memcpy(o, src + iw * C, sizeof(TX) * std::size_t(real));
+        std::fill(o + real, o + pix, pad);
       }
     }
     std::fill(row + (s.pad_left + s.w) * pix, row + wp * pix, pad);
@@ -143,7 +145,7 @@ struct nhwc_input {
           if (copy)
             need[k] = in_image ? (n * s.groups + g) * s.h + ih : rows.pad_row;
           else  // no padding at all: every row is in the image
-            rowptr[k] = x + ((n * s.h + ih) * s.w) * s.c + g * cg;
+            rowptr[k] = x + ((n * s.h + ih) * s.w) * s.in_channels() + g * cg;
         }
       if (copy)
         rows.assign(need, int(nspan * s.r), rowptr,
@@ -218,7 +220,7 @@ KFUSE_INLINE void nhwc_tile(const nhwc_pixels<TX>& in, const conv_shape& s,
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) MK::template finish<V, NV>(acc[r], sums, a_zero);
   }
-  store_tile<true>(acc, out, s.k, flat0, s.k, ch0, ch_valid, ep);
+  store_tile<true>(acc, out, s.out_channels(), flat0, s.out_channels(), ch0, ch_valid, ep);
 }
 
 /// nhwc_tile out of line, for tiles of fewer than MR - 1 pixels (the ends of rows and maps):
@@ -294,7 +296,7 @@ KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_sh
           acc, a, wblock + (r * s.s + q) * cgp * NR, cs);
     }
   }
-  store_tile<true>(acc, out, s.k, flat0, s.k, ch0, ch_valid, ep);
+  store_tile<true>(acc, out, s.out_channels(), flat0, s.out_channels(), ch0, ch_valid, ep);
 }
 
 /// nhwc_diagonal_tile for a full tile of MR or MR - 1 pixels (shorter tiles, the ends of small

@@ -23,6 +23,19 @@ struct conv_shape : conv_geometry {
   // merged into one by the caller (graph/ops/conv2d.hpp), whose zero blocks the NHWC f32 tiles
   // skip. 1: dense groups. The weights must hold those zeros either way.
   index_t diagonal = 1;
+  // Zero diagonal blocks at the end of the last group (fewer than `diagonal`): an odd group
+  // count (RegNet's 25) padded to whole groups of `diagonal` blocks. c and k count them; the
+  // tensors do not (in_channels(), out_channels()): their inputs read as zeros, their outputs
+  // are not written. NHWC f32 diagonal tiles only.
+  index_t phantom_blocks = 0;
+
+  /// Channels of the input and output tensors (c and k without the phantom blocks).
+  constexpr index_t in_channels() const noexcept {
+    return c - phantom_blocks * (c / groups / diagonal);
+  }
+  constexpr index_t out_channels() const noexcept {
+    return k - phantom_blocks * (k / groups / diagonal);
+  }
 
   constexpr index_t out_h() const noexcept {
     return (h + pad_top + pad_bottom - dilation_h * (r - 1) - 1) / stride_h + 1;
@@ -30,8 +43,8 @@ struct conv_shape : conv_geometry {
   constexpr index_t out_w() const noexcept {
     return (w + pad_left + pad_right - dilation_w * (s - 1) - 1) / stride_w + 1;
   }
-  constexpr dims4 in_dims() const noexcept { return {n, c, h, w}; }
-  constexpr dims4 out_dims() const noexcept { return {n, k, out_h(), out_w()}; }
+  constexpr dims4 in_dims() const noexcept { return {n, in_channels(), h, w}; }
+  constexpr dims4 out_dims() const noexcept { return {n, out_channels(), out_h(), out_w()}; }
   /// Elements of the OIHW weight tensor.
   constexpr index_t weight_count() const noexcept { return k * (c / groups) * r * s; }
   constexpr bool is_depthwise() const noexcept { return groups == c && k == c && groups > 1; }
@@ -73,6 +86,9 @@ inline void check_conv_shape(std::string_view kernel, const conv_shape& s) {
     fail(kernel, "diagonal blocks (" + num(s.diagonal) + ") do not divide a group's " +
                      num(s.c / s.groups) + " input and " + num(s.k / s.groups) +
                      " output channels");
+  if (s.phantom_blocks < 0 || (s.phantom_blocks > 0 && s.phantom_blocks >= s.diagonal))
+    fail(kernel, "phantom blocks (" + num(s.phantom_blocks) + ") must be fewer than the " +
+                     num(s.diagonal) + " diagonal blocks of a group");
   // Every size the kernels compute from the shape, checked once here: padded extents (above),
   // dilated kernel, the input, output and weight counts, and the weights padded to whole
   // register blocks (at most 64 more output channels, 64 more input channels per group) in bytes.

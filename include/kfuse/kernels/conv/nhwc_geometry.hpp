@@ -36,9 +36,10 @@ struct nhwc_geometry {
   /// that is not a multiple of the k group is copied too, each pixel padded to the packed
   /// weights' cgp channels (zero weights): every reduction is then whole k groups, and a row's S
   /// taps one run (an int8 RGB stem: 7 calls of 7 quads per tile, not 49 of a partial quad).
+  /// Phantom blocks (conv_shape) are copied too: the copy reads them as zeros.
   bool copy_rows(const conv_shape& s) const {
     return s.pad_left > 0 || s.pad_right > 0 || s.pad_top > 0 || s.pad_bottom > 0 || integer ||
-           (s.c / s.groups) % k_group != 0;
+           (s.c / s.groups) % k_group != 0 || s.phantom_blocks > 0;
   }
   /// The values per pixel of the rows the tiles read: the group's channels padded to the k
   /// group in a copied row, all channels of the input otherwise.
