@@ -2,6 +2,7 @@
 // Shared helpers of the graph tests: seeded data, a small MLP with a residual branch, and the
 // same computation through the kernels called one by one.
 #include <random>
+#include <string>
 #include <vector>
 
 #include "graph/compiler_instance.hpp"
@@ -10,6 +11,13 @@
 namespace gt {
 
 using kfuse::index_t;
+
+/// The plan's step named `name` (nullptr: none).
+inline const kfuse::step_info* step_named(const kfuse::plan& p, const std::string& name) {
+  for (const kfuse::step_info& s : p.steps())
+    if (s.name == name) return &s;
+  return nullptr;
+}
 
 inline std::vector<float> random_vec(std::size_t n, std::uint32_t seed, float lo = -1.f,
                                      float hi = 1.f) {

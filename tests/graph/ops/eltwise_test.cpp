@@ -15,12 +15,6 @@ using namespace kfuse;
 
 namespace {
 
-const step_info* step_named(const plan& p, const std::string& name) {
-  for (const step_info& s : p.steps())
-    if (s.name == name) return &s;
-  return nullptr;
-}
-
 // An image [N, C, H, W] given and returned in nchw, held in `layout` inside the plan.
 struct image_graph {
   graph g;
@@ -61,7 +55,7 @@ TEST_CASE("graph: a batch norm and its clamp run as one inline chain, nchw and n
         for (const int threads : {1, 2}) {
           INFO(layout_name(layout) << " C " << C << " act " << act << " threads " << threads);
           const plan p = compile(g, {.threads = threads, .fork_join_ns = 0});
-          const step_info* bn = step_named(p, "bn");
+          const step_info* bn = gt::step_named(p, "bn");
           REQUIRE(bn != nullptr);
           CHECK(bn->kernel.rfind("eltwise [mul, add", 0) == 0);
           // The scale and shift are one value a channel each.
@@ -110,7 +104,7 @@ TEST_CASE("graph: eltwise chains with a second tensor, inline and stage by stage
         INFO(layout_name(layout) << (common ? " common form" : " stage by stage") << ", " << threads
                                  << " threads");
         const plan p = compile(g, {.threads = threads, .fork_join_ns = 0});
-        const step_info* s = step_named(p, "chain");
+        const step_info* s = gt::step_named(p, "chain");
         REQUIRE(s != nullptr);
         // x, t and the output a value an element; the bias a value a channel.
         CHECK(s->bytes == double(3 * count * sizeof(float) + std::size_t(C) * sizeof(float)));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/compiler_instance.hpp"
+#include "graph/graph_common.hpp"
 
 using namespace kfuse;
 
@@ -34,9 +35,8 @@ std::vector<float> reference(const std::vector<float>& x, const std::vector<inde
 }
 
 std::string kernel_of(const plan& p, const std::string& name) {
-  for (const step_info& s : p.steps())
-    if (s.name == name) return s.kernel;
-  return "";
+  const step_info* s = gt::step_named(p, name);
+  return s ? s->kernel : "";
 }
 
 }  // namespace

@@ -29,12 +29,13 @@ struct conv_shape : conv_geometry {
   // are not written. NHWC f32 diagonal tiles only.
   index_t phantom_blocks = 0;
 
-  /// Channels of the input and output tensors (c and k without the phantom blocks).
+  /// Channels of the input and output tensors (c and k without the phantom blocks). The tiles
+  /// ask at every store: no division unless there are phantom blocks.
   constexpr index_t in_channels() const noexcept {
-    return c - phantom_blocks * (c / groups / diagonal);
+    return phantom_blocks == 0 ? c : c - phantom_blocks * (c / groups / diagonal);
   }
   constexpr index_t out_channels() const noexcept {
-    return k - phantom_blocks * (k / groups / diagonal);
+    return phantom_blocks == 0 ? k : k - phantom_blocks * (k / groups / diagonal);
   }
 
   constexpr index_t out_h() const noexcept {
