@@ -16,6 +16,7 @@
   ((__m512i)__builtin_ia32_blendmw_512_mask((__v32hi)(__m512i)(A), (__v32hi)(__m512i)(W), \
                                             (__mmask32)(U)))
 #endif
+#include <type_traits>
 #include <xsimd/xsimd.hpp>
 
 #include "kfuse/arch/tags.hpp"
@@ -133,6 +134,38 @@ struct xsimd_impl {
       return _mm256_castsi256_ps(
           _mm256_alignr_epi8(_mm256_castps_si256(hi), _mm256_castps_si256(a), 4));
     }
+  }
+
+  // Lane l = a[(l & -w) + j]: lane j of each aligned run of w lanes (a power of two below
+  // lanes) broadcast over its run: the grouped convs' narrow blocks (w-channel groups side by
+  // side in one vector) without a product per other group's channel. Runs of at most 4 lanes
+  // (InLane) permute within 128-bit lanes (vpermilps: twice the throughput of a cross-lane
+  // permute on Zen 4 / 5), longer ones across the vector.
+  static constexpr bool has_group_broadcast = lanes == 16 || lanes == 8;
+  using lane_index = std::conditional_t<lanes == 16, __m512i, __m256i>;
+  template <bool InLane>
+  static KFUSE_INLINE lane_index group_lanes(int w, int j) {
+    const int mask = InLane ? 3 & -w : -w;
+    if constexpr (lanes == 16)
+      return _mm512_add_epi32(
+          _mm512_and_si512(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(mask)),
+          _mm512_set1_epi32(j));
+    else
+      return _mm256_add_epi32(
+          _mm256_and_si256(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(mask)),
+          _mm256_set1_epi32(j));
+  }
+  template <bool InLane>
+  static KFUSE_INLINE reg group_broadcast(reg a, lane_index idx) {
+    if constexpr (lanes == 16 && InLane)
+      return _mm512_permutevar_ps(a, idx);
+    else if constexpr (lanes == 16)
+      return _mm512_permutexvar_ps(idx, a);
+    else if constexpr (InLane)
+      return _mm256_permutevar_ps(a, idx);
+    else
+      return _mm256_permutevar8x32_ps(a, idx);
   }
 
   // The first n (< lanes) floats, by a masked load / store: the element-wise fallback (a stack

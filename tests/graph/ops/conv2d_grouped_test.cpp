@@ -2,7 +2,8 @@
 // reference: groups of few channels (ResNeXt's 4, RegNet's 8, a channel multiplier of 2, groups
 // of 6) run as merged groups with block-diagonal weights in NHWC, f32 groups of one vector as
 // diagonal tiles (4 or 2 groups per tile, the zero blocks skipped; a count that neither divides
-// padded with phantom blocks); wider groups stay as they are. f32 within 1e-4 of the output range
+// padded with phantom blocks), merged groups of 4 and 8 as narrow tiles; wider groups stay as
+// they are. f32 within 1e-4 of the output range
 // (the same products summed in another order, K <= 9 * 24 terms); bf16 and int8 plans within 3e-2
 // of it (bf16's 2^-9 rounding of inputs and weights, int8's quantization steps), as the ONNX tests'
 // tolerances.
@@ -60,7 +61,7 @@ TEST_CASE("graph: grouped convs of few channels per group, merged in NHWC, match
   // blocks ("as 1x2": one group of two diagonal blocks).
   using K = conv2d<f32, nhwc>;
   const bool avx512 = K::L == 16 && K::NV == 4;
-  const grouped_case cases[] = {{32, 32, 8, 3, 1, "groups 8 as 1x2", "groups 8 as 2"},
+  const grouped_case cases[] = {{32, 32, 8, 3, 1, "groups 8 as 1x2x4", "groups 8 as 2"},
                                 {16, 32, 4, 3, 2, "groups 4 as 1x2", "groups 4 as 2"},
                                 {24, 24, 4, 3, 1, "groups 4 as 2", "groups 4 as 2"},
                                 {12, 24, 12, 3, 1, "groups 12 as 2", "groups 12 as 2"},
@@ -74,7 +75,14 @@ TEST_CASE("graph: grouped convs of few channels per group, merged in NHWC, match
                                 {80, 80, 5, 3, 1, "groups 5 as 2x4", ""},
                                 {48, 48, 3, 3, 2, "groups 3 as 1x4", ""},
                                 {112, 112, 7, 1, 1, "groups 7 as 2x4", ""},
-                                {80, 80, 10, 3, 1, "groups 10 as 2x4", "groups 10 as 5"}};
+                                {80, 80, 10, 3, 1, "groups 10 as 2x4x2", "groups 10 as 5"},
+                                // Merged groups of 4 and 8 channels as narrow tiles ("x4":
+                                // each lane multiplies its own group's channels only), a
+                                // phantom-padded count and an unpadded 1x1 among them.
+                                {128, 128, 32, 3, 1, "groups 32 as 2x4x4", "groups 32 as 8"},
+                                {64, 64, 8, 3, 2, "groups 8 as 1x4x2", "groups 8 as 4"},
+                                {80, 80, 20, 3, 1, "groups 20 as 2x4x4", "groups 20 as 5"},
+                                {64, 64, 16, 1, 1, "groups 16 as 1x4x4", "groups 16 as 4"}};
   for (const grouped_case& t : cases)
     for (precision prec : {precision::f32, precision::bf16, precision::int8}) {
       INFO("c " << t.c << " k " << t.k << " groups " << t.groups << " kernel " << t.kernel

@@ -110,6 +110,14 @@ TEST_CASE("conv2d: bad geometry throws at pack time", "[conv2d][errors]") {
                     Contains("phantom blocks (1) must be fewer than the 1 diagonal blocks"));
   s.diagonal = 2;  // a group of 4 output channels: not the diagonal tiles' vectors
   CHECK_THROWS_WITH(C::pack(w.data(), s), Contains("phantom blocks run on the diagonal tiles"));
+  s = shape_3x3();
+  s.diagonal = 2;
+  s.block_groups = 3;  // a diagonal block of 4 input and 2 output channels
+  CHECK_THROWS_WITH(C::pack(w.data(), s),
+                    Contains("block groups (3) do not divide a diagonal block's 4 input and 2 "
+                             "output channels"));
+  s.block_groups = 0;
+  CHECK_THROWS_WITH(C::pack(w.data(), s), Contains("block groups (0)"));
 }
 
 TEST_CASE("conv2d: weights packed for one layout are refused by the other", "[conv2d][errors]") {

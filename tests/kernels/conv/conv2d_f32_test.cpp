@@ -22,8 +22,9 @@ using kt::ref_stage;
 
 using kt::make;
 
-conv_shape diagonal(conv_shape s, index_t blocks) {
+conv_shape diagonal(conv_shape s, index_t blocks, index_t block_groups = 1) {
   s.diagonal = blocks;
+  s.block_groups = block_groups;
   return s;
 }
 
@@ -62,6 +63,14 @@ std::vector<conv_shape> test_shapes() {
       diagonal(make(2, 96, 6, 5, 96, 3, 3, 2, {1, 1, 1, 1}, 1, 2), 3),
       diagonal(make(1, 16, 7, 7, 64, 3, 3, 1, {1, 1, 1, 1}), 4),
       diagonal(make(1, 8, 7, 7, 16, 3, 3, 1, {1, 0, 1, 0}), 2),
+      // Blocks of narrower groups (conv_shape::block_groups): narrow tiles where a block is one
+      // vector of L input and output channels (AVX-512: 4 and 8 channels a group, unpadded 1x1
+      // too; AVX2: 4 and 2), the zeros computed elsewhere.
+      diagonal(make(1, 64, 9, 7, 64, 3, 3, 1, {1, 1, 1, 1}), 4, 4),
+      diagonal(make(2, 64, 6, 5, 64, 3, 3, 2, {1, 1, 1, 1}, 1, 2), 2, 2),
+      diagonal(make(1, 64, 5, 5, 64, 1, 1, 1, {0, 0, 0, 0}, 1, 2), 2, 4),
+      diagonal(make(1, 16, 7, 7, 16, 3, 3, 1, {1, 1, 1, 1}), 2, 2),
+      diagonal(make(1, 32, 6, 6, 32, 3, 3, 2, {1, 0, 1, 0}, 1, 2), 2, 4),
   };
 }
 

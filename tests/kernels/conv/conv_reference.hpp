@@ -112,7 +112,7 @@ std::vector<double> ref_conv2d_abs(const kfuse::conv_shape& s, const TX* x, cons
 
 /// Random OIHW weights [K, C/groups, R, S]: floats uniform in [lo, hi] (rounded to T), integers
 /// uniform over [lo, hi] clamped to T's range; zero outside the diagonal blocks of a shape with
-/// conv_shape::diagonal > 1.
+/// conv_shape::diagonal > 1, and outside the groups of each block (conv_shape::block_groups).
 template <class T>
 std::vector<T> random_weights_oihw(const kfuse::conv_shape& s, std::mt19937& rng, float lo = -1.f,
                                    float hi = 1.f) {
@@ -128,9 +128,10 @@ std::vector<T> random_weights_oihw(const kfuse::conv_shape& s, std::mt19937& rng
   }
   const kfuse::index_t cg = s.c / s.groups, kg = s.k / s.groups, rs = s.r * s.s;
   const kfuse::index_t cb = cg / s.diagonal, kb = kg / s.diagonal;
-  for (kfuse::index_t k = 0; k < s.k && s.diagonal > 1; ++k)
+  const kfuse::index_t cw = cb / s.block_groups, kw = kb / s.block_groups;
+  for (kfuse::index_t k = 0; k < s.k && (s.diagonal > 1 || s.block_groups > 1); ++k)
     for (kfuse::index_t c = 0; c < cg; ++c)
-      if (c / cb != (k % kg) / kb)
+      if (c / cb != (k % kg) / kb || c % cb / cw != (k % kg) % kb / kw)
         std::fill_n(w.begin() + std::ptrdiff_t((k * cg + c) * rs), rs, T{});
   return w;
 }

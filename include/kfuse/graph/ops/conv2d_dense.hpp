@@ -66,12 +66,14 @@ struct conv2d_dense_lowering : conv2d_common {
         cs.k += phantom * kg;
         cs.groups += phantom;
       }
+      const index_t block_groups = merge;  // groups merged into each diagonal block
       merge *= diagonal;
       if (merge > 1) {
         w = block_diagonal(w, cs, merge);
         cs.groups /= merge;
         cs.diagonal = diagonal;
         cs.phantom_blocks = diag.phantom_blocks;
+        cs.block_groups = block_groups;
       }
       const plan_tensor& x = cx.T(s.x);
       detail::plan_command c;
@@ -104,7 +106,8 @@ struct conv2d_dense_lowering : conv2d_common {
           "conv2d " + std::string(recipe) + " " + std::string(L::name) + (wino ? " winograd" : "") +
           (merge > 1
                ? " groups " + std::to_string(useful.groups) + " as " + std::to_string(cs.groups) +
-                     (diagonal > 1 ? "x" + std::to_string(diagonal) : "")
+                     (diagonal > 1 ? "x" + std::to_string(diagonal) : "") +
+                     (K::narrow_tiles(cs) ? "x" + std::to_string(block_groups) : "")
                : "") +
           cx.chain_suffix(s, chain);
       add_kernel_command<K, conv_input_t<Recipe>, Out>(cx, p, cs, c, info, cmds);

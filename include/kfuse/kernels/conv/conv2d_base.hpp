@@ -72,6 +72,24 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
     return is_nhwc && std::is_same_v<Elem, f32> && NV >= 2 && NV <= 4 &&
            (s.diagonal == 2 || s.diagonal == NV) && s.k / s.groups == s.diagonal * L;
   }
+  /// Diagonal blocks of L input channels that hold block_groups groups of w = L / block_groups
+  /// channels each (conv_shape::block_groups; as many outputs as inputs per group) run as
+  /// narrow tiles: each lane multiplies its own group's w channels only, from a second panel
+  /// packed after the block-diagonal one (mk_fma_diagonal::accumulate_groups). x86 AVX2 and
+  /// AVX-512 (a permute per FMA); a 4-channel group at 16 lanes did 4x the FMAs otherwise.
+  static constexpr bool narrow_tiles(const conv_shape& s) {
+    if constexpr (requires { requires vec::impl::has_group_broadcast; }) {
+      const index_t cs = s.c / s.groups / s.diagonal;
+      return diagonal_tiles(s) && s.block_groups > 1 && cs == L && s.c == s.k &&
+             cs / s.block_groups >= 2;
+    } else {
+      return false;
+    }
+  }
+  /// Channels of one group of a narrow tile's blocks (0: not narrow).
+  static constexpr index_t narrow_width(const conv_shape& s) {
+    return narrow_tiles(s) ? L / s.block_groups : 0;
+  }
   /// True when this shape runs as one GEMM [N*H*W, C] x [C, K] (NHWC only).
   static constexpr bool gemm_shape(const conv_shape& s) { return is_nhwc && s.is_pointwise(); }
 
@@ -167,8 +185,9 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
       w.block_ = NR;
       w.kblocks_ = (kg + NR - 1) / NR;
       w.cgp_ = (cg + G - 1) / G * G;
-      const index_t blk = rs * w.cgp_ * NR;
-      w.data_ = detail::aligned_array<weight_storage>(std::size_t(s.groups * w.kblocks_ * blk));
+      const index_t blk = rs * w.cgp_ * NR, nw = narrow_width(s);
+      w.data_ = detail::aligned_array<weight_storage>(
+          std::size_t(s.groups * w.kblocks_ * (blk + rs * nw * NR)));
       if constexpr (integer) w.sums_.assign(std::size_t(s.groups * w.kblocks_ * NR), 0);
       weight_storage* o = w.data_.data();
       for (index_t g = 0; g < s.groups; ++g)
@@ -184,6 +203,17 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
                   if constexpr (integer)
                     w.sums_[std::size_t((g * w.kblocks_ + kb) * NR + j)] += std::int32_t(v);
                 }
+      // The narrow tiles' panel ([group][K block][tap][channel i of a group][NR]): lane l of
+      // block j holds the weight of its group's channel i, input (j, (l / nw) * nw + i).
+      for (index_t g = 0; g < s.groups && nw > 0; ++g)
+        for (index_t kb = 0; kb < w.kblocks_; ++kb)
+          for (index_t t = 0; t < rs; ++t)
+            for (index_t i = 0; i < nw; ++i)
+              for (int j = 0; j < NR; ++j) {
+                const index_t kl = kb * NR + j, c = kl / L * L + kl % L / nw * nw + i;
+                const float v = kl < kg ? to_float(oihw[((g * kg + kl) * cg + c) * rs + t]) : 0.f;
+                *o++ = from_float<weight_storage>(v);
+              }
     } else {
       w.path_ = detail::conv_path::nchw_rows;
       w.block_ = MR;

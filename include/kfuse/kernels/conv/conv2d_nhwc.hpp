@@ -80,6 +80,7 @@ struct conv2d_nhwc_path : Base {
     std::int32_t a_zero = 0;
     if constexpr (integer) a_zero = za + MK::template zero_point_shift<TX>;
     const bool diagonal = diagonal_tiles(s);
+    const index_t nw = Base::narrow_width(s);
     const index_t cc = diagonal ? cg : nhwc_geom.chunk_channels(s);
     const index_t chunks = (cg + cc - 1) / cc;
     // Work items ordered (group, K block, image, band of output rows): consecutive items share
@@ -102,6 +103,10 @@ struct conv2d_nhwc_path : Base {
         const index_t b = it % bands, n = (it / bands) % s.n, kb = (it / (bands * s.n)) % KB,
                       g = it / (bands * s.n * KB);
         const typename MK::storage* wblock = w.data_.data() + ((g * KB + kb) * rs) * cgp * NR;
+        // The narrow tiles' panel follows the block-diagonal one (conv2d_base::pack).
+        const typename MK::storage* narrow =
+            nw > 0 ? w.data_.data() + (s.groups * KB * cgp + (g * KB + kb) * nw) * rs * NR
+                   : nullptr;
         // Phantom blocks (conv_shape) end the last group: their channels are not stored.
         const index_t ch0 = g * kg + kb * NR,
                       ch_valid = std::min<index_t>({NR, kg - kb * NR, K - ch0});
@@ -123,8 +128,8 @@ struct conv2d_nhwc_path : Base {
             if constexpr (diagonal_capable<TX>) {
               if (diagonal && rows >= MR - 1) {
                 detail::nhwc_diagonal_tile_rows<vec, MR, NV, NR>(
-                    rows, in.pixels(), s, wblock, cgp, cg / s.diagonal, y + pix0 * K + ch0,
-                    pix0 * K + ch0, ch0, ch_valid, ep);
+                    rows, in.pixels(), s, wblock, cgp, cg / s.diagonal, narrow, nw,
+                    y + pix0 * K + ch0, pix0 * K + ch0, ch0, ch_valid, ep);
                 p += rows;
                 continue;
               }

@@ -277,9 +277,12 @@ KFUSE_INLINE void nhwc_tile_any(int rows, const nhwc_pixels<TX>& in, const conv_
 
 /// A tile of a block-diagonal group (conv_shape::diagonal): vector j is its own diagonal block
 /// of cs input channels (mk_fma_diagonal), for each of the R x S taps. f32 only; one chunk.
+/// `narrow` (conv2d's narrow tiles: blocks of nw-channel groups) is the tiles' own panel, whose
+/// taps each multiply only the groups' own nw channels per lane (accumulate_groups).
 template <class V, int Rows, int NV, int NR, class Out, class Ep>
 KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_shape& s,
                                      const float* KFUSE_RESTRICT wblock, index_t cgp, index_t cs,
+                                     const float* KFUSE_RESTRICT narrow, index_t nw,
                                      Out* KFUSE_RESTRICT out, index_t flat0, index_t ch0,
                                      index_t ch_valid, const Ep& ep) {
   V acc[Rows][NV];
@@ -292,6 +295,13 @@ KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_sh
       const index_t off = q * s.dilation_w * in.pix;
 #pragma GCC unroll 8
       for (int i = 0; i < Rows; ++i) a.p[i] = row[i] + off;
+      if constexpr (requires { requires V::impl::has_group_broadcast; }) {
+        if (narrow) {
+          mk_fma_diagonal<float>::template accumulate_groups<V, Rows, NV, NR>(
+              acc, a, narrow + (r * s.s + q) * nw * NR, nw);
+          continue;
+        }
+      }
       mk_fma_diagonal<float>::template accumulate<V, Rows, NV, NR>(
           acc, a, wblock + (r * s.s + q) * cgp * NR, cs);
     }
@@ -306,10 +316,12 @@ KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_sh
 template <class V, int MR, int NV, int NR, class Out, class Ep>
 KFUSE_INLINE void nhwc_diagonal_tile_rows(int rows, const nhwc_pixels<float>& in,
                                           const conv_shape& s, const float* wblock, index_t cgp,
-                                          index_t cs, Out* out, index_t flat0, index_t ch0,
-                                          index_t ch_valid, const Ep& ep) {
+                                          index_t cs, const float* narrow, index_t nw, Out* out,
+                                          index_t flat0, index_t ch0, index_t ch_valid,
+                                          const Ep& ep) {
   const auto tile = [&]<int Rows, int W>() KFUSE_INLINE_LAMBDA {
-    nhwc_diagonal_tile<V, Rows, W, NR>(in, s, wblock, cgp, cs, out, flat0, ch0, ch_valid, ep);
+    nhwc_diagonal_tile<V, Rows, W, NR>(in, s, wblock, cgp, cs, narrow, nw, out, flat0, ch0,
+                                       ch_valid, ep);
   };
   const auto width = [&]<int Rows>() KFUSE_INLINE_LAMBDA {
     static_assert(NV >= 2 && NV <= 4);

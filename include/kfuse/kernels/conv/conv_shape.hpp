@@ -28,6 +28,11 @@ struct conv_shape : conv_geometry {
   // tensors do not (in_channels(), out_channels()): their inputs read as zeros, their outputs
   // are not written. NHWC f32 diagonal tiles only.
   index_t phantom_blocks = 0;
+  // Each diagonal block (each group when diagonal = 1) is itself block-diagonal in this many
+  // groups merged into it (ResNeXt's groups of 4 channels, 4 to a 16-lane block): the NHWC f32
+  // tiles that can multiply each lane by its own group's channels only (narrow tiles) do.
+  // 1: the blocks are dense. The weights hold the zeros either way.
+  index_t block_groups = 1;
 
   /// Channels of the input and output tensors (c and k without the phantom blocks). The tiles
   /// ask at every store: no division unless there are phantom blocks.
@@ -90,6 +95,11 @@ inline void check_conv_shape(std::string_view kernel, const conv_shape& s) {
   if (s.phantom_blocks < 0 || (s.phantom_blocks > 0 && s.phantom_blocks >= s.diagonal))
     fail(kernel, "phantom blocks (" + num(s.phantom_blocks) + ") must be fewer than the " +
                      num(s.diagonal) + " diagonal blocks of a group");
+  if (s.block_groups < 1 || (s.c / s.groups / s.diagonal) % s.block_groups != 0 ||
+      (s.k / s.groups / s.diagonal) % s.block_groups != 0)
+    fail(kernel, "block groups (" + num(s.block_groups) + ") do not divide a diagonal block's " +
+                     num(s.c / s.groups / s.diagonal) + " input and " +
+                     num(s.k / s.groups / s.diagonal) + " output channels");
   // Every size the kernels compute from the shape, checked once here: padded extents (above),
   // dilated kernel, the input, output and weight counts, and the weights padded to whole
   // register blocks (at most 64 more output channels, 64 more input channels per group) in bytes.

@@ -89,6 +89,38 @@ struct mk_fma_diagonal {
           acc[r][j] = simd::fma(V(to_float(a[r][j * cs + k])), b[j], acc[r][j]);
     }
   }
+  /// Blocks of groups of w channels (conv_shape::block_groups; blocks of L input channels,
+  /// float rows): lane l of vector j sums its own group's w channels only, each channel i one
+  /// load of the block's L values permuted so that every group's lanes see the group's i-th
+  /// (simd group_broadcast), against panel row i of `bp` ([w][NR]: lane l's weight for its
+  /// group's channel i). w FMAs per vector where accumulate takes L, a quarter at w = 4.
+  template <class V, int Rows, int NV, int NR, class AR>
+  static KFUSE_INLINE void accumulate_groups(V (&acc)[Rows][NV], const AR& a,
+                                             const float* KFUSE_RESTRICT bp, index_t w) {
+    if (w <= 4)
+      accumulate_groups<true, V, Rows, NV, NR>(acc, a, bp, w);
+    else
+      accumulate_groups<false, V, Rows, NV, NR>(acc, a, bp, w);
+  }
+  template <bool InLane, class V, int Rows, int NV, int NR, class AR>
+  static KFUSE_INLINE void accumulate_groups(V (&acc)[Rows][NV], const AR& a,
+                                             const float* KFUSE_RESTRICT bp, index_t w) {
+    using I = typename V::impl;
+    constexpr int L = V::lanes;
+    for (index_t i = 0; i < w; ++i) {
+      const auto idx = I::template group_lanes<InLane>(int(w), int(i));
+      V b[NV];
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) b[j] = simd::load<V>(bp + i * NR + j * L);
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int j = 0; j < NV; ++j)
+          acc[r][j] = simd::fma(V::wrap(I::template group_broadcast<InLane>(
+                                    I::template load<float>(a[r] + j * L), idx)),
+                                b[j], acc[r][j]);
+    }
+  }
 };
 
 /// bf16 x bf16 -> f32 on every arch without vdpbf16ps: vdpbf16ps emulated on simd::vec with the
