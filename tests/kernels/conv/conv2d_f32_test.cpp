@@ -68,6 +68,7 @@ std::vector<conv_shape> test_shapes() {
       // too; AVX2: 4 and 2), the zeros computed elsewhere.
       diagonal(make(1, 64, 9, 7, 64, 3, 3, 1, {1, 1, 1, 1}), 4, 4),
       diagonal(make(2, 64, 6, 5, 64, 3, 3, 2, {1, 1, 1, 1}, 1, 2), 2, 2),
+      diagonal(make(1, 32, 7, 9, 32, 3, 3, 1, {1, 1, 1, 1}), 2, 2),
       diagonal(make(1, 64, 5, 5, 64, 1, 1, 1, {0, 0, 0, 0}, 1, 2), 2, 4),
       diagonal(make(1, 16, 7, 7, 16, 3, 3, 1, {1, 1, 1, 1}), 2, 2),
       diagonal(make(1, 32, 6, 6, 32, 3, 3, 2, {1, 0, 1, 0}, 1, 2), 2, 4),

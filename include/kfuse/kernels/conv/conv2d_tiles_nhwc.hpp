@@ -275,16 +275,63 @@ KFUSE_INLINE void nhwc_tile_any(int rows, const nhwc_pixels<TX>& in, const conv_
                                             sums, a_zero, ep);
 }
 
+/// A narrow tile (conv2d's narrow tiles: diagonal blocks of nw-channel groups; `narrow` is
+/// their own panel), vector by vector, each over every tap. Its own function: the vector loop
+/// indexes the tile's accumulators at run time, which would keep the block-diagonal tile's
+/// in memory too.
+template <bool InLane, class V, int Rows, int NV, int NR, class Out, class Ep>
+void narrow_tile(const nhwc_pixels<float>& in, const conv_shape& s,
+                 const float* KFUSE_RESTRICT narrow, index_t nw, Out* KFUSE_RESTRICT out,
+                 index_t flat0, index_t ch0, index_t ch_valid, const Ep& ep) {
+  using MK = mk_fma_diagonal<float>;
+  V acc[Rows][NV];
+  for (int j = 0; j < NV; ++j) {
+    V col[Rows], odd[Rows];
+#pragma GCC unroll 8
+    for (int i = 0; i < Rows; ++i) col[i] = odd[i] = V(0.f);
+    for (index_t r = 0; r < s.r; ++r) {
+      const float* const* row = in.px + r * in.mr;
+      if (!row[0]) continue;
+      const float* bp = narrow + r * s.s * nw * NR;
+      // The tile's pixels side by side in one row of a 3-wide window: taps share the loads.
+      bool side_by_side = s.s == 3 && s.stride_w == 1 && s.dilation_w == 1;
+#pragma GCC unroll 8
+      for (int i = 1; i < Rows; ++i) side_by_side = side_by_side && row[i] == row[0] + i * in.pix;
+      if (side_by_side) {
+        MK::template groups_row3<InLane, V, Rows, NR>(col, odd, row[0], in.pix, j, bp, nw);
+        continue;
+      }
+      pointer_rows<float, Rows> a;
+      for (index_t q = 0; q < s.s; ++q) {
+        const index_t off = q * s.dilation_w * in.pix;
+#pragma GCC unroll 8
+        for (int i = 0; i < Rows; ++i) a.p[i] = row[i] + off;
+        MK::template groups_tap<InLane, V, Rows, NR>(col, odd, a, j, bp + q * nw * NR, nw);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < Rows; ++i) acc[i][j] = col[i] + odd[i];
+  }
+  store_tile<true>(acc, out, s.out_channels(), flat0, s.out_channels(), ch0, ch_valid, ep);
+}
+
 /// A tile of a block-diagonal group (conv_shape::diagonal): vector j is its own diagonal block
 /// of cs input channels (mk_fma_diagonal), for each of the R x S taps. f32 only; one chunk.
-/// `narrow` (conv2d's narrow tiles: blocks of nw-channel groups) is the tiles' own panel, whose
-/// taps each multiply only the groups' own nw channels per lane (accumulate_groups).
+/// `narrow` (conv2d's narrow tiles) is their panel, nw channels a group (narrow_tile).
 template <class V, int Rows, int NV, int NR, class Out, class Ep>
 KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_shape& s,
                                      const float* KFUSE_RESTRICT wblock, index_t cgp, index_t cs,
                                      const float* KFUSE_RESTRICT narrow, index_t nw,
                                      Out* KFUSE_RESTRICT out, index_t flat0, index_t ch0,
                                      index_t ch_valid, const Ep& ep) {
+  if constexpr (requires { requires V::impl::has_group_broadcast; }) {
+    if (narrow) {
+      // Groups of up to 4 channels permute within 128-bit lanes (vpermilps), 8 across.
+      if (nw <= 4)
+        return narrow_tile<true, V, Rows, NV, NR>(in, s, narrow, nw, out, flat0, ch0, ch_valid, ep);
+      return narrow_tile<false, V, Rows, NV, NR>(in, s, narrow, nw, out, flat0, ch0, ch_valid, ep);
+    }
+  }
   V acc[Rows][NV];
   start_tile(acc, nullptr, true);
   for (index_t r = 0; r < s.r; ++r) {
@@ -295,13 +342,6 @@ KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_sh
       const index_t off = q * s.dilation_w * in.pix;
 #pragma GCC unroll 8
       for (int i = 0; i < Rows; ++i) a.p[i] = row[i] + off;
-      if constexpr (requires { requires V::impl::has_group_broadcast; }) {
-        if (narrow) {
-          mk_fma_diagonal<float>::template accumulate_groups<V, Rows, NV, NR>(
-              acc, a, narrow + (r * s.s + q) * nw * NR, nw);
-          continue;
-        }
-      }
       mk_fma_diagonal<float>::template accumulate<V, Rows, NV, NR>(
           acc, a, wblock + (r * s.s + q) * cgp * NR, cs);
     }

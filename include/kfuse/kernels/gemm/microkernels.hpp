@@ -89,36 +89,59 @@ struct mk_fma_diagonal {
           acc[r][j] = simd::fma(V(to_float(a[r][j * cs + k])), b[j], acc[r][j]);
     }
   }
-  /// Blocks of groups of w channels (conv_shape::block_groups; blocks of L input channels,
-  /// float rows): lane l of vector j sums its own group's w channels only, each channel i one
-  /// load of the block's L values permuted so that every group's lanes see the group's i-th
-  /// (simd group_broadcast), against panel row i of `bp` ([w][NR]: lane l's weight for its
-  /// group's channel i). w FMAs per vector where accumulate takes L, a quarter at w = 4.
-  template <class V, int Rows, int NV, int NR, class AR>
-  static KFUSE_INLINE void accumulate_groups(V (&acc)[Rows][NV], const AR& a,
-                                             const float* KFUSE_RESTRICT bp, index_t w) {
-    if (w <= 4)
-      accumulate_groups<true, V, Rows, NV, NR>(acc, a, bp, w);
-    else
-      accumulate_groups<false, V, Rows, NV, NR>(acc, a, bp, w);
-  }
-  template <bool InLane, class V, int Rows, int NV, int NR, class AR>
-  static KFUSE_INLINE void accumulate_groups(V (&acc)[Rows][NV], const AR& a,
-                                             const float* KFUSE_RESTRICT bp, index_t w) {
+  /// Vector j of a narrow tile (blocks of groups of w channels, conv_shape::block_groups;
+  /// blocks of L input channels, float rows) over one tap: lane l sums its own group's w
+  /// channels only, channel i as one load of the block's L values permuted so that every
+  /// group's lanes see the group's i-th (simd group_broadcast), against row i of `bp` ([w][NR]:
+  /// lane l's weight for its group's channel i). w FMAs per row where accumulate takes L: a
+  /// quarter at w = 4. One vector at a time (its accumulators and the permutes' operands fit
+  /// the registers; all NV x Rows of them spilled), the odd channels into a second set `odd`
+  /// (w is even): Rows chains alone would wait on the FMA's latency.
+  template <bool InLane, class V, int Rows, int NR, class AR>
+  static KFUSE_INLINE void groups_tap(V (&col)[Rows], V (&odd)[Rows], const AR& a, int j,
+                                      const float* KFUSE_RESTRICT bp, index_t w) {
     using I = typename V::impl;
     constexpr int L = V::lanes;
-    for (index_t i = 0; i < w; ++i) {
+    const auto channel = [&](V(&c)[Rows], index_t i) KFUSE_INLINE_LAMBDA {
       const auto idx = I::template group_lanes<InLane>(int(w), int(i));
-      V b[NV];
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) b[j] = simd::load<V>(bp + i * NR + j * L);
+      const V b = simd::load<V>(bp + i * NR + j * L);
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r)
+        c[r] = simd::fma(V::wrap(I::template group_broadcast<InLane>(
+                             I::template load<float>(a[r] + j * L), idx)),
+                         b, c[r]);
+    };
+    for (index_t i = 0; i < w; i += 2) {
+      channel(col, i);
+      channel(odd, i + 1);
+    }
+  }
+  /// groups_tap over a kernel row of 3 taps for Rows pixels side by side in one output row
+  /// (stride 1, no dilation): each input pixel's permuted values serve its up to 3 taps (Rows
+  /// + 2 loads and permutes per channel, not 3 x Rows). x0: pixel 0's first input, pix values
+  /// apart; bp: the kernel row's panel ([3][w][NR]).
+  template <bool InLane, class V, int Rows, int NR>
+  static KFUSE_INLINE void groups_row3(V (&col)[Rows], V (&odd)[Rows], const float* x0, index_t pix,
+                                       int j, const float* KFUSE_RESTRICT bp, index_t w) {
+    using I = typename V::impl;
+    constexpr int L = V::lanes, S = 3;
+    const auto channel = [&](V(&c)[Rows], index_t i) KFUSE_INLINE_LAMBDA {
+      const auto idx = I::template group_lanes<InLane>(int(w), int(i));
+      V p[Rows + S - 1];
+#pragma GCC unroll 16
+      for (int m = 0; m < Rows + S - 1; ++m)
+        p[m] = V::wrap(I::template group_broadcast<InLane>(
+            I::template load<float>(x0 + m * pix + j * L), idx));
 #pragma GCC unroll 8
-        for (int j = 0; j < NV; ++j)
-          acc[r][j] = simd::fma(V::wrap(I::template group_broadcast<InLane>(
-                                    I::template load<float>(a[r] + j * L), idx)),
-                                b[j], acc[r][j]);
+      for (int q = 0; q < S; ++q) {
+        const V b = simd::load<V>(bp + (q * w + i) * NR + j * L);
+#pragma GCC unroll 8
+        for (int r = 0; r < Rows; ++r) c[r] = simd::fma(p[r + q], b, c[r]);
+      }
+    };
+    for (index_t i = 0; i < w; i += 2) {
+      channel(col, i);
+      channel(odd, i + 1);
     }
   }
 };
