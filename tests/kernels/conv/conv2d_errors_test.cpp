@@ -118,6 +118,23 @@ TEST_CASE("conv2d: bad geometry throws at pack time", "[conv2d][errors]") {
                              "output channels"));
   s.block_groups = 0;
   CHECK_THROWS_WITH(C::pack(w.data(), s), Contains("block groups (0)"));
+  // Block-diagonal weights must be zero outside the blocks (diagonal: C = 8, K = 4 as two
+  // blocks of 4 inputs and 2 outputs; block groups: each block as 2 groups of 2 and 1).
+  s = shape_3x3();
+  s.diagonal = 2;
+  std::vector<float> blocks(std::size_t(s.weight_count()), 0.f);
+  blocks[std::size_t((0 * 8 + 5) * 9)] = 1.f;  // output 0 (block 0), input 5 (block 1)
+  CHECK_THROWS_WITH(
+      C::pack(blocks.data(), s),
+      Contains("weight (output 0, input 5) is outside its block (2 diagonal blocks of "
+               "1 groups each) but not zero"));
+  blocks.assign(blocks.size(), 0.f);
+  blocks[std::size_t((0 * 8 + 3) * 9 + 4)] = 1.f;  // output 0, input 3: its block, another group
+  s.block_groups = 2;
+  CHECK_THROWS_WITH(C::pack(blocks.data(), s), Contains("weight (output 0, input 3) is outside"));
+  blocks.assign(blocks.size(), 0.f);
+  blocks[std::size_t((0 * 8 + 1) * 9 + 4)] = 1.f;  // output 0, input 1: its own group
+  CHECK_NOTHROW(C::pack(blocks.data(), s));
 }
 
 TEST_CASE("conv2d: weights packed for one layout are refused by the other", "[conv2d][errors]") {

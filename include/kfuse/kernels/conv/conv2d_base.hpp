@@ -75,8 +75,8 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
   /// Diagonal blocks of L input channels that hold block_groups groups of w = L / block_groups
   /// channels each (conv_shape::block_groups; as many outputs as inputs per group) run as
   /// narrow tiles: each lane multiplies its own group's w channels only, from a second panel
-  /// packed after the block-diagonal one (mk_fma_diagonal::accumulate_groups). x86 AVX2 and
-  /// AVX-512 (a permute per FMA); a 4-channel group at 16 lanes did 4x the FMAs otherwise.
+  /// packed after the block-diagonal one (detail::narrow_tile). x86 AVX2 and AVX-512 (a
+  /// permute per input vector); a 4-channel group at 16 lanes did 4x the FMAs otherwise.
   static constexpr bool narrow_tiles(const conv_shape& s) {
     if constexpr (requires { requires vec::impl::has_group_broadcast; }) {
       const index_t cs = s.c / s.groups / s.diagonal;
@@ -121,6 +121,27 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
     return std::clamp<index_t>(want / MR * MR, MR, 1024);
   }
 
+  /// A block-diagonal shape's weights (conv_shape::diagonal, block_groups) are zero outside
+  /// each output channel's block and group: the diagonal and narrow tiles never read them, the
+  /// other tiles do, so a nonzero one would give two answers.
+  template <class Src>
+  static void check_block_zeros(std::string_view k, const Src* oihw, const conv_shape& s) {
+    const index_t cg = s.c / s.groups, kg = s.k / s.groups, rs = s.r * s.s;
+    const index_t cb = cg / s.diagonal, kb = kg / s.diagonal;
+    const index_t cw = cb / s.block_groups, kw = kb / s.block_groups;
+    for (index_t o = 0; o < s.k; ++o)
+      for (index_t c = 0; c < cg; ++c) {
+        const index_t ol = o % kg;
+        if (c / cb == ol / kb && c % cb / cw == ol % kb / kw) continue;
+        for (index_t t = 0; t < rs; ++t)
+          if (to_float(oihw[(o * cg + c) * rs + t]) != 0.f)
+            detail::fail(k, "weight (output " + std::to_string(o) + ", input " + std::to_string(c) +
+                                ") is outside its block (" + std::to_string(s.diagonal) +
+                                " diagonal blocks of " + std::to_string(s.block_groups) +
+                                " groups each) but not zero");
+      }
+  }
+
   /// Packs OIHW weights [K, C/groups, R, S] once. `count` (if given) must equal
   /// shape.weight_count(). `algo`: automatic takes Winograd F(4x4, 3x3) for f32 NHWC 3x3
   /// stride-1 shapes where detail::winograd_pays (s.n is the batch it plans for); direct never;
@@ -145,6 +166,7 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
                           " values given, the shape needs K * C/groups * R * S = " +
                           std::to_string(s.weight_count()));
     detail::check_buffer(k, "weights", oihw, s.weight_count());
+    if (s.diagonal > 1 || s.block_groups > 1) check_block_zeros(k, oihw, s);
     if constexpr (integer)  // depthwise int8 computes in f32: any s8 weight
       detail::check_int8_weights(k, A::name, oihw, s.is_depthwise() ? 0 : s.weight_count(),
                                  int8_weight_limit);

@@ -95,8 +95,8 @@ struct mk_fma_diagonal {
   /// group's lanes see the group's i-th (simd group_broadcast), against row i of `bp` ([w][NR]:
   /// lane l's weight for its group's channel i). w FMAs per row where accumulate takes L: a
   /// quarter at w = 4. One vector at a time (its accumulators and the permutes' operands fit
-  /// the registers; all NV x Rows of them spilled), the odd channels into a second set `odd`
-  /// (w is even): Rows chains alone would wait on the FMA's latency.
+  /// the registers; with the tile's NV x Rows accumulators live they spilled), the odd channels
+  /// into a second set `odd` (w is even): Rows chains alone would wait on the FMA's latency.
   template <bool InLane, class V, int Rows, int NR, class AR>
   static KFUSE_INLINE void groups_tap(V (&col)[Rows], V (&odd)[Rows], const AR& a, int j,
                                       const float* KFUSE_RESTRICT bp, index_t w) {
