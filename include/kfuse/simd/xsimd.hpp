@@ -16,7 +16,6 @@
   ((__m512i)__builtin_ia32_blendmw_512_mask((__v32hi)(__m512i)(A), (__v32hi)(__m512i)(W), \
                                             (__mmask32)(U)))
 #endif
-#include <type_traits>
 #include <xsimd/xsimd.hpp>
 
 #include "kfuse/arch/tags.hpp"
@@ -142,9 +141,8 @@ struct xsimd_impl {
   // (InLane) permute within 128-bit lanes (vpermilps: twice the throughput of a cross-lane
   // permute on Zen 4 / 5), longer ones across the vector.
   static constexpr bool has_group_broadcast = lanes == 16 || lanes == 8;
-  using lane_index = std::conditional_t<lanes == 16, __m512i, __m256i>;
   template <bool InLane>
-  static KFUSE_INLINE lane_index group_lanes(int w, int j) {
+  static KFUSE_INLINE auto group_lanes(int w, int j) {
     const int mask = InLane ? 3 & -w : -w;
     if constexpr (lanes == 16)
       return _mm512_add_epi32(
@@ -157,12 +155,15 @@ struct xsimd_impl {
           _mm256_set1_epi32(j));
   }
   template <bool InLane>
-  static KFUSE_INLINE reg group_broadcast(reg a, lane_index idx) {
-    if constexpr (lanes == 16 && InLane)
+  static KFUSE_INLINE reg group_broadcast(reg a, __m512i idx) {
+    if constexpr (InLane)
       return _mm512_permutevar_ps(a, idx);
-    else if constexpr (lanes == 16)
+    else
       return _mm512_permutexvar_ps(idx, a);
-    else if constexpr (InLane)
+  }
+  template <bool InLane>
+  static KFUSE_INLINE reg group_broadcast(reg a, __m256i idx) {
+    if constexpr (InLane)
       return _mm256_permutevar_ps(a, idx);
     else
       return _mm256_permutevar8x32_ps(a, idx);
