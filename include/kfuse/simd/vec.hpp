@@ -189,11 +189,17 @@ KFUSE_INLINE V max_keep_nan(V a, V b) {
 /// Loads the first n (< lanes) values; the other lanes are zero. Never reads past p + n.
 template <class V, class T>
 KFUSE_INLINE V load_partial(const T* p, int n) {
-  if constexpr (std::is_same_v<T, float> && has_partial_f32<typename V::impl>)
+  if constexpr (std::is_same_v<T, float> && has_partial_f32<typename V::impl>) {
     return V::wrap(V::impl::load_partial_f32(p, n));
-  alignas(64) T tmp[V::lanes] = {};
-  std::memcpy(tmp, p, sizeof(T) * std::size_t(n));
-  return load<V>(tmp);
+  } else if constexpr (V::lanes == 1) {
+    // An element copy: g++ cannot bound the memcpy below for a one-value buffer and warns
+    // about it (-Wstringop-overread) in every kernel of the scalar backend.
+    return n > 0 ? load<V>(p) : V(0.f);
+  } else {
+    alignas(64) T tmp[V::lanes] = {};
+    std::memcpy(tmp, p, sizeof(T) * std::size_t(n));
+    return load<V>(tmp);
+  }
 }
 
 /// Stores all lanes to p, converted to T (integers: round half to even, saturate).
@@ -205,11 +211,15 @@ KFUSE_INLINE void store(T* p, V v) {
 /// Stores the first n lanes. Never writes past p + n.
 template <class T, class V>
 KFUSE_INLINE void store_partial(T* p, V v, int n) {
-  if constexpr (std::is_same_v<T, float> && has_partial_f32<typename V::impl>)
-    return V::impl::store_partial_f32(p, v.r, n);
-  alignas(64) T tmp[V::lanes];
-  store(tmp, v);
-  std::memcpy(p, tmp, sizeof(T) * std::size_t(n));
+  if constexpr (std::is_same_v<T, float> && has_partial_f32<typename V::impl>) {
+    V::impl::store_partial_f32(p, v.r, n);
+  } else if constexpr (V::lanes == 1) {  // an element copy, as in load_partial
+    if (n > 0) store(p, v);
+  } else {
+    alignas(64) T tmp[V::lanes];
+    store(tmp, v);
+    std::memcpy(p, tmp, sizeof(T) * std::size_t(n));
+  }
 }
 
 /// Stores all lanes to p as T for a dot-product operand (a bf16 GEMM panel, attention's bf16
