@@ -99,8 +99,9 @@ struct conv2d_dense_lowering : conv2d_common {
       c.out = s.out;
       p->stages = cx.make_chain(chain, c, 1);
       info.flops = useful.flops();
+      // The real weights: the diagonal and narrow tiles skip the zeros of a merged pack.
       info.bytes = double(cx.T(s.x).bytes) + double(cx.T(s.out).bytes) +
-                   double(w.size()) * double(sizeof(typename K::weight_storage));
+                   double(useful.weight_count()) * double(sizeof(typename K::weight_storage));
       const bool wino = p->packed.path_ == detail::conv_path::winograd;
       info.kernel =
           "conv2d " + std::string(recipe) + " " + std::string(L::name) + (wino ? " winograd" : "") +
