@@ -142,6 +142,17 @@ TEST_CASE("layout: nchw <-> nhwc round trips exactly", "[layout][convert]") {
     const auto g = convert_checked<nchw, nhwc>(f, rgb);
     CHECK(std::memcmp(convert_checked<nhwc, nchw>(g, rgb).data(), f.data(), f.size() * 4) == 0);
   }
+  SECTION("images of many row blocks, each split over threads") {
+    // 40 channels x 70 x 90: NHWC -> NCHW reads 16 blocks of 416 pixel rows (the last partial),
+    // NCHW -> NHWC 3 blocks of 16 channel rows (the last of 8); batch 1 and 3.
+    for (index_t N : {1, 3}) {
+      const dims4 d{N, 40, 70, 90};
+      std::vector<float> f(static_cast<std::size_t>(kfuse::numel(d)));
+      for (index_t i = 0; i < index_t(f.size()); ++i) f[std::size_t(i)] = float(i);
+      const auto g = convert_checked<nhwc, nchw>(f, d);
+      CHECK(std::memcmp(convert_checked<nchw, nhwc>(g, d).data(), f.data(), f.size() * 4) == 0);
+    }
+  }
 }
 
 TEST_CASE("layout: bad arguments throw kfuse::error", "[layout][errors]") {

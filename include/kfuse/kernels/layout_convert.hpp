@@ -1,6 +1,6 @@
 #pragma once
 // Layout conversion nchw <-> nhwc, a multi-threaded kernel: per image, a transpose of
-// [C][H*W] <-> [H*W][C], done in cache-sized square tiles so both sides stream through L1.
+// [C][H*W] <-> [H*W][C], done in 16 x 16 tiles so both sides stream through L1.
 #include <algorithm>
 
 #include "kfuse/detail/checks.hpp"
@@ -10,17 +10,29 @@
 KFUSE_BEGIN_NAMESPACE
 
 namespace detail {
-// dst[c][r] = src[r][c] for an R x C row-major matrix; tiles of 16 rows keep the 16 source
-// rows in L1 while the compiler vectorizes the contiguous destination writes.
+/// dst[c][r] = src[r][c] for the rows [r_begin, r_end) of an R x C row-major matrix: 16 x 16
+/// tiles through a local block (each source row's 16 values loaded together, each destination
+/// row's 16 stored together; fixed trip counts the compiler unrolls), the edges element by
+/// element. As loops with run-time bounds only, the compiled plan kept their counters on the
+/// stack: 7.5 GB/s for a 32 x 112 x 112 f32 image, against ~35 in L2.
 template <class T>
-void transpose_image(const T* KFUSE_RESTRICT src, T* KFUSE_RESTRICT dst, index_t R, index_t C) {
-  constexpr index_t tile = 16;
-  for (index_t r0 = 0; r0 < R; r0 += tile) {
-    const index_t r1 = std::min(R, r0 + tile);
+void transpose_rows(const T* KFUSE_RESTRICT src, T* KFUSE_RESTRICT dst, index_t R, index_t C,
+                    index_t r_begin, index_t r_end) {
+  constexpr int tile = 16;
+  for (index_t r0 = r_begin; r0 < r_end; r0 += tile) {
+    const index_t r1 = std::min(r_end, r0 + tile);
     for (index_t c0 = 0; c0 < C; c0 += tile) {
       const index_t c1 = std::min(C, c0 + tile);
-      for (index_t c = c0; c < c1; ++c)
-        for (index_t r = r0; r < r1; ++r) dst[c * R + r] = src[r * C + c];
+      if (r1 - r0 == tile && c1 - c0 == tile) {
+        T block[tile][tile];
+        for (int r = 0; r < tile; ++r)
+          for (int c = 0; c < tile; ++c) block[r][c] = src[(r0 + r) * C + c0 + c];
+        for (int c = 0; c < tile; ++c)
+          for (int r = 0; r < tile; ++r) dst[(c0 + c) * R + r0 + r] = block[r][c];
+      } else {
+        for (index_t c = c0; c < c1; ++c)
+          for (index_t r = r0; r < r1; ++r) dst[c * R + r] = src[r * C + c];
+      }
     }
   }
 }
@@ -82,14 +94,18 @@ void convert_layout(tensor_view<const T, LIn> in, tensor_view<T, LOut> out, int 
         threads);
     return;
   }
+  // Each image's rows in blocks of >= 16 K values (whole 16-row tiles), split over threads: a
+  // batch of one image runs on every thread too.
+  const index_t R = to_nhwc ? d.c : hw, C = to_nhwc ? hw : d.c;
+  const index_t rows = (std::max<index_t>(16, 16384 / std::max<index_t>(C, 1)) + 15) / 16 * 16;
+  const index_t blocks = (R + rows - 1) / rows;
   parallel_for(
-      0, d.n, 1,
+      0, d.n * blocks, 1,
       [&](range r, int) {
-        for (index_t b = r.begin; b < r.end; ++b) {
-          if constexpr (std::is_same_v<LIn, nchw>)
-            transpose_image(in.data + b * image, out.data + b * image, d.c, hw);
-          else
-            transpose_image(in.data + b * image, out.data + b * image, hw, d.c);
+        for (index_t i = r.begin; i < r.end; ++i) {
+          const index_t b = i / blocks, r0 = (i % blocks) * rows;
+          transpose_rows(in.data + b * image, out.data + b * image, R, C, r0,
+                         std::min(R, r0 + rows));
         }
       },
       threads);
