@@ -79,33 +79,27 @@ void convert_layout(tensor_view<const T, LIn> in, tensor_view<T, LOut> out, int 
   check_disjoint(k, "input", in.data, n, out.data, n);  // a transposition: never in place
   const index_t hw = d.h * d.w, image = d.c * hw;
   constexpr bool to_nhwc = std::is_same_v<LIn, nchw>;
-  if (d.c <= 4) {  // pixel chunks of every image, split over threads
-    constexpr index_t chunk = 8192;
-    const index_t chunks = (hw + chunk - 1) / chunk;
-    parallel_for(
-        0, d.n * chunks, 1,
-        [&](range r, int) {
-          for (index_t i = r.begin; i < r.end; ++i) {
-            const index_t b = i / chunks, p0 = (i % chunks) * chunk;
-            transpose_few_channels<to_nhwc>(in.data + b * image, out.data + b * image, d.c, hw, p0,
-                                            std::min(hw, p0 + chunk));
-          }
-        },
-        threads);
-    return;
-  }
-  // Each image's rows in blocks of >= 16 K values (whole 16-row tiles), split over threads: a
-  // batch of one image runs on every thread too.
+  // Each image in blocks, split over threads (a batch of one image runs on every thread too):
+  // few channels in chunks of 8192 pixels, the others in runs of the R x C matrix's rows that
+  // hold >= 16 K values (whole 16-row tiles).
+  const bool few = d.c <= 4;
   const index_t R = to_nhwc ? d.c : hw, C = to_nhwc ? hw : d.c;
-  const index_t rows = (std::max<index_t>(16, 16384 / std::max<index_t>(C, 1)) + 15) / 16 * 16;
-  const index_t blocks = (R + rows - 1) / rows;
+  const index_t extent = few ? hw : R,
+                block =
+                    few ? 8192
+                        : (std::max<index_t>(16, 16384 / std::max<index_t>(C, 1)) + 15) / 16 * 16;
+  const index_t blocks = (extent + block - 1) / block;
   parallel_for(
       0, d.n * blocks, 1,
       [&](range r, int) {
         for (index_t i = r.begin; i < r.end; ++i) {
-          const index_t b = i / blocks, r0 = (i % blocks) * rows;
-          transpose_rows(in.data + b * image, out.data + b * image, R, C, r0,
-                         std::min(R, r0 + rows));
+          const index_t b = i / blocks, p0 = (i % blocks) * block,
+                        p1 = std::min(extent, p0 + block);
+          if (few)
+            transpose_few_channels<to_nhwc>(in.data + b * image, out.data + b * image, d.c, hw, p0,
+                                            p1);
+          else
+            transpose_rows(in.data + b * image, out.data + b * image, R, C, p0, p1);
         }
       },
       threads);

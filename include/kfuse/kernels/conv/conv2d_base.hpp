@@ -129,10 +129,10 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
     const index_t cg = s.c / s.groups, kg = s.k / s.groups, rs = s.r * s.s;
     const index_t cb = cg / s.diagonal, kb = kg / s.diagonal;
     const index_t cw = cb / s.block_groups, kw = kb / s.block_groups;
-    for (index_t o = 0; o < s.k; ++o)
+    for (index_t o = 0; o < s.k; ++o) {
+      const index_t ol = o % kg, block = ol / kb, group = ol % kb / kw;  // o's, within its group
       for (index_t c = 0; c < cg; ++c) {
-        const index_t ol = o % kg;
-        if (c / cb == ol / kb && c % cb / cw == ol % kb / kw) continue;
+        if (c / cb == block && c % cb / cw == group) continue;
         for (index_t t = 0; t < rs; ++t)
           if (to_float(oihw[(o * cg + c) * rs + t]) != 0.f)
             detail::fail(k, "weight (output " + std::to_string(o) + ", input " + std::to_string(c) +
@@ -140,6 +140,7 @@ struct conv2d_base : image_kernel_types<Layout, Ep> {
                                 " diagonal blocks of " + std::to_string(s.block_groups) +
                                 " groups each) but not zero");
       }
+    }
   }
 
   /// Packs OIHW weights [K, C/groups, R, S] once. `count` (if given) must equal
