@@ -8,10 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-# kfuse::runtime for this machine's tier only (KFUSE_RUNTIME_ARCHS=native): a quarter of the
-# default package's tiers, its op families compiled in parallel.
+# kfuse::runtime for this machine's tier only (KFUSE_RUNTIME_ARCHS=native: a quarter of the
+# default package's tiers), with the op families the demo's models use (KFUSE_RUNTIME_OPS: the
+# MLP's linears and softmax, the block's NHWC convs and pooling; eltwise and data movement are
+# always built), compiled in parallel.
 cmake -S . -B build/demo -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BUILD_TESTS=OFF \
-  -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=ON -DKFUSE_RUNTIME_ARCHS=native >/dev/null
+  -DKFUSE_BUILD_BENCH=OFF -DKFUSE_BUILD_EXAMPLES=ON -DKFUSE_RUNTIME_ARCHS=native \
+  -DKFUSE_RUNTIME_OPS="conv2d;linear;norm;pool" >/dev/null
 cmake --build build/demo --target ex04_models
 if [[ $# -eq 0 ]]; then set -- --budget-ms 5; fi
 build/demo/examples/04_models/ex04_models "$@"

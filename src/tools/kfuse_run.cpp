@@ -797,7 +797,8 @@ std::optional<batch_split> try_split(const run_args& a, const kfuse::onnx::model
 
 /// --layout auto: the layout whose f32 plan replays faster on the run's inputs (medians of a few
 /// alternating replays after one warm-up each). A model without 4-D activations imports the
-/// same either way and is not timed.
+/// same either way and is not timed; a layout whose plan does not compile (a kfuse::runtime
+/// built without conv2d_nchw, KFUSE_RUNTIME_OPS) leaves the other.
 kfuse::tensor_layout choose_layout(const run_args& a) {
   run_args t = a;
   t.layout = kfuse::tensor_layout::nhwc;
@@ -809,10 +810,26 @@ kfuse::tensor_layout choose_layout(const run_args& a) {
   t.layout = kfuse::tensor_layout::nchw;
   const kfuse::onnx::model mc = kfuse::onnx::load(a.model, import_options_of(t));
   std::vector<host_tensor> in = make_inputs(a.inputs, mc, false);
-  const kfuse::plan pc = kfuse::compile(mc.graph, plan_options(a));
-  const kfuse::plan ph = kfuse::compile(mh.graph, plan_options(a));
-  std::vector<host_tensor> oc = make_outputs(mc, pc), oh = make_outputs(mh, ph);
-  kfuse::replay_buffer rc = record(pc, in, oc), rh = record(ph, in, oh);
+  std::optional<kfuse::plan> pc, ph;
+  std::string failed;
+  try {
+    pc = kfuse::compile(mc.graph, plan_options(a));
+  } catch (const kfuse::error& e) {
+    failed = e.what();
+  }
+  try {
+    ph = kfuse::compile(mh.graph, plan_options(a));
+  } catch (const kfuse::error& e) {
+    if (!pc) throw;  // neither compiles: the nhwc plan's error
+    failed = e.what();
+  }
+  if (!pc || !ph) {
+    std::printf("layout: auto -> %s (the %s plan does not compile: %s)\n", pc ? "nchw" : "nhwc",
+                pc ? "nhwc" : "nchw", failed.c_str());
+    return pc ? kfuse::tensor_layout::nchw : kfuse::tensor_layout::nhwc;
+  }
+  std::vector<host_tensor> oc = make_outputs(mc, *pc), oh = make_outputs(mh, *ph);
+  kfuse::replay_buffer rc = record(*pc, in, oc), rh = record(*ph, in, oh);
   rc.replay();
   rh.replay();
   const auto [c, h] = trial_medians(rc, rh);

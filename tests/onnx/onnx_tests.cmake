@@ -147,6 +147,39 @@ if(TARGET kfuse_run)
                          ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
                          "kfuse-run: error: graph: node '[^']*' \\([a-z0-9_]*\\): runs in int8, which this kfuse::runtime was built without \\(CMake KFUSE_RUNTIME_PRECISIONS\\)")
   endif()
+  # Tiers built without some op families (KFUSE_RUNTIME_OPS; the host tier keeps every one under
+  # KFUSE_RUNTIME_TEST_FLAGS): without conv2d_gated and conv2d_few_channel the CNN's gate and
+  # stem run on the dense kernels, say so, and still match PyTorch; without image a model with
+  # Resize fails naming the node and the family.
+  if(NOT "conv2d_gated" IN_LIST kfuse_runtime_ops AND NOT "conv2d_few_channel" IN_LIST kfuse_runtime_ops AND
+     "avx2" IN_LIST KFUSE_RUNTIME_TIERS AND NOT probed_host MATCHES "^(generic|sse4)?$" AND
+     NOT (KFUSE_RUNTIME_TEST_FLAGS AND probed_host STREQUAL "avx2"))
+    add_test(NAME onnx:kfuse_run_dispatch_without_gated_stem COMMAND kfuse_run ${cnn_args})
+    set_tests_properties(onnx:kfuse_run_dispatch_without_gated_stem PROPERTIES LABELS "ci;cli"
+                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
+                         "built without conv2d_gated \\(CMake KFUSE_RUNTIME_OPS\\): channel gates run as their own step.*built without conv2d_few_channel.*expect: [^\n]*: ok")
+  endif()
+  # Without conv2d_nchw, --layout auto takes the nhwc plan and says why.
+  if(NOT "conv2d_nchw" IN_LIST kfuse_runtime_ops AND "avx2" IN_LIST KFUSE_RUNTIME_TIERS AND
+     NOT probed_host MATCHES "^(generic|sse4)?$" AND
+     NOT (KFUSE_RUNTIME_TEST_FLAGS AND probed_host STREQUAL "avx2"))
+    add_test(NAME onnx:kfuse_run_dispatch_without_nchw
+             COMMAND kfuse_run ${m}.onnx --input x=${m}.input.npy --expect y=${m}.output.npy
+                     --reps 1 --warmup 0 --threads 1)
+    set_tests_properties(onnx:kfuse_run_dispatch_without_nchw PROPERTIES LABELS "ci;cli"
+                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
+                         "layout: auto -> nhwc \\(the nchw plan does not compile: graph: node '[^']*' \\(conv2d\\): needs kfuse::runtime's op family conv2d_nchw.*expect: [^\n]*: ok")
+  endif()
+  if(NOT "image" IN_LIST kfuse_runtime_ops AND "avx2" IN_LIST KFUSE_RUNTIME_TIERS AND
+     NOT probed_host MATCHES "^(generic|sse4)?$" AND
+     NOT (KFUSE_RUNTIME_TEST_FLAGS AND probed_host STREQUAL "avx2"))
+    add_test(NAME onnx:kfuse_run_dispatch_without_image
+             COMMAND kfuse_run ${d}/upsampling_b2.onnx --input x=${d}/upsampling_b2.input.npy
+                     --reps 1 --warmup 0 --threads 1)
+    set_tests_properties(onnx:kfuse_run_dispatch_without_image PROPERTIES LABELS "ci;cli"
+                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
+                         "kfuse-run: error: graph: node '[^']*' \\((resize|conv_transpose2d)\\): needs kfuse::runtime's op family image, which this kfuse::runtime was built without \\(CMake KFUSE_RUNTIME_OPS\\): add image to it")
+  endif()
   add_test(NAME onnx:kfuse_run_dispatch_unknown COMMAND kfuse_run ${cnn_args})
   set_tests_properties(onnx:kfuse_run_dispatch_unknown PROPERTIES LABELS "ci;cli"
                        ENVIRONMENT KFUSE_ARCH=nosuchtier PASS_REGULAR_EXPRESSION

@@ -99,6 +99,8 @@ plan compile_as_given(const graph& g, const compile_options& options, std::strin
   if (!layout_note.empty()) cx.d->report.notes.push_back(std::move(layout_note));
   cx.int8_gemm = graph_ops::gemm_available<i8, A, B>();
   cx.int8_bf16_outputs = graph_ops::int8_bf16_outputs<A, B>();
+  cx.conv_gates = set_builds<Ops>(runtime_family::conv2d_gated);
+  cx.few_channel_convs = set_builds<Ops>(runtime_family::conv2d_few_channel);
   if (cx.opt.prec == precision::int8 && !cx.int8_gemm) {
     // An int8 plan asked of an arch without an int8 dot product: the nodes that inherit the
     // plan's precision run in f32 and the report says so (a node that asks for int8 itself

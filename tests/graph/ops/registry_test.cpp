@@ -3,6 +3,7 @@
 // A new op that misses one of them fails here (docs/executor.md, "Adding an op").
 #include "kfuse/graph/ops/registry.hpp"
 
+#include <cstddef>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -139,4 +140,44 @@ TEST_CASE("op registry: a node's attributes are read as its op's type only") {
   CHECK(declared_precision(n) == precision::inherit);
   n.attr<conv2d_params>().prec = precision::int8;
   CHECK(declared_precision(n) == precision::int8);
+}
+
+TEST_CASE("op registry: every op and conv part lives in one kfuse::runtime op family") {
+  using detail::runtime_family;
+  // The names KFUSE_RUNTIME_OPS takes (CMakeLists.txt's kfuse_runtime_families, in the enum's
+  // order after core) and the build definitions they become (KFUSE_RUNTIME_NO_OPS_<NAME>).
+  const std::vector<std::string> cmake_names = {
+      "attention",   "conv2d", "conv2d_depthwise", "conv2d_gated", "conv2d_few_channel",
+      "conv2d_nchw", "image",  "linear",           "matmul",       "norm",
+      "pool",        "reduce"};
+  CHECK(detail::runtime_family_name(runtime_family::core) == "core");
+  for (std::size_t i = 0; i < cmake_names.size(); ++i) {
+    const auto f = runtime_family(i + 1);
+    CHECK(detail::runtime_family_name(f) == cmake_names[i]);
+    CHECK(detail::runtime_builds(f));  // this TU is not a tier built without it
+    CHECK(detail::set_builds<detail::all_ops>(f));
+  }
+  CHECK(detail::runtime_family_of(op_kind::conv2d) == runtime_family::conv2d);
+  CHECK(detail::runtime_family_of(op_kind::cached_attention) == runtime_family::attention);
+  CHECK(detail::runtime_family_of(op_kind::conv_transpose2d) == runtime_family::image);
+  CHECK(detail::runtime_family_of(op_kind::batch_norm) == runtime_family::norm);
+  CHECK(detail::runtime_family_of(op_kind::max_pool_indices) == runtime_family::pool);
+  CHECK(detail::runtime_family_of(op_kind::arg_reduce) == runtime_family::reduce);
+  // The ops the plan compiler inserts itself are always built.
+  for (const op_kind k : {op_kind::eltwise, op_kind::cast, op_kind::convert_layout,
+                          op_kind::reshape, op_kind::strided_view, op_kind::custom})
+    CHECK(detail::runtime_family_of(k) == runtime_family::core);
+  // conv2d's parts: the dense NHWC ones in conv2d, the NCHW ones apart, the specialized ones
+  // in their own families.
+  using part = graph_ops::conv2d_rule::part;
+  const auto family = [](part p) { return graph_ops::conv2d_rule::part_family(p); };
+  for (const part p : {part::dense_f32, part::dense_bf16, part::dense_bf16_to_bf16, part::dense_i8,
+                       part::dense_i8_to_u8})
+    CHECK(family(p) == runtime_family::conv2d);
+  for (const part p : {part::dense_f32_nchw, part::dense_bf16_nchw, part::dense_i8_nchw})
+    CHECK(family(p) == runtime_family::conv2d_nchw);
+  CHECK(family(part::depthwise) == runtime_family::conv2d_depthwise);
+  CHECK(family(part::dense_i8_to_bf16) == runtime_family::conv2d_depthwise);
+  CHECK(family(part::gated) == runtime_family::conv2d_gated);
+  CHECK(family(part::few_channel) == runtime_family::conv2d_few_channel);
 }

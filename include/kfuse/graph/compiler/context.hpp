@@ -37,6 +37,10 @@ struct compile_context {
   bool int8_gemm = false;          // the target arch has an int8 GEMM kernel (set by compile<A, B>)
   bool int8_bf16_outputs = false;  // graph_ops::int8_bf16_outputs<A, B> (set by compile<A, B>)
   std::vector<char> kept_f32;      // per node: of an int8 plan, runs in f32 (passes/narrow_int8)
+  // The plan compiler holds the gated and the few-channel conv kernels (a kfuse::runtime built
+  // without them, KFUSE_RUNTIME_OPS: set by compile<A, B>); if not, those fusions are skipped.
+  bool conv_gates = true;
+  bool few_channel_convs = true;
 
   // ---- errors --------------------------------------------------------------------------------
   [[noreturn]] void fail_node(const node_desc& n, const std::string& what) const {

@@ -16,7 +16,10 @@
 // then fails the same way.
 // kfuse/graph/compile.hpp's compile<A, B> instantiates every op (all_ops); kfuse::runtime links
 // each op's lowering from its own prebuilt object (prebuilt_ops).
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -73,6 +76,130 @@ struct runtime_ops {
     return p != precision::inherit;
   }
 };
+
+/// kfuse::runtime's op families: the objects a tier is built from (src/runtime/ops/), which
+/// CMake's KFUSE_RUNTIME_OPS selects (the build defines KFUSE_RUNTIME_NO_OPS_<FAMILY> for those
+/// it leaves out). `core` (eltwise, cast and data movement) is always built: the plan compiler
+/// inserts those ops itself. conv2d holds the dense kernels of NHWC convs; its other families:
+/// nchw (the dense kernels of NCHW convs), depthwise (one channel per group; and int8 convs
+/// writing bf16 for them), gated (a fused channel gate) and few_channel (an NCHW stem of at most
+/// 4 channels writing NHWC). Without gated or few_channel those convs run on the dense kernels
+/// and a separate gate or layout conversion step.
+enum class runtime_family : std::uint8_t {
+  core,
+  attention,
+  conv2d,
+  conv2d_depthwise,
+  conv2d_gated,
+  conv2d_few_channel,
+  conv2d_nchw,
+  image,
+  linear,
+  matmul,
+  norm,
+  pool,
+  reduce
+};
+
+constexpr std::string_view runtime_family_name(runtime_family f) noexcept {
+  constexpr std::string_view names[] = {"core",         "attention",
+                                        "conv2d",       "conv2d_depthwise",
+                                        "conv2d_gated", "conv2d_few_channel",
+                                        "conv2d_nchw",  "image",
+                                        "linear",       "matmul",
+                                        "norm",         "pool",
+                                        "reduce"};
+  return names[std::size_t(f)];
+}
+
+/// The family whose object holds op k's lowering.
+constexpr runtime_family runtime_family_of(op_kind k) noexcept {
+  switch (k) {
+    case op_kind::attention:
+    case op_kind::cached_attention:
+      return runtime_family::attention;
+    case op_kind::conv2d:
+      return runtime_family::conv2d;
+    case op_kind::resize:
+    case op_kind::conv_transpose2d:
+      return runtime_family::image;
+    case op_kind::linear:
+      return runtime_family::linear;
+    case op_kind::matmul:
+      return runtime_family::matmul;
+    case op_kind::softmax:
+    case op_kind::layer_norm:
+    case op_kind::rms_norm:
+    case op_kind::batch_norm:
+      return runtime_family::norm;
+    case op_kind::pool2d:
+    case op_kind::max_pool_indices:
+      return runtime_family::pool;
+    case op_kind::reduce:
+    case op_kind::arg_reduce:
+      return runtime_family::reduce;
+    default:
+      return runtime_family::core;
+  }
+}
+
+/// Whether this kfuse::runtime tier was built with family f (KFUSE_RUNTIME_OPS).
+constexpr bool runtime_builds(runtime_family f) noexcept {
+  switch (f) {
+#define KFUSE_RUNTIME_LEFT_OUT(name) \
+  case runtime_family::name:         \
+    return false;
+#ifdef KFUSE_RUNTIME_NO_OPS_ATTENTION
+    KFUSE_RUNTIME_LEFT_OUT(attention)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D
+    KFUSE_RUNTIME_LEFT_OUT(conv2d)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D_DEPTHWISE
+    KFUSE_RUNTIME_LEFT_OUT(conv2d_depthwise)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D_GATED
+    KFUSE_RUNTIME_LEFT_OUT(conv2d_gated)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D_FEW_CHANNEL
+    KFUSE_RUNTIME_LEFT_OUT(conv2d_few_channel)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D_NCHW
+    KFUSE_RUNTIME_LEFT_OUT(conv2d_nchw)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_IMAGE
+    KFUSE_RUNTIME_LEFT_OUT(image)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_LINEAR
+    KFUSE_RUNTIME_LEFT_OUT(linear)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_MATMUL
+    KFUSE_RUNTIME_LEFT_OUT(matmul)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_NORM
+    KFUSE_RUNTIME_LEFT_OUT(norm)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_POOL
+    KFUSE_RUNTIME_LEFT_OUT(pool)
+#endif
+#ifdef KFUSE_RUNTIME_NO_OPS_REDUCE
+    KFUSE_RUNTIME_LEFT_OUT(reduce)
+#endif
+#undef KFUSE_RUNTIME_LEFT_OUT
+    default:
+      return true;
+  }
+}
+
+/// Whether plan compilers of op set Ops hold family f's kernels: kfuse::runtime's tiers those
+/// of KFUSE_RUNTIME_OPS, the header-only ones every family of the ops they instantiate.
+template <class Ops>
+constexpr bool set_builds(runtime_family f) noexcept {
+  if constexpr (std::is_same_v<Ops, runtime_ops> || std::is_same_v<Ops, prebuilt_ops>)
+    return runtime_builds(f);
+  else
+    return true;
+}
 
 template <class T>
 inline constexpr bool is_selective_op_set = false;

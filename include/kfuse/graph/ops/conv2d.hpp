@@ -101,7 +101,8 @@ struct conv2d_rule : op_rule, conv2d_common {
     depthwise,
     gated,
     few_channel,
-    dense_f32,
+    dense_f32,  // nhwc (and Winograd)
+    dense_f32_nchw,
     dense_bf16,          // nhwc
     dense_bf16_to_bf16,  // nhwc, bf16 output (read as bf16 by the consumer)
     dense_bf16_nchw,
@@ -141,17 +142,21 @@ struct conv2d_rule : op_rule, conv2d_common {
                           : bf16_out && int8_bf16_outputs<A, B>() ? part::dense_i8_to_bf16
                           : cx.T(s.out).type == dtype::u8         ? part::dense_i8_to_u8
                                                                   : part::dense_i8)
-                       : part::dense_f32;
+                   : cl ? part::dense_f32
+                        : part::dense_f32_nchw;
     switch (p) {
 #define KFUSE_CONV_PART(name)                                         \
   case part::name:                                                    \
-    if constexpr (part_runs_in<Set>(part::name))                      \
+    if constexpr (!detail::set_builds<Set>(part_family(part::name)))  \
+      fail_runtime_family(cx, n, part_family(part::name));            \
+    else if constexpr (part_runs_in<Set>(part::name))                 \
       return lower_part<part::name, A, B, Set>(cx, s, n, info, cmds); \
     break;
       KFUSE_CONV_PART(depthwise)
       KFUSE_CONV_PART(gated)
       KFUSE_CONV_PART(few_channel)
       KFUSE_CONV_PART(dense_f32)
+      KFUSE_CONV_PART(dense_f32_nchw)
       KFUSE_CONV_PART(dense_bf16)
       KFUSE_CONV_PART(dense_bf16_to_bf16)
       KFUSE_CONV_PART(dense_bf16_nchw)
@@ -179,6 +184,25 @@ struct conv2d_rule : op_rule, conv2d_common {
         return precision::int8;
       default:
         return precision::f32;
+    }
+  }
+  /// The kfuse::runtime op family whose objects hold a part (KFUSE_RUNTIME_OPS).
+  static constexpr detail::runtime_family part_family(part p) {
+    switch (p) {
+      case part::depthwise:
+        return detail::runtime_family::conv2d_depthwise;
+      case part::gated:
+        return detail::runtime_family::conv2d_gated;
+      case part::few_channel:
+        return detail::runtime_family::conv2d_few_channel;
+      case part::dense_f32_nchw:
+      case part::dense_bf16_nchw:
+      case part::dense_i8_nchw:
+        return detail::runtime_family::conv2d_nchw;
+      case part::dense_i8_to_bf16:  // written only for a depthwise reader
+        return detail::runtime_family::conv2d_depthwise;
+      default:
+        return detail::runtime_family::conv2d;
     }
   }
   template <class Set>
@@ -253,9 +277,10 @@ void conv2d_rule::lower_part(detail::compile_context& cx, const detail::step& s,
       return conv2d_dense_lowering::lower<i8, nchw, A, B, std::uint8_t>(cx, s, n, info, cmds, cs,
                                                                         "int8");
     return conv2d_dense_lowering::lower<i8, nchw, A, B>(cx, s, n, info, cmds, cs, "int8");
+  } else if constexpr (P == part::dense_f32_nchw) {
+    return conv2d_dense_lowering::lower<f32, nchw, A, B>(cx, s, n, info, cmds, cs, "f32");
   } else {
-    return cl ? conv2d_dense_lowering::lower<f32, nhwc, A, B>(cx, s, n, info, cmds, cs, "f32")
-              : conv2d_dense_lowering::lower<f32, nchw, A, B>(cx, s, n, info, cmds, cs, "f32");
+    return conv2d_dense_lowering::lower<f32, nhwc, A, B>(cx, s, n, info, cmds, cs, "f32");
   }
 }
 

@@ -85,6 +85,16 @@ template <class Set>
                       "kfuse::runtime and call kfuse::compile from kfuse/runtime.hpp");
 }
 
+/// Node n needs family f's kernels, which this kfuse::runtime was built without.
+[[noreturn]] inline void fail_runtime_family(const detail::compile_context& cx, const node_desc& n,
+                                             detail::runtime_family f) {
+  const std::string name(detail::runtime_family_name(f));
+  cx.fail_node(n, "needs kfuse::runtime's op family " + name +
+                      ", which this kfuse::runtime was built without (CMake KFUSE_RUNTIME_OPS): "
+                      "add " +
+                      name + " to it, or compile header-only (kfuse/graph/compile.hpp)");
+}
+
 }  // namespace graph_ops
 
 KFUSE_END_NAMESPACE

@@ -68,6 +68,12 @@ inline void fuse_channel_gates(compile_context& cx) {
     int b = -1;
     const std::int32_t gate = channel_gate_of(cx, e, u, cs, b);
     if (gate < 0) continue;
+    if (!cx.conv_gates) {
+      cx.note_once(
+          "kfuse::runtime: built without conv2d_gated (CMake KFUSE_RUNTIME_OPS): channel gates "
+          "run as their own step before the dense conv");
+      continue;
+    }
     c->x = e.x;
     c->gate = gate;
     if (int8) c->gated_in = e.out;

@@ -34,6 +34,12 @@ inline void absorb_entry_layout(compile_context& cx) {
     if (in.layout != tensor_layout::nchw || out.layout != tensor_layout::nhwc ||
         in.type != dtype::f32 || !few_channel_shape(cs) || (!f32 && cs.k > 32))
       continue;
+    if (!cx.few_channel_convs) {
+      cx.note_once(
+          "kfuse::runtime: built without conv2d_few_channel (CMake KFUSE_RUNTIME_OPS): a stem "
+          "of at most 4 input channels runs on the dense conv after a layout conversion");
+      continue;
+    }
     if (!f32)
       cx.note_once(
           "low precision: a stem conv of at most 4 input and 32 output channels runs in "

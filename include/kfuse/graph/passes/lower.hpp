@@ -31,8 +31,14 @@ void lower_step(all_ops, compile_context& cx, const step& s, const node_desc& n,
 template <class A, class B>
 void lower_step(prebuilt_ops, compile_context& cx, const step& s, const node_desc& n,
                 step_info& info, std::vector<plan_command>& cmds) {
-  graph_ops::with_rule(
-      s.op, [&](auto rule) { lower_prebuilt<decltype(rule), A, B>(cx, s, n, info, cmds); });
+  graph_ops::with_rule(s.op, [&](auto rule) {
+    using R = decltype(rule);
+    constexpr runtime_family f = runtime_family_of(R::kind);
+    if constexpr (runtime_builds(f))
+      lower_prebuilt<R, A, B>(cx, s, n, info, cmds);
+    else
+      graph_ops::fail_runtime_family(cx, n, f);
+  });
 }
 
 /// Rule R's lowering in the precisions of set Set (rules whose kernels differ by precision take
