@@ -5,12 +5,16 @@
 //
 //   node ort_run.js MODEL.onnx [--input NAME=FILE.npy]... [--shape NAME=d0,d1,...]...
 //        [--threads N] [--reps N] [--warmup N] [--output-dir DIR] [--opt all|basic|disabled]
+//        [--profile FILE.json]
 //
 // Inputs: .npy files (float32, float64 -> float32, int64, int32, uint8, int8, bool) or, with
 // --shape, deterministic float32 values sin(0.37 i) (the same sequence every run). Dynamic
 // dimensions must be fixed by --shape or by the .npy file's shape.
 // Prints one line: `latency: median X ms, min Y ms, max Z ms (N runs, T threads)`, measured per
 // call after the warm-up; --output-dir writes every output as DIR/<output name>.npy.
+// --profile: after the timed runs, a second session with ONNX Runtime's profiler on runs the
+// model --reps times more and writes its per-node trace to FILE.json (the timed runs above are
+// not profiled); scripts/compare_profiles.py sets it beside kfuse-run --profile's table.
 // Needs: NODE_PATH pointing at a folder whose node_modules holds onnxruntime-node (e.g.
 // `mkdir -p /tmp/ortn && cd /tmp/ortn && npm pack onnxruntime-node@1.30.0 &&
 //  npm install --ignore-scripts ./onnxruntime-node-1.30.0.tgz`, then NODE_PATH=/tmp/ortn/node_modules).
@@ -61,7 +65,8 @@ function writeNpy(file, tensor) {
 function usage(msg) {
   if (msg) console.error(`ort_run: ${msg}`);
   console.error('usage: node ort_run.js MODEL.onnx [--input NAME=FILE.npy]... [--shape NAME=d0,d1,...]... ' +
-    '[--threads N] [--reps N] [--warmup N] [--output-dir DIR] [--opt all|basic|disabled]');
+    '[--threads N] [--reps N] [--warmup N] [--output-dir DIR] [--opt all|basic|disabled] ' +
+    '[--profile FILE.json]');
   process.exit(2);
 }
 
@@ -69,7 +74,8 @@ function usage(msg) {
   const args = process.argv.slice(2);
   if (!args.length || args[0].startsWith('-')) usage('no model');
   const model = args[0];
-  const o = {inputs: {}, shapes: {}, threads: 1, reps: 100, warmup: 10, outdir: null, opt: 'all'};
+  const o = {inputs: {}, shapes: {}, threads: 1, reps: 100, warmup: 10, outdir: null, opt: 'all',
+    profile: null};
   for (let i = 1; i < args.length; i++) {
     const a = args[i], v = args[i + 1];
     if (v === undefined) usage(`${a} needs a value`);
@@ -81,11 +87,13 @@ function usage(msg) {
     else if (a === '--warmup') o.warmup = +v;
     else if (a === '--output-dir') o.outdir = v;
     else if (a === '--opt') o.opt = v;
+    else if (a === '--profile') o.profile = v;
     else usage(`unknown option ${a}`);
     i++;
   }
-  const s = await ort.InferenceSession.create(model, {intraOpNumThreads: o.threads, interOpNumThreads: 1,
-    graphOptimizationLevel: o.opt, executionMode: 'sequential'});
+  const options = {intraOpNumThreads: o.threads, interOpNumThreads: 1, graphOptimizationLevel: o.opt,
+    executionMode: 'sequential'};
+  const s = await ort.InferenceSession.create(model, options);
   const feeds = {};
   for (const name of s.inputNames) {
     if (o.inputs[name]) feeds[name] = readNpy(o.inputs[name]);
@@ -109,5 +117,18 @@ function usage(msg) {
   if (o.outdir) {
     fs.mkdirSync(o.outdir, {recursive: true});
     for (const name of s.outputNames) writeNpy(path.join(o.outdir, name.replace(/[^A-Za-z0-9_.-]/g, '_') + '.npy'), out[name]);
+  }
+  if (o.profile) {
+    // ONNX Runtime names the trace <prefix>_<date and time>.json: a prefix of our own, then
+    // renamed to the file asked for.
+    const dir = path.dirname(path.resolve(o.profile)), prefix = `ort_run_profile_${process.pid}`;
+    const p = await ort.InferenceSession.create(model, {...options, enableProfiling: true,
+      profileFilePrefix: path.join(dir, prefix)});
+    for (let i = 0; i < Math.max(1, o.warmup) + o.reps; i++) await p.run(feeds);
+    p.endProfiling();
+    const made = fs.readdirSync(dir).filter(f => f.startsWith(prefix + '_') && f.endsWith('.json'));
+    if (made.length !== 1) throw new Error(`profile: ONNX Runtime wrote ${made.length} traces in ${dir}`);
+    fs.renameSync(path.join(dir, made[0]), o.profile);
+    console.log(`profile: ${o.profile} (${Math.max(1, o.warmup) + o.reps} runs)`);
   }
 })().catch(e => { console.error(`ort_run: ${e.message}`); process.exit(1); });
