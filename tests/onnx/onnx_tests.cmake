@@ -136,49 +136,44 @@ if(TARGET kfuse_run)
                          ENVIRONMENT KFUSE_ARCH=${lowest} PASS_REGULAR_EXPRESSION
                          "kfuse-run: error: compile: compile_options::emulated_bf16 on arch ${lowest}, which has no bf16 dot product")
   endif()
-  # A tier built without int8 (KFUSE_RUNTIME_PRECISIONS; under KFUSE_RUNTIME_TEST_FLAGS the host
-  # tier keeps every precision) fails an int8 plan naming the node and the CMake option.
+  # The avx2 tier, when KFUSE_ARCH=avx2 runs it and it is not the host tier that the graph tests
+  # use (under KFUSE_RUNTIME_TEST_FLAGS that one keeps every precision and op family): CI builds it
+  # with some of them left out (KFUSE_RUNTIME_PRECISIONS, KFUSE_RUNTIME_OPS), and a plan needing
+  # one fails naming the node and the CMake option; without conv2d_gated and conv2d_few_channel
+  # the CNN's gate and stem run on the dense kernels, say so, and still match PyTorch; without
+  # conv2d_nchw, --layout auto takes the nhwc plan and says why.
   get_property(probed_host GLOBAL PROPERTY KFUSE_PROBED_HOST_ARCH)
-  if(NOT "int8" IN_LIST KFUSE_RUNTIME_PRECISIONS AND "avx2" IN_LIST KFUSE_RUNTIME_TIERS AND
-     NOT probed_host MATCHES "^(generic|sse4)?$" AND
+  set(avx2_tier_apart OFF)
+  if("avx2" IN_LIST KFUSE_RUNTIME_TIERS AND NOT probed_host MATCHES "^(generic|sse4)?$" AND
      NOT (KFUSE_RUNTIME_TEST_FLAGS AND probed_host STREQUAL "avx2"))
-    add_test(NAME onnx:kfuse_run_dispatch_without_int8 COMMAND kfuse_run ${cnn_args} --prec int8)
-    set_tests_properties(onnx:kfuse_run_dispatch_without_int8 PROPERTIES LABELS "ci;cli"
-                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
-                         "kfuse-run: error: graph: node '[^']*' \\([a-z0-9_]*\\): runs in int8, which this kfuse::runtime was built without \\(CMake KFUSE_RUNTIME_PRECISIONS\\)")
+    set(avx2_tier_apart ON)
   endif()
-  # Tiers built without some op families (KFUSE_RUNTIME_OPS; the host tier keeps every one under
-  # KFUSE_RUNTIME_TEST_FLAGS): without conv2d_gated and conv2d_few_channel the CNN's gate and
-  # stem run on the dense kernels, say so, and still match PyTorch; without image a model with
-  # Resize fails naming the node and the family.
-  if(NOT "conv2d_gated" IN_LIST kfuse_runtime_ops AND NOT "conv2d_few_channel" IN_LIST kfuse_runtime_ops AND
-     "avx2" IN_LIST KFUSE_RUNTIME_TIERS AND NOT probed_host MATCHES "^(generic|sse4)?$" AND
-     NOT (KFUSE_RUNTIME_TEST_FLAGS AND probed_host STREQUAL "avx2"))
-    add_test(NAME onnx:kfuse_run_dispatch_without_gated_stem COMMAND kfuse_run ${cnn_args})
-    set_tests_properties(onnx:kfuse_run_dispatch_without_gated_stem PROPERTIES LABELS "ci;cli"
-                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
-                         "built without conv2d_gated \\(CMake KFUSE_RUNTIME_OPS\\): channel gates run as their own step.*built without conv2d_few_channel.*expect: [^\n]*: ok")
+  # kfuse_add_avx2_tier_test(NAME REGEX ARGS...): kfuse-run ARGS on the avx2 tier, passing on REGEX.
+  function(kfuse_add_avx2_tier_test name regex)
+    add_test(NAME onnx:kfuse_run_dispatch_${name} COMMAND kfuse_run ${ARGN})
+    set_tests_properties(onnx:kfuse_run_dispatch_${name} PROPERTIES LABELS "ci;cli"
+                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION "${regex}")
+  endfunction()
+  if(avx2_tier_apart AND NOT "int8" IN_LIST KFUSE_RUNTIME_PRECISIONS)
+    kfuse_add_avx2_tier_test(without_int8
+      "kfuse-run: error: graph: node '[^']*' \\([a-z0-9_]*\\): runs in int8, which this kfuse::runtime was built without \\(CMake KFUSE_RUNTIME_PRECISIONS\\)"
+      ${cnn_args} --prec int8)
   endif()
-  # Without conv2d_nchw, --layout auto takes the nhwc plan and says why.
-  if(NOT "conv2d_nchw" IN_LIST kfuse_runtime_ops AND "avx2" IN_LIST KFUSE_RUNTIME_TIERS AND
-     NOT probed_host MATCHES "^(generic|sse4)?$" AND
-     NOT (KFUSE_RUNTIME_TEST_FLAGS AND probed_host STREQUAL "avx2"))
-    add_test(NAME onnx:kfuse_run_dispatch_without_nchw
-             COMMAND kfuse_run ${m}.onnx --input x=${m}.input.npy --expect y=${m}.output.npy
-                     --reps 1 --warmup 0 --threads 1)
-    set_tests_properties(onnx:kfuse_run_dispatch_without_nchw PROPERTIES LABELS "ci;cli"
-                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
-                         "layout: auto -> nhwc \\(the nchw plan does not compile: graph: node '[^']*' \\(conv2d\\): needs kfuse::runtime's op family conv2d_nchw.*expect: [^\n]*: ok")
+  if(avx2_tier_apart AND NOT "conv2d_gated" IN_LIST kfuse_runtime_ops AND
+     NOT "conv2d_few_channel" IN_LIST kfuse_runtime_ops)
+    kfuse_add_avx2_tier_test(without_gated_stem
+      "built without conv2d_gated \\(CMake KFUSE_RUNTIME_OPS\\): channel gates run as their own step.*built without conv2d_few_channel.*expect: [^\n]*: ok"
+      ${cnn_args})
   endif()
-  if(NOT "image" IN_LIST kfuse_runtime_ops AND "avx2" IN_LIST KFUSE_RUNTIME_TIERS AND
-     NOT probed_host MATCHES "^(generic|sse4)?$" AND
-     NOT (KFUSE_RUNTIME_TEST_FLAGS AND probed_host STREQUAL "avx2"))
-    add_test(NAME onnx:kfuse_run_dispatch_without_image
-             COMMAND kfuse_run ${d}/upsampling_b2.onnx --input x=${d}/upsampling_b2.input.npy
-                     --reps 1 --warmup 0 --threads 1)
-    set_tests_properties(onnx:kfuse_run_dispatch_without_image PROPERTIES LABELS "ci;cli"
-                         ENVIRONMENT KFUSE_ARCH=avx2 PASS_REGULAR_EXPRESSION
-                         "kfuse-run: error: graph: node '[^']*' \\((resize|conv_transpose2d)\\): needs kfuse::runtime's op family image, which this kfuse::runtime was built without \\(CMake KFUSE_RUNTIME_OPS\\): add image to it")
+  if(avx2_tier_apart AND NOT "conv2d_nchw" IN_LIST kfuse_runtime_ops)
+    kfuse_add_avx2_tier_test(without_nchw
+      "layout: auto -> nhwc \\(the nchw plan does not compile: graph: node '[^']*' \\(conv2d\\): needs kfuse::runtime's op family conv2d_nchw.*expect: [^\n]*: ok"
+      ${m}.onnx --input x=${m}.input.npy --expect y=${m}.output.npy --reps 1 --warmup 0 --threads 1)
+  endif()
+  if(avx2_tier_apart AND NOT "image" IN_LIST kfuse_runtime_ops)
+    kfuse_add_avx2_tier_test(without_image
+      "kfuse-run: error: graph: node '[^']*' \\((resize|conv_transpose2d)\\): needs kfuse::runtime's op family image, which this kfuse::runtime was built without \\(CMake KFUSE_RUNTIME_OPS\\): add image to it"
+      ${d}/upsampling_b2.onnx --input x=${d}/upsampling_b2.input.npy --reps 1 --warmup 0 --threads 1)
   endif()
   add_test(NAME onnx:kfuse_run_dispatch_unknown COMMAND kfuse_run ${cnn_args})
   set_tests_properties(onnx:kfuse_run_dispatch_unknown PROPERTIES LABELS "ci;cli"
