@@ -91,7 +91,7 @@ struct attention_kernel {
     detail::require(name, can_implement(p));
     detail::slot_cursor c;
     carve(p, c);
-    return std::size_t(std::max(threads, 1)) * c.used();
+    return workspace_slots_bytes(threads, c.used());
   }
   static packed initialize(const problem& p) {
     detail::require(name, can_implement(p));

@@ -249,7 +249,7 @@ struct pool2d : image_kernel_types<Layout, Ep> {
   /// one slot per thread. The rows path, NHWC and global pooling need none.
   static std::size_t workspace_size(const pool_shape& s, int threads) {
     detail::require(name, can_implement(s));
-    return std::size_t(std::max(threads, 1)) * slot_bytes(s);
+    return workspace_slots_bytes(threads, slot_bytes(s));
   }
   static packed initialize(const pool_shape& s) {
     detail::require(name, can_implement(s));

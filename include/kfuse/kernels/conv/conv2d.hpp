@@ -116,7 +116,7 @@ struct conv2d : detail::conv2d_nhwc_path<
   /// sums (the depthwise path: depthwise_conv2d's; 1x1 GEMM: none).
   static std::size_t workspace_size(const conv_shape& s, int threads) {
     detail::require(name, can_implement(s));
-    std::size_t bytes = std::size_t(std::max(threads, 1)) * slot_bytes(s);
+    std::size_t bytes = workspace_slots_bytes(threads, slot_bytes(s));
     if (s.is_depthwise()) bytes = std::max(bytes, depthwise::workspace_size(s, threads));
     return bytes;
   }

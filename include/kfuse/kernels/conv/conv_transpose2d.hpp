@@ -100,7 +100,7 @@ struct conv_transpose2d : image_kernel_types<nhwc, epilogue<>> {
   /// One scratch block of GEMM rows per thread.
   static std::size_t workspace_size(const conv_transpose_shape& s, int threads) {
     detail::require(name, can_implement(s));
-    return std::size_t(std::max(threads, 1)) * slot_bytes(s);
+    return workspace_slots_bytes(threads, slot_bytes(s));
   }
   /// Packs weights [C, K / groups, R, S] (and copies the bias, K values, when given).
   static packed initialize(const conv_transpose_shape& s, const float* w, const float* bias) {

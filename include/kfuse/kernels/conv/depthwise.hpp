@@ -86,7 +86,7 @@ struct depthwise_conv2d : image_kernel_types<Layout, Ep> {
   /// NHWC needs none.
   static std::size_t workspace_size(const conv_shape& s, int threads) {
     detail::require(name, can_implement(s));
-    return std::size_t(std::max(threads, 1)) * slot_bytes(s);
+    return workspace_slots_bytes(threads, slot_bytes(s));
   }
   /// initialize = pack (below).
   template <class W>

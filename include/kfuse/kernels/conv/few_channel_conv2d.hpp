@@ -109,9 +109,9 @@ struct few_channel_conv2d {
   static std::size_t workspace_size(const conv_shape& s, int threads) {
     if (!takes(s)) return 0;
     const band_plan b = band_of(s);
-    return std::size_t(std::max(threads, 1)) *
-           (workspace_round(std::size_t(s.c * b.in_rows * b.width) * sizeof(float)) +
-            workspace_round(std::size_t(s.r * s.s * s.c) * sizeof(index_t)));
+    return workspace_slots_bytes(
+        threads, workspace_round(std::size_t(s.c * b.in_rows * b.width) * sizeof(float)) +
+                     workspace_round(std::size_t(s.r * s.s * s.c) * sizeof(index_t)));
   }
 
   /// y (NHWC) = epilogue(conv(x (NCHW), w)); scratch from ws (workspace_size()).

@@ -92,7 +92,7 @@ struct gated_conv2d {
     return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
   }
   static std::size_t workspace_size(const weights& w, int threads) {
-    return std::size_t(Conv::gates_rows(w.shape_) ? std::max(threads, 1) : 1) * slot_bytes(w);
+    return workspace_slots_bytes(Conv::gates_rows(w.shape_) ? threads : 1, slot_bytes(w));
   }
 
   /// y = epilogue(conv(x * gate, w)); x_scale / x_zero_point quantize the gated values (i8).

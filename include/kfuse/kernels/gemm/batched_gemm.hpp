@@ -200,7 +200,7 @@ struct batched_gemm {
   /// One slot per worker: one packed panel of B, plus A of one matrix when it is packed.
   static std::size_t workspace_size(const problem& p, int threads) {
     detail::require(name, can_implement(p));
-    return std::size_t(std::max(threads, 1)) * slot_bytes(p);
+    return workspace_slots_bytes(threads, slot_bytes(p));
   }
   static packed initialize(const problem& p) {
     detail::require(name, can_implement(p));
