@@ -129,6 +129,9 @@ class workspace_buffer {
     if (bytes_ == 0) return;
     data_.reset(static_cast<std::byte*>(std::aligned_alloc(workspace_alignment, bytes_)));
     if (!data_) throw std::bad_alloc();
+    // Zeroed: a kernel may keep state in its slot between calls (depthwise: the geometry of its
+    // last fill), and fresh memory from the allocator can hold a freed workspace's stale copy.
+    std::memset(data_.get(), 0, bytes_);
   }
   std::size_t bytes() const noexcept { return bytes_; }
   workspace view() const noexcept { return {data_.get(), bytes_}; }
