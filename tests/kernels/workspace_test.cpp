@@ -1,8 +1,10 @@
-// The workspace's slots (kernels/workspace.hpp): one per worker, each workspace_slot_guard
-// bytes past the end of the one before it, sized by workspace_slots_bytes(); a workspace too
-// small for every thread's slot gives fewer threads, never overlapping slots.
+// The workspace's slots (kernels/workspace.hpp): one per worker, each up to workspace_slot_guard
+// bytes (and at most its own size) past the end of the one before it, sized by
+// workspace_slots_bytes(); a workspace too small for every thread's slot gives fewer threads, never
+// overlapping slots.
 #include "kfuse/kernels/workspace.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,7 +20,8 @@ TEST_CASE("workspace: slots sit a guard apart and never overlap") {
     CAPTURE(each);
     const std::size_t stride = kfuse::workspace_slot_stride(each);
     CHECK(stride % kfuse::workspace_alignment == 0);
-    CHECK(stride >= each + guard);
+    CHECK(stride >= each + std::min(guard, each));  // a guard, at most the slot's size
+    CHECK(stride <= 2 * kfuse::workspace_round(each));
     CHECK(kfuse::workspace_slots_bytes(1, each) == each);
     CHECK(kfuse::workspace_slots_bytes(0, each) == each);  // 0 threads: the calling one
     CHECK(kfuse::workspace_slots_bytes(4, each) == 3 * stride + each);

@@ -4,8 +4,8 @@
 // by the kernel's workspace_size(). Kernels never allocate per call and keep no thread-local
 // state, so a replay allocates nothing and two plans on two threads share no scratch.
 //
-// Kernels split a workspace into one slot per worker (parallel_for's worker index), each slot
-// 64 KiB past the end of the one before it (workspace_slot_guard: two threads whose scratch
+// Kernels split a workspace into one slot per worker (parallel_for's worker index), each slot up
+// to 64 KiB past the end of the one before it (workspace_slot_guard: two threads whose scratch
 // rows lay side by side each ran a conv ~1.8x slower than alone). A call
 // given fewer slots than threads runs on as many threads as it has slots; a workspace smaller
 // than one slot is an error naming the kernel and both sizes. The contents belong to the kernel
@@ -33,7 +33,8 @@ constexpr std::size_t workspace_round(std::size_t bytes) noexcept {
   return (bytes + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
 }
 
-/// Free bytes between the end of one worker's slot and the start of the next. Two threads each
+/// Free bytes between the end of one worker's slot and the start of the next, at most (and at
+/// most the slot's own size, so that guards never take more than the slots). Two threads each
 /// copying rows into a 68 KB slot and reading them back ran ~1.8x slower than one alone while
 /// their slots lay side by side (AMD Zen 5 VM: the RGB stem on two threads 134 us against 146 on
 /// one); 32 KiB apart 104 us, 64 KiB apart 83 us.
@@ -41,7 +42,7 @@ inline constexpr std::size_t workspace_slot_guard = 64 * 1024;
 
 /// Bytes from the start of one worker's slot of `each` bytes to the next one's.
 constexpr std::size_t workspace_slot_stride(std::size_t each) noexcept {
-  return workspace_round(each) + workspace_slot_guard;
+  return workspace_round(each) + std::min(workspace_slot_guard, workspace_round(each));
 }
 
 /// The workspace `threads` slots of `each` bytes take (0 when each is 0).
