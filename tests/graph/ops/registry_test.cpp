@@ -145,7 +145,7 @@ TEST_CASE("op registry: a node's attributes are read as its op's type only") {
 TEST_CASE("op registry: every op and conv part lives in one kfuse::runtime op family") {
   using detail::runtime_family;
   // The names KFUSE_RUNTIME_OPS takes (CMakeLists.txt's kfuse_runtime_families, in the enum's
-  // order after core) and the build definitions they become (KFUSE_RUNTIME_NO_OPS_<NAME>).
+  // order after core), which a tier built without some lists in KFUSE_RUNTIME_LEFT_OUT_FAMILIES.
   const std::vector<std::string> cmake_names = {
       "attention",   "conv2d", "conv2d_depthwise", "conv2d_gated", "conv2d_few_channel",
       "conv2d_nchw", "image",  "linear",           "matmul",       "norm",

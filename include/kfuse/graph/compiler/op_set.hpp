@@ -78,37 +78,36 @@ struct runtime_ops {
 };
 
 /// kfuse::runtime's op families: the objects a tier is built from (src/runtime/ops/), which
-/// CMake's KFUSE_RUNTIME_OPS selects (the build defines KFUSE_RUNTIME_NO_OPS_<FAMILY> for those
-/// it leaves out). `core` (eltwise, cast and data movement) is always built: the plan compiler
+/// CMake's KFUSE_RUNTIME_OPS selects (CMakeLists.txt's kfuse_runtime_families, in this order
+/// after core). `core` (eltwise, cast and data movement) is always built: the plan compiler
 /// inserts those ops itself. conv2d holds the dense kernels of NHWC convs; its other families:
 /// nchw (the dense kernels of NCHW convs), depthwise (one channel per group; and int8 convs
 /// writing bf16 for them), gated (a fused channel gate) and few_channel (an NCHW stem of at most
 /// 4 channels writing NHWC). Without gated or few_channel those convs run on the dense kernels
 /// and a separate gate or layout conversion step.
-enum class runtime_family : std::uint8_t {
-  core,
-  attention,
-  conv2d,
-  conv2d_depthwise,
-  conv2d_gated,
-  conv2d_few_channel,
-  conv2d_nchw,
-  image,
-  linear,
-  matmul,
-  norm,
-  pool,
-  reduce
-};
+#define KFUSE_RUNTIME_FAMILIES(X) \
+  X(core)                         \
+  X(attention)                    \
+  X(conv2d)                       \
+  X(conv2d_depthwise)             \
+  X(conv2d_gated)                 \
+  X(conv2d_few_channel)           \
+  X(conv2d_nchw)                  \
+  X(image)                        \
+  X(linear)                       \
+  X(matmul)                       \
+  X(norm)                         \
+  X(pool)                         \
+  X(reduce)
+
+#define KFUSE_RUNTIME_FAMILY_ENUM(name) name,
+enum class runtime_family : std::uint8_t { KFUSE_RUNTIME_FAMILIES(KFUSE_RUNTIME_FAMILY_ENUM) };
+#undef KFUSE_RUNTIME_FAMILY_ENUM
 
 constexpr std::string_view runtime_family_name(runtime_family f) noexcept {
-  constexpr std::string_view names[] = {"core",         "attention",
-                                        "conv2d",       "conv2d_depthwise",
-                                        "conv2d_gated", "conv2d_few_channel",
-                                        "conv2d_nchw",  "image",
-                                        "linear",       "matmul",
-                                        "norm",         "pool",
-                                        "reduce"};
+#define KFUSE_RUNTIME_FAMILY_NAME(name) #name,
+  constexpr std::string_view names[] = {KFUSE_RUNTIME_FAMILIES(KFUSE_RUNTIME_FAMILY_NAME)};
+#undef KFUSE_RUNTIME_FAMILY_NAME
   return names[std::size_t(f)];
 }
 
@@ -143,52 +142,23 @@ constexpr runtime_family runtime_family_of(op_kind k) noexcept {
   }
 }
 
+/// The families a kfuse::runtime tier leaves out, comma-separated: the build defines
+/// KFUSE_RUNTIME_LEFT_OUT_FAMILIES for a tier built without some (KFUSE_RUNTIME_OPS).
+#ifdef KFUSE_RUNTIME_LEFT_OUT_FAMILIES
+inline constexpr std::string_view runtime_left_out_families = KFUSE_RUNTIME_LEFT_OUT_FAMILIES;
+#else
+inline constexpr std::string_view runtime_left_out_families = "";
+#endif
+
 /// Whether this kfuse::runtime tier was built with family f (KFUSE_RUNTIME_OPS).
 constexpr bool runtime_builds(runtime_family f) noexcept {
-  switch (f) {
-#define KFUSE_RUNTIME_LEFT_OUT(name) \
-  case runtime_family::name:         \
-    return false;
-#ifdef KFUSE_RUNTIME_NO_OPS_ATTENTION
-    KFUSE_RUNTIME_LEFT_OUT(attention)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D
-    KFUSE_RUNTIME_LEFT_OUT(conv2d)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D_DEPTHWISE
-    KFUSE_RUNTIME_LEFT_OUT(conv2d_depthwise)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D_GATED
-    KFUSE_RUNTIME_LEFT_OUT(conv2d_gated)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D_FEW_CHANNEL
-    KFUSE_RUNTIME_LEFT_OUT(conv2d_few_channel)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_CONV2D_NCHW
-    KFUSE_RUNTIME_LEFT_OUT(conv2d_nchw)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_IMAGE
-    KFUSE_RUNTIME_LEFT_OUT(image)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_LINEAR
-    KFUSE_RUNTIME_LEFT_OUT(linear)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_MATMUL
-    KFUSE_RUNTIME_LEFT_OUT(matmul)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_NORM
-    KFUSE_RUNTIME_LEFT_OUT(norm)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_POOL
-    KFUSE_RUNTIME_LEFT_OUT(pool)
-#endif
-#ifdef KFUSE_RUNTIME_NO_OPS_REDUCE
-    KFUSE_RUNTIME_LEFT_OUT(reduce)
-#endif
-#undef KFUSE_RUNTIME_LEFT_OUT
-    default:
-      return true;
+  std::string_view rest = runtime_left_out_families;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == runtime_family_name(f)) return false;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
+  return true;
 }
 
 /// Whether plan compilers of op set Ops hold family f's kernels: kfuse::runtime's tiers those
