@@ -63,6 +63,12 @@ std::vector<conv_shape> test_shapes() {
       diagonal(make(2, 96, 6, 5, 96, 3, 3, 2, {1, 1, 1, 1}, 1, 2), 3),
       diagonal(make(1, 16, 7, 7, 64, 3, 3, 1, {1, 1, 1, 1}), 4),
       diagonal(make(1, 8, 7, 7, 16, 3, 3, 1, {1, 0, 1, 0}), 2),
+      // Wide rows: most tiles lie in one output row, where a kernel row's 3 taps share the
+      // broadcasts at stride 1 (stride 2 reads tap by tap); two groups of 4 blocks.
+      diagonal(make(1, 64, 5, 20, 64, 3, 3, 1, {1, 1, 1, 1}), 4),
+      diagonal(make(1, 32, 14, 30, 32, 3, 3, 2, {1, 1, 1, 1}), 2),
+      diagonal(make(1, 64, 11, 26, 64, 3, 3, 2, {1, 0, 1, 0}), 4),
+      diagonal(make(1, 128, 5, 14, 128, 3, 3, 1, {1, 1, 1, 1}, 1, 2), 4),
       // Blocks of narrower groups (conv_shape::block_groups): narrow tiles where a block is one
       // vector of L input and output channels (AVX-512: 4 and 8 channels a group, unpadded 1x1
       // too; AVX2: 4 and 2), the zeros computed elsewhere.

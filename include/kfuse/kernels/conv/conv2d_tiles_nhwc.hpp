@@ -334,16 +334,25 @@ KFUSE_INLINE void nhwc_diagonal_tile(const nhwc_pixels<float>& in, const conv_sh
   }
   V acc[Rows][NV];
   start_tile(acc, nullptr, true);
+  const bool three_wide = s.s == 3 && s.dilation_w == 1 && s.stride_w == 1;
   for (index_t r = 0; r < s.r; ++r) {
     const float* const* row = in.px + r * in.mr;
     if (!row[0]) continue;
+    const float* bp = wblock + r * s.s * cgp * NR;
+    // The tile's pixels side by side in one row of a 3-wide window: taps share the broadcasts.
+    bool side_by_side = three_wide;
+#pragma GCC unroll 8
+    for (int i = 1; i < Rows; ++i) side_by_side = side_by_side && row[i] == row[0] + i * in.pix;
+    if (side_by_side) {
+      mk_fma_diagonal<float>::template row3<V, Rows, NV, NR>(acc, row[0], in.pix, bp, cgp, cs);
+      continue;
+    }
     pointer_rows<float, Rows> a;
     for (index_t q = 0; q < s.s; ++q) {
       const index_t off = q * s.dilation_w * in.pix;
 #pragma GCC unroll 8
       for (int i = 0; i < Rows; ++i) a.p[i] = row[i] + off;
-      mk_fma_diagonal<float>::template accumulate<V, Rows, NV, NR>(
-          acc, a, wblock + (r * s.s + q) * cgp * NR, cs);
+      mk_fma_diagonal<float>::template accumulate<V, Rows, NV, NR>(acc, a, bp + q * cgp * NR, cs);
     }
   }
   store_tile<true>(acc, out, s.out_channels(), flat0, s.out_channels(), ch0, ch_valid, ep);

@@ -89,6 +89,31 @@ struct mk_fma_diagonal {
           acc[r][j] = simd::fma(V(to_float(a[r][j * cs + k])), b[j], acc[r][j]);
     }
   }
+  /// accumulate over a kernel row of 3 taps for Rows pixels side by side in one output row
+  /// (stride 1, no dilation): each input pixel's broadcast serves its up to 3 taps (Rows + 2
+  /// broadcasts per channel and block, not 3 x Rows: with a broadcast per FMA the FMAs ran at
+  /// ~80% of their rate). x0: pixel 0's first input of its block 0, pix values apart; bp: the
+  /// kernel row's first tap's block-diagonal panel, cgp x NR values per tap.
+  template <class V, int Rows, int NV, int NR>
+  static KFUSE_INLINE void row3(V (&acc)[Rows][NV], const float* KFUSE_RESTRICT x0, index_t pix,
+                                const float* KFUSE_RESTRICT bp, index_t cgp, index_t cs) {
+    constexpr int L = V::lanes, S = 3;
+    for (index_t k = 0; k < cs; ++k) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) {
+        V b[S];
+#pragma GCC unroll 4
+        for (int q = 0; q < S; ++q) b[q] = simd::load<V>(bp + (q * cgp + j * cs + k) * NR + j * L);
+#pragma GCC unroll 16
+        for (int u = 0; u < Rows + S - 1; ++u) {
+          const V x(x0[u * pix + j * cs + k]);
+#pragma GCC unroll 4
+          for (int q = 0; q < S; ++q)
+            if (u - q >= 0 && u - q < Rows) acc[u - q][j] = simd::fma(x, b[q], acc[u - q][j]);
+        }
+      }
+    }
+  }
   /// Vector j of a narrow tile (blocks of groups of w channels, conv_shape::block_groups;
   /// blocks of L input channels, float rows) over one tap: lane l sums its own group's w
   /// channels only, channel i as one load of the block's L values permuted so that every
